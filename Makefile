@@ -1,0 +1,42 @@
+# market-timers: `make demo` and `make test` are the two set-up commands (see README).
+PYTHON ?= /usr/bin/python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+EXAMPLE := scripts/examples/market-timers.example.toml
+
+.PHONY: venv demo test test-unit test-e2e lint deb bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	$(VENV)/bin/market-timers --config $(EXAMPLE) plan
+	rm -rf build/units
+	$(VENV)/bin/market-timers --config $(EXAMPLE) render --out build/units
+	$(VENV)/bin/market-timers --config $(EXAMPLE) verify build/units
+
+lint: venv
+	$(VENV)/bin/ruff check generator tests scripts bench
+
+test: venv lint
+	$(PY) -m pytest tests
+
+test-unit: venv
+	$(PY) -m pytest tests -m 'not e2e'
+
+test-e2e: venv
+	$(PY) -m pytest tests -m e2e
+
+deb:
+	./scripts/build-deb
+
+bench: venv
+	$(PY) bench/run.py
+
+clean:
+	rm -rf build dist
