@@ -1,0 +1,50 @@
+"""Config errors that name the file, the key and the bad value, collected rather than raised one by one.
+
+Validation walks the whole config and reports every problem at once (as borgmatic does), so a user
+fixes a config in one edit instead of one error per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    path: str  # e.g. "job[2].offset"
+    message: str
+    value: object = None
+    has_value: bool = False
+
+    def render(self, source: str) -> str:
+        shown = f" (got {self.value!r})" if self.has_value else ""
+        return f"{source}: {self.path}: {self.message}{shown}"
+
+
+_MISSING = object()
+
+
+@dataclass
+class Problems:
+    """Collects ConfigProblems while a config is validated."""
+
+    source: str = "<config>"
+    items: list[ConfigProblem] = field(default_factory=list)
+
+    def add(self, path: str, message: str, value: object = _MISSING) -> None:
+        has_value = value is not _MISSING
+        self.items.append(ConfigProblem(path, message, value if has_value else None, has_value))
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def lines(self) -> list[str]:
+        return [p.render(self.source) for p in self.items]
+
+
+class ConfigError(Exception):
+    """Raised after validation when there is at least one problem. Exit code 2 at the CLI."""
+
+    def __init__(self, problems: Problems):
+        self.problems = problems
+        super().__init__("\n".join(problems.lines()))
