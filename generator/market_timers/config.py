@@ -1,0 +1,353 @@
+"""Load and validate market-timers.toml.
+
+All problems are collected and reported together, each naming the file, the key (``job[2].offset``)
+and the bad value (see errors.py). Validation happens before anything is written. Exchange calendar
+names are checked by calendars.check_config(), which imports exchange_calendars; commands on the hot
+path (alert handlers, records) load the config without it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from datetime import date, time
+from pathlib import Path
+from typing import Any
+
+from .durations import parse_duration, parse_offset
+from .errors import ConfigError, Problems
+
+DEFAULT_PATH = "/etc/market-timers/market-timers.toml"
+ENV_VAR = "MARKET_TIMERS_CONFIG"
+
+EVENTS = ("open", "close", "break_start", "break_end")
+SEVERITIES = ("critical", "warning", "info")
+# Job names become part of unit names (market-<job>@<session>-<HHMMSS>.timer) and of journal
+# fields: keep them to a conservative subset of systemd's unit-name characters.
+JOB_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+AT_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2}))?(?:\s+(\S+))?$")
+
+DST_EXPLANATION = (
+    "schedules in a local wall-clock time are refused: around a daylight-saving change such a "
+    "time happens twice or not at all, and cron implementations disagree on what to do then. "
+    "Tie market jobs to the exchange calendar (event + offset, which follows the exchange's own "
+    "time zone) and write fixed jobs in UTC, e.g. at = \"02:30 UTC\""
+)
+
+TOP_KEYS = {
+    "calendar", "horizon", "retention_days", "user", "unit_dir", "state_dir", "spool_dir",
+    "runtime_dir", "runner", "job", "overrides", "alerts", "watch",
+}
+JOB_KEYS = {
+    "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
+    "lock", "severity", "skip", "environment", "description", "enabled",
+}
+REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
+OVERRIDE_KEYS = {"closed", "early_close", "late_open"}
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    command: tuple[str, ...]
+    event: str | None = None  # None for a daily job at a fixed UTC time (`at`)
+    offset: int = 0  # seconds, signed
+    calendar: str | None = None  # as written (resolved by calendars.check_config)
+    at_utc: time | None = None
+    grace: int = 120
+    timeout: int = 1800
+    watchdog: int | None = None
+    lock: str = ""
+    severity: str = "critical"
+    skip: frozenset[date] = frozenset()
+    environment: tuple[tuple[str, str], ...] = ()
+    description: str = ""
+
+    @property
+    def is_session_job(self) -> bool:
+        return self.event is not None
+
+
+@dataclass(frozen=True)
+class Override:
+    closed: frozenset[date] = frozenset()
+    early_close: tuple[tuple[date, time], ...] = ()  # exchange-local wall time of that day
+    late_open: tuple[tuple[date, time], ...] = ()
+
+
+@dataclass
+class Config:
+    source: str
+    calendar: str | None = None
+    horizon: int = 10
+    retention_days: int = 7
+    user: str = "market-timers"
+    unit_dir: Path = Path("/etc/systemd/system")
+    state_dir: Path = Path("/var/lib/market-timers")
+    spool_dir: Path = Path("/var/spool/market-timers")
+    runtime_dir: Path = Path("/run/market-timers")
+    runner: str | None = None
+    jobs: list[Job] = field(default_factory=list)
+    overrides: dict[str, Override] = field(default_factory=dict)
+    alerts: Any = None
+    watch: Any = None
+    raw: dict = field(default_factory=dict)
+
+    def job(self, name: str) -> Job:
+        for j in self.jobs:
+            if j.name == name:
+                return j
+        raise KeyError(name)
+
+
+def config_path(cli_value: str | None) -> str:
+    return cli_value or os.environ.get(ENV_VAR) or DEFAULT_PATH
+
+
+def load(path: str | os.PathLike, *, check_calendars: bool = True) -> Config:
+    """Read and validate a config file. Raises ConfigError listing every problem."""
+    source = str(path)
+    problems = Problems(source)
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except FileNotFoundError:
+        problems.add("(file)", "no such file")
+        raise ConfigError(problems) from None
+    except PermissionError:
+        problems.add("(file)", "permission denied")
+        raise ConfigError(problems) from None
+    except tomllib.TOMLDecodeError as e:
+        problems.add("(file)", f"not valid TOML: {e}")
+        raise ConfigError(problems) from None
+    config = parse(raw, problems)
+    if check_calendars and not problems:
+        from .calendars import check_config
+
+        check_config(config, problems)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def parse(raw: dict, problems: Problems) -> Config:
+    cfg = Config(source=problems.source, raw=raw)
+    for key in sorted(set(raw) - TOP_KEYS):
+        problems.add(key, f"unknown key (known: {', '.join(sorted(TOP_KEYS))})")
+    if "calendar" in raw:
+        cfg.calendar = _str(raw, "calendar", problems, "calendar")
+    if "horizon" in raw:
+        cfg.horizon = _int(raw["horizon"], "horizon", problems, 1, 250, cfg.horizon)
+    if "retention_days" in raw:
+        cfg.retention_days = _int(raw["retention_days"], "retention_days", problems, 0, 366,
+                                  cfg.retention_days)
+    for key in ("user", "runner"):
+        if key in raw:
+            setattr(cfg, key, _str(raw, key, problems, key))
+    for key in ("unit_dir", "state_dir", "spool_dir", "runtime_dir"):
+        if key in raw:
+            value = _str(raw, key, problems, key)
+            if value is not None and not value.startswith("/"):
+                problems.add(key, "must be an absolute path", value)
+            elif value is not None:
+                setattr(cfg, key, Path(value))
+    jobs = raw.get("job", [])
+    if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
+        problems.add("job", "must be an array of tables ([[job]])", jobs)
+        jobs = []
+    cfg.jobs = [j for i, t in enumerate(jobs) if (j := _job(t, f"job[{i}]", cfg, problems))]
+    _check_unique_names(jobs, problems)
+    overrides = raw.get("overrides", {})
+    if not isinstance(overrides, dict):
+        problems.add("overrides", "must be a table of calendars ([overrides.XNYS])", overrides)
+        overrides = {}
+    for cal, table in overrides.items():
+        cfg.overrides[cal] = _override(table, f"overrides.{cal}", problems)
+    try:
+        from .alerts.config import parse_alerts
+    except ImportError:  # the alerts layer is optional at this stage of the build
+        parse_alerts = None
+    if parse_alerts is not None:
+        cfg.alerts = parse_alerts(raw.get("alerts"), problems)
+    return cfg
+
+
+def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
+    before = len(problems.items)
+    for key in sorted(set(t) - JOB_KEYS):
+        if key in REFUSED_JOB_KEYS:
+            problems.add(f"{path}.{key}", DST_EXPLANATION, t[key])
+        else:
+            problems.add(f"{path}.{key}", f"unknown key (known: {', '.join(sorted(JOB_KEYS))})")
+    name = t.get("name")
+    if not isinstance(name, str) or not JOB_NAME.match(name):
+        problems.add(f"{path}.name", "required; must match [a-z][a-z0-9_-]* (at most 40 "
+                     "characters): it becomes part of systemd unit names", name)
+    command = t.get("command")
+    if (not isinstance(command, list) or not command
+            or not all(isinstance(c, str) and c for c in command)):
+        problems.add(f"{path}.command", "required; a non-empty array of strings, the program "
+                     "first", command)
+        command = []
+    elif not command[0].startswith("/"):
+        problems.add(f"{path}.command", "the program must be an absolute path (systemd runs "
+                     "it without a shell or your PATH)", command[0])
+    kw: dict[str, Any] = {}
+    if "at" in t:
+        for key in ("event", "offset", "calendar", "skip"):
+            if key in t:
+                problems.add(f"{path}.{key}", "a job with `at` runs daily at a fixed UTC time "
+                             "and is not tied to a session; remove `at` or this key")
+        kw["at_utc"] = _at(t["at"], f"{path}.at", problems)
+    else:
+        event = t.get("event")
+        if event not in EVENTS:
+            problems.add(f"{path}.event", f"required (or `at` for a fixed UTC time); one of "
+                         f"{', '.join(EVENTS)}", event)
+        kw["event"] = event
+        if "offset" in t:
+            kw["offset"] = _parsed(parse_offset, t["offset"], f"{path}.offset", problems, 0)
+        cal = t.get("calendar", cfg.calendar)
+        if cal is None:
+            problems.add(f"{path}.calendar", "no calendar: set `calendar` at the top of the file "
+                         "or in this job")
+        elif not isinstance(cal, str):
+            problems.add(f"{path}.calendar", "must be a string", cal)
+        kw["calendar"] = cal
+        kw["skip"] = frozenset(_dates(t.get("skip", []), f"{path}.skip", problems))
+    for key, default in (("grace", "2min"), ("timeout", "30min")):
+        kw[key] = _parsed(parse_duration, t.get(key, default), f"{path}.{key}", problems, 0)
+    if kw["timeout"] == 0:
+        problems.add(f"{path}.timeout", "must be more than zero", t.get("timeout"))
+    if "watchdog" in t and t["watchdog"] not in ("off", False):
+        kw["watchdog"] = _parsed(parse_duration, t["watchdog"], f"{path}.watchdog", problems, 0)
+        if kw["watchdog"] == 0:
+            problems.add(f"{path}.watchdog", 'must be more than zero (or "off")', t["watchdog"])
+    lock = t.get("lock", name)
+    if not isinstance(lock, str) or not JOB_NAME.match(lock):
+        problems.add(f"{path}.lock", "lock group names follow the job-name rule "
+                     "[a-z][a-z0-9_-]*", lock)
+    severity = t.get("severity", "critical")
+    if severity not in SEVERITIES:
+        problems.add(f"{path}.severity", f"one of {', '.join(SEVERITIES)}", severity)
+    env = t.get("environment", {})
+    if not isinstance(env, dict):
+        problems.add(f"{path}.environment", "must be a table of NAME = \"value\"", env)
+        env = {}
+    for k, v in env.items():
+        if not ENV_NAME.match(k) or k.startswith("MARKET_"):
+            problems.add(f"{path}.environment.{k}", "names are upper case [A-Z_][A-Z0-9_]* and "
+                         "must not start with MARKET_ (reserved for the job's context)")
+        if not isinstance(v, str):
+            problems.add(f"{path}.environment.{k}", "must be a string", v)
+    description = t.get("description", "")
+    if not isinstance(description, str):
+        problems.add(f"{path}.description", "must be a string", description)
+    enabled = t.get("enabled", True)
+    if not isinstance(enabled, bool):
+        problems.add(f"{path}.enabled", "must be true or false", enabled)
+    if len(problems.items) != before or not enabled:
+        return None
+    return Job(name=name, command=tuple(command), lock=lock, severity=severity,
+               environment=tuple(sorted(env.items())), description=description, **kw)
+
+
+def _check_unique_names(jobs: list, problems: Problems) -> None:
+    seen: dict[str, int] = {}
+    for i, t in enumerate(jobs):
+        name = t.get("name") if isinstance(t, dict) else None
+        if isinstance(name, str):
+            if name in seen:
+                problems.add(f"job[{i}].name", f"duplicate job name (also job[{seen[name]}])",
+                             name)
+            seen.setdefault(name, i)
+
+
+def _override(table: Any, path: str, problems: Problems) -> Override:
+    if not isinstance(table, dict):
+        problems.add(path, "must be a table with closed / early_close / late_open", table)
+        return Override()
+    for key in sorted(set(table) - OVERRIDE_KEYS):
+        problems.add(f"{path}.{key}", f"unknown key (known: {', '.join(sorted(OVERRIDE_KEYS))})")
+    closed = frozenset(_dates(table.get("closed", []), f"{path}.closed", problems))
+    moved = {}
+    for key in ("early_close", "late_open"):
+        value = table.get(key, {})
+        if not isinstance(value, dict):
+            problems.add(f"{path}.{key}", 'must be a table of "YYYY-MM-DD" = "HH:MM" '
+                         "(exchange-local time of that day)", value)
+            value = {}
+        items = []
+        for day, hhmm in value.items():
+            d = _date(day, f"{path}.{key}.{day}", problems)
+            m = AT_TIME.match(hhmm) if isinstance(hhmm, str) else None
+            if not m or m.group(4):
+                problems.add(f"{path}.{key}.{day}", 'must be "HH:MM" in the exchange\'s local '
+                             "time of that day", hhmm)
+            elif d is not None:
+                items.append((d, time(int(m.group(1)), int(m.group(2)))))
+        moved[key] = tuple(sorted(items))
+    return Override(closed=closed, **moved)
+
+
+def _at(value: Any, path: str, problems: Problems) -> time | None:
+    m = AT_TIME.match(value.strip()) if isinstance(value, str) else None
+    if not m:
+        problems.add(path, 'must be "HH:MM UTC" or "HH:MM:SS UTC"', value)
+        return None
+    hh, mm, ss, zone = m.groups()
+    if zone not in ("UTC", "Z", "utc"):
+        problems.add(path, DST_EXPLANATION if zone else
+                     'name the zone: only "UTC" is accepted, e.g. "02:30 UTC" (' +
+                     DST_EXPLANATION + ")", value)
+        return None
+    try:
+        return time(int(hh), int(mm), int(ss or 0))
+    except ValueError:
+        problems.add(path, "not a valid time of day", value)
+        return None
+
+
+def _dates(value: Any, path: str, problems: Problems) -> list[date]:
+    if not isinstance(value, list):
+        problems.add(path, "must be an array of dates (YYYY-MM-DD)", value)
+        return []
+    return [d for i, v in enumerate(value) if (d := _date(v, f"{path}[{i}]", problems))]
+
+
+def _date(value: Any, path: str, problems: Problems) -> date | None:
+    if isinstance(value, date) and not hasattr(value, "hour"):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    problems.add(path, "must be a date YYYY-MM-DD", value)
+    return None
+
+
+def _parsed(fn, value: Any, path: str, problems: Problems, default: int) -> int:
+    try:
+        return fn(value)
+    except ValueError as e:
+        problems.add(path, str(e), value)
+        return default
+
+
+def _str(raw: dict, key: str, problems: Problems, path: str) -> str | None:
+    value = raw[key]
+    if not isinstance(value, str) or not value:
+        problems.add(path, "must be a non-empty string", value)
+        return None
+    return value
+
+
+def _int(value: Any, path: str, problems: Problems, lo: int, hi: int, default: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        problems.add(path, f"must be a whole number from {lo} to {hi}", value)
+        return default
+    return value

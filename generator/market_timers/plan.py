@@ -1,0 +1,118 @@
+"""The plan: job x session -> the exact UTC instant it fires.
+
+A Fire is everything the renderer, sync, the deadman and status need to know about one planned
+run; it is computed here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+from . import calendars
+from .config import Config, Job
+from .durations import format_offset
+
+
+@dataclass(frozen=True, order=True)
+class Fire:
+    fire_utc: datetime  # aware UTC, exact to the second
+    job: str
+    calendar: str
+    session: date
+    event: str
+    offset: int
+
+    @property
+    def instance(self) -> str:
+        """<session>-<HHMMSS of the UTC instant>: a changed instant is a different unit."""
+        return f"{self.session.isoformat()}-{self.fire_utc:%H%M%S}"
+
+    @property
+    def unit_stem(self) -> str:
+        return f"market-{self.job}@{self.instance}"
+
+    @property
+    def fire_iso(self) -> str:
+        return self.fire_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def local(self) -> datetime:
+        return self.fire_utc.astimezone(calendars.tz(self.calendar))
+
+    def to_json(self) -> dict:
+        local = self.local()
+        return {
+            "job": self.job,
+            "calendar": self.calendar,
+            "session": self.session.isoformat(),
+            "event": self.event,
+            "offset": format_offset(self.offset),
+            "fire_utc": self.fire_iso,
+            "fire_local": local.isoformat(),
+            "timezone": local.tzname(),
+            "unit": self.unit_stem + ".timer",
+        }
+
+
+def fires_for_sessions(job: Job, sessions: list[calendars.Session]) -> list[Fire]:
+    out = []
+    for s in sessions:
+        if s.label in job.skip:
+            continue
+        instant = s.event(job.event)
+        if instant is None:  # no break that day
+            continue
+        out.append(Fire(instant + timedelta(seconds=job.offset), job.name, s.calendar, s.label,
+                        job.event, job.offset))
+    return out
+
+
+def plan_between(config: Config, start: date, end: date) -> list[Fire]:
+    """Every fire of every session job for sessions labelled start..end (inclusive)."""
+    fires: list[Fire] = []
+    for job in config.jobs:
+        if not job.is_session_job:
+            continue
+        cal = calendars.resolve(job.calendar)
+        sess = calendars.sessions(cal, start, end, _override(config, cal))
+        fires.extend(fires_for_sessions(job, sess))
+    return sorted(fires)
+
+
+def plan_ahead(config: Config, now: datetime, horizon: int | None = None) -> list[Fire]:
+    """Fires still to come in the next `horizon` sessions of each job's calendar."""
+    horizon = horizon or config.horizon
+    fires: list[Fire] = []
+    cache: dict[str, list[calendars.Session]] = {}
+    for job in config.jobs:
+        if not job.is_session_job:
+            continue
+        cal = calendars.resolve(job.calendar)
+        if cal not in cache:
+            # Look back a day so that a job after the close of the current session is kept.
+            cache[cal] = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
+                                                 _override(config, cal))
+        fires.extend(f for f in fires_for_sessions(job, cache[cal]) if f.fire_utc > now)
+    return _within_horizon(sorted(fires), horizon)
+
+
+def _within_horizon(fires: list[Fire], horizon: int) -> list[Fire]:
+    """Keep the first `horizon` sessions per calendar (counting sessions that still fire)."""
+    keep: dict[str, list[date]] = {}
+    for f in fires:
+        labels = keep.setdefault(f.calendar, [])
+        if f.session not in labels:
+            labels.append(f.session)
+    allowed = {(cal, d) for cal, labels in keep.items() for d in sorted(labels)[:horizon]}
+    return [f for f in fires if (f.calendar, f.session) in allowed]
+
+
+def _override(config: Config, canonical: str):
+    for name, override in config.overrides.items():
+        if calendars.resolve(name) == canonical:
+            return override
+    return None
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
