@@ -1,0 +1,316 @@
+"""`market-timers check-cron`: how a cron line would have fared against an exchange calendar.
+
+For people migrating from cron. Given a cron line in some time zone and the job it was meant to be
+("15 minutes before the XNYS close"), every fire of the cron line between --from 00:00 UTC and
+--to 23:59 UTC (inclusive) is put in exactly one bucket, as the seed counted:
+
+* on_time:    the fire equals some session's (event + offset) instant exactly;
+* no_session: the fire's exchange-local date has no session (holiday or weekend);
+* other_time: the exchange-local date has a session, but the fire is not at its event + offset
+              (an early close, a DST week where the cron's zone and the exchange's disagree...).
+
+The cron line is read by croniter with cron's own semantics: Sunday is 0 (7 too), and when both
+day-of-month and day-of-week are restricted a day matching EITHER fires (croniter's day_or=True,
+passed explicitly so that a change of default cannot flip it). Only the five-field form and the
+@-macros cron knows are accepted; croniter's extensions that cronie does not have (a sixth field
+for seconds, "H" hashing, "L", "#") are refused, so the check never answers for a line that cron
+itself would reject or read differently.
+
+DST note (croniter 7, checked here): croniter walks wall-clock time in the cron's zone from a
+tz-aware start. A wall-clock time that occurs twice (autumn) fires twice; one that does not exist
+(spring) fires once, at the end of the gap (Madrid "30 2 * * *" on 2025-03-30 fires at 03:00 CEST =
+01:00 UTC). cronie documents two different answers (crontab(5): skipped times never match, repeated
+ones run twice; cron(8), for changes under three hours: skipped ones run right away, repeated ones
+once), so for a line inside a DST change hour the count is croniter's reading. A line at a trading
+hour is not affected.
+
+pandas, exchange_calendars and croniter are imported inside the functions: this module is imported
+by the CLI, and only this command needs them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import argparse
+
+EVENTS = ("open", "close", "break_start", "break_end")
+DEFAULT_DAYS = 90
+
+# What cron (cronie) accepts in a field: numbers, "*", ranges, steps, lists, and names for months
+# and days of week. croniter accepts more (H, L, #, a seconds field); those are refused.
+_MONTHS = {"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}
+_DAYS = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
+_FIELD_NAMES = ("minute", "hour", "day of month", "month", "day of week")
+_ATOM = re.compile(r"^(?:\*|[0-9]+|[a-z]{3})$")
+_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+
+_EVENT_WORDS = {
+    "open": "opens",
+    "close": "closes",
+    "break_start": "break starts",
+    "break_end": "break ends",
+}
+
+
+@dataclass(frozen=True)
+class WrongFire:
+    """One fire of the cron line that was not at the session's event + offset."""
+
+    fire_utc: datetime
+    fire_local: datetime  # in the exchange's zone
+    kind: str  # "no_session" | "other_time"
+    event: str = ""  # open | close | break_start | break_end
+    session: date | None = None  # the session on the fire's exchange-local date (other_time)
+    event_local: datetime | None = None  # that session's event, exchange-local (None: no break)
+    expected_utc: datetime | None = None  # event + offset, UTC (None: the session has no break)
+
+    def calendar_says(self) -> str:
+        if self.kind == "no_session":
+            return "no session (holiday/weekend)"
+        if self.event_local is None or self.expected_utc is None:
+            return "session has no break; no fire is due"
+        return "session {} {}; fire should be {} ({})".format(
+            _EVENT_WORDS.get(self.event, self.event), _hm_local(self.event_local),
+            _hm_local(self.expected_utc.astimezone(self.fire_local.tzinfo)),
+            self.expected_utc.strftime("%H:%M UTC"),
+        )
+
+
+@dataclass
+class CronCheckResult:
+    expr: str
+    tz: str
+    calendar: str  # canonical name, e.g. "XNYS" for "NYSE"
+    event: str
+    offset_seconds: int
+    start: date
+    end: date
+    fires: int = 0
+    on_time: int = 0
+    no_session: int = 0
+    other_time: int = 0
+    wrong: list[WrongFire] = field(default_factory=list)
+    exchange_tz: str = ""
+
+
+def _hm_local(t: datetime) -> str:
+    return f"{t:%H:%M} {t.tzname()}"
+
+
+def _utc_z(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+
+
+def _check_expr(expr: str) -> None:
+    from croniter import croniter
+
+    text = expr.strip()
+    if not text:
+        raise ValueError("cron expression: empty; write five fields such as \"45 15 * * 1-5\"")
+    if text.startswith("@"):
+        if text.lower() == "@reboot":
+            raise ValueError(f"cron expression {expr!r}: @reboot has no schedule to check")
+        if text.lower() not in _MACROS:
+            raise ValueError(f"cron expression {expr!r}: unknown macro; cron knows "
+                             + ", ".join(sorted(_MACROS)))
+        return
+    fields = text.split()
+    if len(fields) != 5:
+        raise ValueError(f"cron expression {expr!r}: has {len(fields)} fields, cron has 5 "
+                         "(minute hour day-of-month month day-of-week)")
+    for name, value in zip(_FIELD_NAMES, fields, strict=True):
+        for atom in re.split(r"[,/-]", value.lower()):
+            names = _MONTHS if name == "month" else _DAYS if name == "day of week" else set()
+            if not _ATOM.match(atom) or (atom.isalpha() and atom not in names):
+                raise ValueError(f"cron expression {expr!r}: {name} field {value!r} is not "
+                                 "cron syntax (numbers, *, ranges a-b, steps /n, lists a,b"
+                                 + (", names" if names else "") + ")")
+    try:
+        ok = croniter.is_valid(text)
+    except Exception:  # any failure of the parser means "not valid"
+        ok = False
+    if not ok:
+        raise ValueError(f"cron expression {expr!r}: a value is out of range (minute 0-59, "
+                         "hour 0-23, day of month 1-31, month 1-12, day of week 0-7)")
+
+
+def _zone(tz: str):
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        close = difflib.get_close_matches(tz, sorted(available_timezones()), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"--tz {tz!r}: unknown time zone (an IANA name such as "
+                         f"America/New_York or UTC){hint}") from None
+
+
+def _calendar(name: str, start: date, end: date):
+    import exchange_calendars as xc
+    import pandas as pd
+
+    names = xc.get_calendar_names(include_aliases=True)
+    if name not in names:
+        close = difflib.get_close_matches(name.upper(), names, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"--calendar {name!r}: unknown exchange calendar{hint}")
+    # a margin either side: a fire near the window's edge may belong to a session just outside it
+    lo, hi = pd.Timestamp(start - timedelta(days=7)), pd.Timestamp(end + timedelta(days=7))
+    try:
+        return xc.get_calendar(name, start=lo, end=hi)
+    except (xc.errors.CalendarError, ValueError) as e:
+        raise ValueError(f"--calendar {name!r}: cannot cover {start}..{end}: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# the check
+
+
+def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: int,
+               start: date, end: date) -> CronCheckResult:
+    """Classify every fire of `expr` (in zone `tz`) from `start` 00:00 UTC to `end` 23:59 UTC."""
+    import pandas as pd
+    from croniter import croniter
+
+    if event not in EVENTS:
+        raise ValueError(f"--event {event!r}: must be one of {', '.join(EVENTS)}")
+    if start > end:
+        raise ValueError(f"--from {start.isoformat()} is after --to {end.isoformat()}")
+    _check_expr(expr)
+    zone = _zone(tz)
+    cal = _calendar(calendar, start, end)
+    if event.startswith("break") and not cal.has_break:
+        raise ValueError(f"--event {event!r}: calendar {cal.name} has no breaks "
+                         "(use open or close)")
+
+    xtz = cal.tz
+    sched = cal.schedule
+    offset = timedelta(seconds=offset_seconds)
+    # session label -> event instant (UTC, python datetime) or None (no break that day)
+    events: dict[date, datetime | None] = {}
+    for label, t in sched[event].items():
+        events[label.date()] = None if pd.isna(t) else t.to_pydatetime()
+    targets = {t + offset for t in events.values() if t is not None}
+
+    res = CronCheckResult(expr=expr, tz=tz, calendar=cal.name, event=event,
+                          offset_seconds=offset_seconds, start=start, end=end,
+                          exchange_tz=str(xtz))
+    lo = datetime(start.year, start.month, start.day, tzinfo=UTC)
+    hi = datetime(end.year, end.month, end.day, 23, 59, 59, tzinfo=UTC)
+    # get_next is strictly after its start: begin one second early so that a fire at exactly
+    # --from 00:00 UTC counts. The start is tz-aware in the cron's zone so croniter walks wall time.
+    it = croniter(expr.strip(), (lo - timedelta(seconds=1)).astimezone(zone), day_or=True)
+    while True:
+        fire = it.get_next(datetime)
+        fire_utc = fire.astimezone(UTC)
+        if fire_utc > hi:
+            break
+        res.fires += 1
+        if fire_utc in targets:
+            res.on_time += 1
+            continue
+        local = fire_utc.astimezone(xtz)
+        if local.date() not in events:
+            res.no_session += 1
+            res.wrong.append(WrongFire(fire_utc, local, "no_session", event))
+            continue
+        ev = events[local.date()]
+        res.other_time += 1
+        res.wrong.append(WrongFire(
+            fire_utc, local, "other_time", event, session=local.date(),
+            event_local=None if ev is None else ev.astimezone(xtz),
+            expected_utc=None if ev is None else (ev + offset).astimezone(UTC),
+        ))
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+
+def to_json(result: CronCheckResult) -> dict:
+    from .durations import format_offset
+
+    return {
+        "expr": result.expr,
+        "tz": result.tz,
+        "calendar": result.calendar,
+        "event": result.event,
+        "offset": format_offset(result.offset_seconds),
+        "offset_seconds": result.offset_seconds,
+        "from": result.start.isoformat(),
+        "to": result.end.isoformat(),
+        "fires": result.fires,
+        "on_time": result.on_time,
+        "no_session": result.no_session,
+        "other_time": result.other_time,
+        "wrong_fires": [
+            {
+                "kind": w.kind,
+                "fire_utc": _utc_z(w.fire_utc),
+                "fire_local": w.fire_local.isoformat(),
+                "local_date": w.fire_local.date().isoformat(),
+                "session": w.session.isoformat() if w.session else None,
+                "expected_utc": _utc_z(w.expected_utc) if w.expected_utc else None,
+                "calendar_says": w.calendar_says(),
+            }
+            for w in result.wrong
+        ],
+    }
+
+
+def format_text(result: CronCheckResult) -> str:
+    from .durations import format_offset
+
+    r = result
+    lines = [
+        f"cron {r.expr!r} in {r.tz} vs {r.calendar} {r.event} {format_offset(r.offset_seconds)}, "
+        f"{r.start.isoformat()} 00:00 UTC .. {r.end.isoformat()} 23:59 UTC",
+        f"fires: {r.fires}  on time: {r.on_time}  no session: {r.no_session}  "
+        f"other time: {r.other_time}",
+    ]
+    if r.wrong:
+        lines.append("")
+        lines.append(f"wrong fires ({len(r.wrong)}):")
+        for w in r.wrong:
+            lines.append(
+                f"  {w.fire_utc:%Y-%m-%d %H:%M} UTC = {w.fire_local:%a %Y-%m-%d} "
+                f"{_hm_local(w.fire_local)}: {w.calendar_says()}"
+            )
+    elif r.fires:
+        lines.append("every fire was on time")
+    return "\n".join(lines) + "\n"
+
+
+def command(args: argparse.Namespace) -> int:
+    """CLI entry: `market-timers check-cron EXPR --tz --calendar --event --offset [--from --to]`.
+
+    Raises ValueError on bad input (the CLI turns it into exit 2).
+    """
+    import json
+
+    from .durations import parse_offset
+
+    try:
+        offset_seconds = parse_offset(args.offset)
+    except ValueError as e:
+        raise ValueError(f"--offset {args.offset!r}: {e}") from None
+    end = args.to if args.to is not None else datetime.now(UTC).date()
+    start = args.from_ if args.from_ is not None else end - timedelta(days=DEFAULT_DAYS)
+    result = check_cron(args.expr, args.tz, args.calendar, args.event, offset_seconds, start, end)
+    if args.json:
+        print(json.dumps(to_json(result), indent=2))
+    else:
+        print(format_text(result), end="")
+    return 0
