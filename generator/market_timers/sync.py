@@ -1,0 +1,223 @@
+"""`market-timers sync`: make the live unit directory match the plan, safely on systemd 252.
+
+Rules (from systemd 252's bugs, see the design notes in README):
+* never restart, or stop+start, an existing timer: an elapsed one fires again (#31231);
+* never change an existing timer's OnCalendar in place: a reload can fire it (#16732); a changed
+  instant is a new unit name, so the old one is removed and the new one started;
+* never write a timer whose instant is past (it would never fire, even with Persistent=true);
+* no daemon-reload when only new files were added (they start without one); at most one per sync;
+* timers of sessions no longer planned are stopped (a stop does not fire) and deleted;
+* elapsed units are deleted after the retention period, with their Persistent= stamps.
+Running sync twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from . import plan as planning
+from .config import Config
+from .render import Unit, is_generated, render_all, write_atomic
+from .systemctl import Systemctl
+
+STAMP_DIR = Path("/var/lib/systemd/timers")
+MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written
+
+
+@dataclass
+class Change:
+    """A planned fire that moved or vanished since the last sync (a calendar or config change)."""
+
+    job: str
+    session: str
+    old_utc: str
+    new_utc: str | None  # None: no longer planned
+
+    def describe(self, calendar: str = "") -> str:
+        what = f"{calendar} {self.session}".strip()
+        if self.new_utc is None:
+            return f"{what}: {self.job} no longer planned (was {self.old_utc})"
+        return f"{what}: {self.job} moved from {self.old_utc} to {self.new_utc}"
+
+
+@dataclass
+class SyncResult:
+    started: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    rewritten: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # future timers no longer planned
+    expired: list[str] = field(default_factory=list)  # elapsed, past retention
+    changes: list[Change] = field(default_factory=list)
+    reloaded: bool = False
+    fires: list[planning.Fire] = field(default_factory=list)
+
+    @property
+    def changed_anything(self) -> bool:
+        return bool(self.started or self.written or self.rewritten or self.removed
+                    or self.expired)
+
+    def lines(self, dry_run: bool = False) -> list[str]:
+        verb = "would " if dry_run else ""
+        out = [f"{verb}write {n}" for n in self.written]
+        out += [f"{verb}rewrite {n}" for n in self.rewritten]
+        out += [f"{verb}start {n}" for n in self.started]
+        out += [f"{verb}stop and delete {n} (no longer planned)" for n in self.removed]
+        out += [f"{verb}delete {n} (elapsed, past retention)" for n in self.expired]
+        out += [f"{'would ' if dry_run else ''}daemon-reload"] if self.reloaded else []
+        out += [f"change: {c.describe()}" for c in self.changes]
+        return out or ["nothing to do"]
+
+
+def instant_of(timer_text: str) -> datetime | None:
+    for line in timer_text.splitlines():
+        if line.startswith("OnCalendar=") and line.endswith(" UTC") and "*" not in line:
+            return datetime.strptime(line[len("OnCalendar="):-4], "%Y-%m-%d %H:%M:%S").replace(
+                tzinfo=UTC)
+    return None
+
+
+def _existing(unit_dir: Path) -> dict[str, str]:
+    out = {}
+    for path in sorted(unit_dir.glob("market-*@*")):
+        if path.suffix in (".timer", ".service") and path.is_file() and is_generated(path):
+            out[path.name] = path.read_text()
+    return out
+
+
+def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
+         systemctl: Systemctl | None = None, stamp_dir: Path = STAMP_DIR) -> SyncResult:
+    now = now or planning.utcnow()
+    systemctl = systemctl or Systemctl()
+    unit_dir = config.unit_dir
+    fires = planning.plan_ahead(config, now + MIN_LEAD)
+    desired = {u.name: u.text for u in render_all(config, fires)}
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    with _sync_lock(config.state_dir, dry_run):
+        existing = _existing(unit_dir)
+        result = SyncResult(fires=fires)
+        timers_now = {n for n in existing if n.endswith(".timer")}
+        state = systemctl.show(sorted(timers_now | {n for n in desired if n.endswith(".timer")}),
+                               ["ActiveState", "LoadState"])
+        for name, text in desired.items():
+            if name not in existing:
+                result.written.append(name)
+            elif existing[name] != text:
+                result.rewritten.append(name)
+            if name.endswith(".timer") and state.get(name, {}).get("ActiveState") != "active":
+                result.started.append(name)
+        retention = timedelta(days=config.retention_days)
+        for name in sorted(timers_now - set(desired)):
+            instant = instant_of(existing[name])
+            if instant is None or instant > now:
+                result.removed.append(name)
+            elif instant + retention < now:
+                result.expired.append(name)
+        result.changes = _changes(result.removed, existing, fires)
+        result.reloaded = bool(result.rewritten)
+        if dry_run:
+            return result
+        for name in result.written + result.rewritten:
+            write_atomic(unit_dir / name, desired[name])
+            if name.endswith(".timer"):
+                _enable(unit_dir, name)
+        if result.reloaded:
+            systemctl.daemon_reload()
+        gone = result.removed + result.expired
+        systemctl.stop(gone)
+        for name in gone:
+            _delete(unit_dir, name, stamp_dir)
+        systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
+        systemctl.start(result.started)
+        _write_plan(config, fires, now)
+        return result
+
+
+def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.Fire]
+             ) -> list[Change]:
+    new = {(f.job, f.session.isoformat()): f.fire_iso for f in fires}
+    out = []
+    for name in removed:
+        job, _, instance = name.removesuffix(".timer").removeprefix("market-").partition("@")
+        session = instance[:10]
+        instant = instant_of(existing[name])
+        old = instant.strftime("%Y-%m-%dT%H:%M:%SZ") if instant else "?"
+        out.append(Change(job, session, old, new.get((job, session))))
+    return out
+
+
+def _enable(unit_dir: Path, timer: str) -> None:
+    wants = unit_dir / "timers.target.wants"
+    wants.mkdir(exist_ok=True)
+    link = wants / timer
+    if not link.is_symlink():
+        link.symlink_to(Path("..") / timer)
+
+
+def _delete(unit_dir: Path, timer: str, stamp_dir: Path) -> None:
+    service = timer.removesuffix(".timer") + ".service"
+    for path in (unit_dir / "timers.target.wants" / timer, unit_dir / timer, unit_dir / service,
+                 stamp_dir / f"stamp-{timer}"):
+        path.unlink(missing_ok=True)
+
+
+def _write_plan(config: Config, fires: list[planning.Fire], now: datetime) -> None:
+    """<state_dir>/plan.json: every fire planned while it was still ahead, for deadman/status."""
+    path = config.state_dir / "plan.json"
+    try:
+        previous = json.loads(path.read_text()).get("fires", [])
+    except (FileNotFoundError, ValueError):
+        previous = []
+    jobs = {j.name: j for j in config.jobs}
+    current = {(f.job, f.session.isoformat()): f for f in fires}
+    keep_after = now - timedelta(days=config.retention_days)
+    merged = {}
+    for entry in previous:
+        key = (entry["job"], entry["session"])
+        instant = datetime.strptime(entry["fire_utc"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        # An entry still ahead but not in the plan any more was cancelled (closure, skip...).
+        if instant > now and key not in current:
+            continue
+        if instant >= keep_after and entry["job"] in jobs:
+            merged[key] = entry
+    for key, f in current.items():
+        job = jobs[f.job]
+        merged[key] = {**f.to_json(), "grace_sec": job.grace, "timeout_sec": job.timeout,
+                       "severity": job.severity}
+    doc = {"generated_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "fires": sorted(merged.values(), key=lambda e: (e["fire_utc"], e["job"]))}
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+class _sync_lock:
+    """One sync at a time (the refresh timer and an operator may collide)."""
+
+    def __init__(self, state_dir: Path, dry_run: bool):
+        self.path = state_dir / "sync.lock"
+        self.dry_run = dry_run
+        self.fd: int | None = None
+
+    def __enter__(self):
+        if self.dry_run:
+            return self
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+def render_into(config: Config, out: Path, fires: list[planning.Fire]) -> list[Unit]:
+    """`market-timers render --out DIR`: just the files, no systemd."""
+    units = render_all(config, fires)
+    out.mkdir(parents=True, exist_ok=True)
+    for u in units:
+        write_atomic(out / u.name, u.text)
+    return units

@@ -1,0 +1,55 @@
+"""The few systemctl calls market-timers makes, in one place (so tests can substitute a recorder)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable
+
+
+class SystemctlError(RuntimeError):
+    pass
+
+
+class Systemctl:
+    def __init__(self, command: tuple[str, ...] = ("systemctl",)):
+        self.command = command
+        self.reloads = 0
+
+    def _run(self, *args: str, check: bool = True) -> str:
+        proc = subprocess.run([*self.command, *args], capture_output=True, text=True)
+        if check and proc.returncode != 0:
+            raise SystemctlError(f"systemctl {' '.join(args)}: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def show(self, units: Iterable[str], props: Iterable[str]) -> dict[str, dict[str, str]]:
+        """Properties of each unit, by unit name (one systemctl call)."""
+        units = list(units)
+        if not units:
+            return {}
+        out = self._run("show", "--property=Id," + ",".join(props), "--", *units, check=False)
+        result: dict[str, dict[str, str]] = {}
+        for block, unit in zip(out.split("\n\n"), units, strict=False):
+            fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+            result[unit] = fields
+        return result
+
+    def start(self, units: list[str]) -> None:
+        if units:
+            self._run("start", "--no-block", "--", *units)
+
+    def stop(self, units: list[str]) -> None:
+        if units:
+            self._run("stop", "--", *units, check=False)
+
+    def reset_failed(self, units: list[str]) -> None:
+        if units:
+            self._run("reset-failed", "--", *units, check=False)
+
+    def daemon_reload(self) -> None:
+        self.reloads += 1
+        self._run("daemon-reload")
+
+    def list_unit_names(self, pattern: str) -> list[str]:
+        out = self._run("list-units", "--all", "--plain", "--no-legend", "--", pattern,
+                        check=False)
+        return [line.split()[0] for line in out.splitlines() if line.strip()]
