@@ -7,6 +7,7 @@ alert handlers never import it.
 from __future__ import annotations
 
 import difflib
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
@@ -65,7 +66,12 @@ def _resolve_alias(name: str) -> str:
 
 @lru_cache(maxsize=32)
 def calendar(name: str):
-    return _xc().get_calendar(resolve(name))
+    # exchange_calendars 4.x trips pandas 3 deprecation warnings in its own code while it builds
+    # a calendar: nothing a user can act on.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=DeprecationWarning)
+        warnings.simplefilter("ignore", category=FutureWarning)
+        return _xc().get_calendar(resolve(name))
 
 
 def tz(name: str) -> ZoneInfo:

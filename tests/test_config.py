@@ -1,0 +1,175 @@
+"""Config validation: every error names the file, the key and the value; exit code 2; nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from market_timers import cli, config
+from market_timers.errors import ConfigError
+
+GOOD_JOB = """
+[[job]]
+name = "signal"
+event = "close"
+offset = "-15min"
+command = ["/usr/bin/true"]
+"""
+
+
+def problems_of(path) -> list[str]:
+    with pytest.raises(ConfigError) as exc:
+        config.load(path)
+    return exc.value.problems.lines()
+
+
+def test_valid_config_loads_with_defaults(write_config):
+    cfg = config.load(write_config('calendar = "XNYS"\n' + GOOD_JOB))
+    job = cfg.job("signal")
+    assert (job.event, job.offset, job.grace, job.timeout, job.lock, job.severity) == (
+        "close", -900, 120, 1800, "signal", "critical")
+    assert cfg.horizon == 10
+
+
+def test_unknown_top_level_key_is_named(write_config):
+    path = write_config('calendar = "XNYS"\nhorizn = 5\n' + GOOD_JOB)
+    [line] = problems_of(path)
+    assert line.startswith(f"{path}: horizn: unknown key")
+
+
+def test_unknown_job_key_names_job_index(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'gracee = "1min"\n')
+    assert any("job[0].gracee: unknown key" in x for x in problems_of(path))
+
+
+def test_wrong_type_names_key_and_value(write_config):
+    path = write_config('calendar = "XNYS"\nhorizon = "ten"\n' + GOOD_JOB)
+    [line] = problems_of(path)
+    assert "horizon: must be a whole number from 1 to 250 (got 'ten')" in line
+
+
+def test_unknown_calendar_suggests_close_names(write_config):
+    path = write_config('calendar = "XNYZ"\n' + GOOD_JOB)
+    [line] = problems_of(path)
+    assert "calendar: unknown exchange calendar; did you mean" in line
+    assert "XNYS" in line and "(got 'XNYZ')" in line
+
+
+def test_unknown_job_calendar_is_reported_on_the_job(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'calendar = "XHKX"\n')
+    [line] = problems_of(path)
+    assert "job[0].calendar: unknown exchange calendar" in line and "XHKG" in line
+
+
+def test_calendar_alias_is_accepted(write_config):
+    cfg = config.load(write_config('calendar = "NYSE"\n' + GOOD_JOB))
+    assert cfg.job("signal").calendar == "NYSE"
+
+
+@pytest.mark.parametrize("offset", ["-15", "15m", "-15 minutes", "1min30h", "--15min", ""])
+def test_unparseable_offset_is_refused(write_config, offset):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"-15min"', f'"{offset}"'))
+    [line] = problems_of(path)
+    assert "job[0].offset:" in line and f"(got '{offset}')" in line
+
+
+@pytest.mark.parametrize("name", ["Signal", "sig nal", "sig@nal", "1signal", "a" * 41, "sig.nal"])
+def test_job_name_unsafe_in_a_unit_name_is_refused(write_config, name):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"signal"', f'"{name}"'))
+    assert any("job[0].name:" in x and "unit names" in x for x in problems_of(path))
+
+
+def test_duplicate_job_names_are_refused(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + GOOD_JOB)
+    [line] = problems_of(path)
+    assert "job[1].name: duplicate job name (also job[0]) (got 'signal')" in line
+
+
+def test_break_event_on_calendar_without_breaks_is_refused(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"close"', '"break_start"'))
+    [line] = problems_of(path)
+    assert "job[0].event: calendar XNYS never has a break" in line
+
+
+def test_break_event_on_calendar_with_breaks_is_accepted(write_config):
+    text = 'calendar = "XHKG"\n' + GOOD_JOB.replace('"close"', '"break_end"')
+    assert config.load(write_config(text)).job("signal").event == "break_end"
+
+
+def test_local_wall_clock_schedule_is_refused_with_dst_explanation(write_config):
+    path = write_config("""
+        [[job]]
+        name = "nightly"
+        at = "02:30 Europe/Madrid"
+        command = ["/usr/bin/true"]
+    """)
+    [line] = problems_of(path)
+    assert "job[0].at:" in line and "daylight-saving" in line and '"02:30 UTC"' in line
+
+
+def test_timezone_key_is_refused_with_dst_explanation(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'timezone = "America/New_York"\n')
+    [line] = problems_of(path)
+    assert "job[0].timezone:" in line and "daylight-saving" in line
+
+
+def test_fixed_utc_job_is_accepted(write_config):
+    cfg = config.load(write_config("""
+        [[job]]
+        name = "nightly"
+        at = "02:30 UTC"
+        command = ["/usr/bin/true"]
+    """))
+    job = cfg.job("nightly")
+    assert job.at_utc.isoformat() == "02:30:00" and not job.is_session_job
+
+
+def test_relative_command_is_refused(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"/usr/bin/true"', '"true"'))
+    [line] = problems_of(path)
+    assert "job[0].command: the program must be an absolute path" in line
+
+
+def test_every_problem_is_reported_at_once(write_config):
+    path = write_config("""
+        calendar = "XNYS"
+        [[job]]
+        name = "Bad Name"
+        event = "closing"
+        offset = "soon"
+        command = []
+        severity = "urgent"
+    """)
+    found = problems_of(path)
+    for key in ("job[0].name", "job[0].event", "job[0].offset", "job[0].command",
+                "job[0].severity"):
+        assert any(f": {key}:" in x for x in found), key
+
+
+def test_override_with_bad_time_is_named(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + """
+        [overrides.XNYS]
+        early_close = { "2026-12-24" = "1pm" }
+    """)
+    [line] = problems_of(path)
+    assert "overrides.XNYS.early_close.2026-12-24:" in line and "(got '1pm')" in line
+
+
+def test_toml_syntax_error_names_the_file(write_config):
+    path = write_config('calendar = "XNYS\n')
+    [line] = problems_of(path)
+    assert line.startswith(f"{path}: (file): not valid TOML")
+
+
+def test_cli_exits_2_and_writes_nothing_on_a_bad_config(write_config, tmp_path, capsys):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"-15min"', '"-15"'))
+    out = tmp_path / "out"
+    assert cli.main(["--config", str(path), "render", "--out", str(out)]) == 2
+    assert not out.exists()
+    err = capsys.readouterr().err
+    assert f"{path}: job[0].offset:" in err and "nothing was changed" in err
+
+
+def test_config_path_from_environment(monkeypatch):
+    monkeypatch.setenv("MARKET_TIMERS_CONFIG", "/tmp/x.toml")
+    assert config.config_path(None) == "/tmp/x.toml"
+    assert config.config_path("/etc/y.toml") == "/etc/y.toml"
