@@ -1,0 +1,130 @@
+"""The one entry point every flow uses to raise an alert (handler, deadman, refresh).
+
+`raise_alert` records the event for the digest, keeps the job's last outcome (so the next success
+knows whether to announce a recovery), applies the severity rules and the dedup window, spools
+the alert durably and tries one immediate delivery. It never raises because a channel is down or
+misconfigured: the outbox has the alert and the outbox timer retries it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from market_timers.alerts.classify import FAILURE_KINDS
+from market_timers.alerts.classify import title as default_title
+from market_timers.alerts.context import AlertContext, context_from
+from market_timers.alerts.delivery import try_now
+from market_timers.alerts.model import Alert, iso, make_id
+from market_timers.alerts.router import chain_for, effective_severity
+
+log = logging.getLogger("market_timers.alerts")
+
+OUTCOME_OF = {**{k: "failed" for k in FAILURE_KINDS}, "missed": "missed"}
+
+
+def raise_alert(config, *, kind: str, job: str = "", session: str = "", text: str = "",
+                key: str | None = None, severity: str | None = None,
+                job_severity: str | None = None, title: str | None = None,
+                details: dict | None = None, chain: list[str] | None = None,
+                deliver: bool = True, now=None, env: dict | None = None) -> Alert | None:
+    """Raise an alert of `kind` ("failed", "missed", "calendar-changed", ...).
+
+    `config` is the loaded Config (or an AlertContext). `severity` forces one; otherwise it comes
+    from the [alerts] rules and `job_severity`. Returns the spooled Alert, the earlier alert it was
+    folded into (dedup window), or None when nothing is sent at once (kind off, digest, no
+    channel). Deadman: `raise_alert(config, kind="missed", job=..., session=..., text=...)`.
+    """
+    ctx: AlertContext = context_from(config, now=now, env=env)
+    try:
+        return _raise(ctx, kind, job, session, text, key, severity, job_severity, title,
+                      details or {}, chain, deliver)
+    except Exception:  # monitoring never breaks the caller; the traceback names no secret
+        log.exception("alerts: could not raise %s alert for %s", kind, job or "-")
+        return None
+
+
+def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, details, chain,
+           deliver):
+    now = ctx.now()
+    key = key or f"{kind}:{job or session}"
+    sev = severity or effective_severity(ctx.cfg, kind, job, job_severity)
+    if chain is None:
+        chain = chain_for(ctx.cfg, sev) if (sev and ctx.cfg.enabled) else []
+    alert = Alert(id=make_id(kind, key, now, details.get("invocation", "")), kind=kind,
+                  severity=sev or "info", key=key,
+                  title=title or default_title(kind, job, session, details.get("status", ""),
+                                               details.get("result", "")),
+                  text=text, job=job, session=session, created=iso(now), details=details,
+                  chain=list(chain), channel_since=iso(now))
+    event = {"at": iso(now), "event": "alert", "id": alert.id, "job": job, "kind": kind,
+             "severity": sev or "off", "title": alert.title, "channels": chain}
+    with ctx.state.locked():
+        if job and kind in OUTCOME_OF:
+            ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
+                                      alert_id=alert.id, chain=chain, severity=alert.severity)
+        if sev is None or not ctx.cfg.enabled:
+            ctx.state.add_event(session, {**event, "event": "silent"})
+            return None
+        if not chain:
+            ctx.state.add_event(session, {**event, "event": "digest"})
+            return None
+        earlier = None if kind == "recovery" else \
+            ctx.state.dedup_hit(key, now, ctx.cfg.dedup_minutes)
+        if earlier:
+            ctx.state.add_event(session, {**event, "event": "deduplicated", "id": earlier})
+            log.info("alert %s folded into %s (same key %s inside the dedup window)",
+                     alert.id, earlier, key)
+            _count_suppressed(ctx, earlier)
+            return None
+        ctx.outbox.put(alert)  # durable before any send
+        ctx.state.dedup_record(key, alert.id, now, ctx.cfg.dedup_minutes)
+        ctx.state.add_event(session, event)
+        if sev == "critical" and kind != "recovery" and ctx.cfg.repeat_minutes > 0:
+            ctx.escalations.open(alert, now, ctx.cfg.repeat_minutes)
+    log.info("alert %s (%s, %s) spooled for %s: %s", alert.id, kind, sev, ",".join(chain),
+             alert.title)
+    if deliver:
+        try_now(ctx, alert)
+    return alert
+
+
+def _count_suppressed(ctx, alert_id: str) -> None:
+    """Count a folded alert on the spooled original (if still waiting) and on its repeats."""
+    for spooled in ctx.outbox.load_all():
+        if spooled.id == alert_id:
+            spooled.suppressed += 1
+            ctx.outbox.put(spooled)
+    path = ctx.escalations.dir / f"{alert_id}.json"
+    from market_timers.alerts.outbox import atomic_write_json, read_json
+
+    record = read_json(path)
+    if isinstance(record, dict):
+        record["alert"]["suppressed"] = record["alert"].get("suppressed", 0) + 1
+        atomic_write_json(path, record)
+
+
+def record_success(config, *, job: str, session: str = "", details: dict | None = None,
+                   now=None, env: dict | None = None) -> Alert | None:
+    """A run of `job` succeeded: announce a recovery only if its last outcome was failed/missed."""
+    ctx: AlertContext = context_from(config, now=now, env=env)
+    details = details or {}
+    try:
+        t = ctx.now()
+        with ctx.state.locked():
+            last = ctx.state.job_outcome(job)
+            ctx.state.set_job_outcome(job, "ok", t, session=session)
+            ctx.state.add_event(session, {"at": iso(t), "event": "run", "job": job,
+                                          "kind": "ok", "duration": details.get("duration")})
+            closed = ctx.escalations.close_job(job)
+        if closed:
+            ctx.escalations.drop_pending_repeats(ctx.outbox, closed)
+        if last.get("outcome") not in ("failed", "missed"):
+            return None
+        text = f"The previous run ({last.get('session') or '?'}) had {last['outcome']}" + (
+            f"; alert {last['alert_id']} is resolved." if last.get("alert_id") else ".")
+        return raise_alert(ctx, kind="recovery", job=job, session=session, text=text,
+                           key=f"recovery:{job}", severity=last.get("severity") or "warning",
+                           chain=last.get("chain") or [], details=details)
+    except Exception:
+        log.exception("alerts: could not record the success of %s", job)
+        return None

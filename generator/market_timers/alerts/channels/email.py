@@ -1,0 +1,67 @@
+"""Email over SMTP: STARTTLS + login on 587, or a plain local relay on 25.
+
+The dict of refused recipients that `send_message` returns is checked: all refused is a
+permanent failure; some refused is delivered (a resend would duplicate to the others) with the
+refused addresses logged. 4xx SMTP replies and network errors are transient, 5xx permanent.
+Mail carries `Auto-Submitted: auto-generated` and a Message-ID derived from the alert id, so a
+resend after a crash is recognisably the same message.
+"""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+import ssl
+from email.message import EmailMessage
+from email.utils import formatdate
+
+from market_timers.alerts.channels.base import Channel, DeliveryError
+
+log = logging.getLogger("market_timers.alerts")
+
+
+class EmailChannel(Channel):
+    name = "email"
+
+    def send(self, alert, to: list[str] | None = None) -> None:
+        suffix = f".r{alert.repeat}" if alert.repeat else ""
+        self.send_mail(alert.subject(), alert.body(), f"{alert.id}{suffix}", to=to)
+
+    def send_mail(self, subject: str, body: str, ident: str, to: list[str] | None = None) -> None:
+        s = self.settings
+        recipients = list(to or s.to)
+        msg = EmailMessage()
+        msg["From"] = s.sender
+        msg["To"] = ", ".join(recipients)
+        msg["Subject"] = subject
+        msg["Date"] = formatdate(localtime=False)
+        msg["Message-ID"] = f"<{ident}@market-timers>"
+        msg["Auto-Submitted"] = "auto-generated"
+        msg["X-Market-Timers-Alert"] = ident
+        msg.set_content(body)
+        password = self.secret(s.password_credential) if s.username else None
+        try:
+            with smtplib.SMTP(s.host, s.port, timeout=s.timeout) as smtp:
+                if s.starttls:
+                    context = ssl.create_default_context(cafile=s.tls_ca_file or None)
+                    smtp.starttls(context=context)
+                if s.username:
+                    smtp.login(s.username, password)
+                refused = smtp.send_message(msg, to_addrs=recipients)
+        except smtplib.SMTPRecipientsRefused as e:
+            raise DeliveryError(f"email: all recipients refused ({', '.join(e.recipients)})",
+                                permanent=True) from None
+        except smtplib.SMTPAuthenticationError as e:
+            raise DeliveryError(f"email: login refused ({e.smtp_code})", permanent=True) from None
+        except smtplib.SMTPResponseException as e:
+            raise DeliveryError(f"email: server answered {e.smtp_code}",
+                                permanent=e.smtp_code >= 500) from None
+        except smtplib.SMTPNotSupportedError:
+            raise DeliveryError("email: server does not offer STARTTLS/AUTH", permanent=True) from None
+        except ssl.SSLCertVerificationError:
+            raise DeliveryError("email: server certificate not trusted (see tls_ca_file)",
+                                permanent=True) from None
+        except (smtplib.SMTPException, OSError) as e:
+            raise DeliveryError(f"email: {type(e).__name__}", permanent=False) from None
+        if refused:
+            log.warning("email %s: recipients refused: %s", ident, ", ".join(sorted(refused)))

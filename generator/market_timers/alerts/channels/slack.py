@@ -1,0 +1,25 @@
+"""Slack incoming webhook: POST `{"text": ...}` to the (secret) webhook URL.
+
+200 `ok` is delivered; 429 carries `Retry-After`; `400 invalid_payload` / `no_text` and the
+403/404 answers (`invalid_token`, `no_service`, `channel_not_found`...) are permanent; 5xx and
+network errors are transient. The URL is the secret: it is never logged.
+"""
+
+from __future__ import annotations
+
+from market_timers.alerts.channels.base import Channel, retry_after_header
+
+LIMIT = 3900  # Slack truncates `text` beyond 40,000 characters but advises under 4,000
+
+
+class SlackChannel(Channel):
+    name = "slack"
+
+    def send(self, alert) -> None:
+        url = self.secret(self.settings.webhook_credential)
+        response = self.post_json(url, {"text": alert.body(excerpt_limit=LIMIT)},
+                                  self.settings.timeout)
+        if response.status == 200:
+            return
+        self.raise_for_status(response, response.body.strip()[:80],
+                              retry_after_header(response.headers))

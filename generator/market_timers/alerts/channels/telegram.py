@@ -1,0 +1,53 @@
+"""Telegram Bot API `sendMessage`.
+
+Response shape: `{"ok": true, "result": {...}}` or `{"ok": false, "error_code": N,
+"description": "...", "parameters": {"retry_after": S}}`. 429 -> wait `retry_after`; other 4xx
+are permanent (the same message gives the same error); 5xx and network errors are transient.
+Text is at most 4096 characters (UTF-16 units to be safe): the journal excerpt is cut to fit.
+"""
+
+from __future__ import annotations
+
+import json
+
+from market_timers.alerts.channels.base import Channel, DeliveryError
+
+LIMIT = 4096
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def fit(alert) -> str:
+    limit = LIMIT
+    text = alert.body(excerpt_limit=limit)
+    while utf16_len(text) > LIMIT:  # astral characters count twice
+        limit -= max(16, utf16_len(text) - LIMIT)
+        text = alert.body(excerpt_limit=limit)
+    return text
+
+
+class TelegramChannel(Channel):
+    name = "telegram"
+
+    def send(self, alert) -> None:
+        token = self.secret(self.settings.token_credential)
+        url = f"{self.settings.api_base.rstrip('/')}/bot{token}/sendMessage"
+        payload = {"chat_id": self.settings.chat_id, "text": fit(alert),
+                   "disable_web_page_preview": True,
+                   "disable_notification": alert.severity != "critical"}
+        response = self.post_json(url, payload, self.settings.timeout)
+        try:
+            data = json.loads(response.body)
+        except ValueError:
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        if response.status == 200 and data.get("ok") is True:
+            return
+        if response.status == 200:  # 200 without ok: treat as a server-side fault, retry
+            raise DeliveryError("telegram: 200 without ok=true", permanent=False)
+        retry = (data.get("parameters") or {}).get("retry_after")
+        retry = float(retry) if isinstance(retry, int | float) else None
+        self.raise_for_status(response, str(data.get("description") or ""), retry)

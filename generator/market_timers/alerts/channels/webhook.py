@@ -1,0 +1,24 @@
+"""Generic JSON webhook: POST the alert (id, kind, severity, key, title, text, job, session,
+details) to a URL kept in a credential. 2xx is delivered; 429 honours Retry-After; other 4xx are
+permanent; 5xx and network errors are transient."""
+
+from __future__ import annotations
+
+from market_timers.alerts.channels.base import Channel, retry_after_header
+
+
+class WebhookChannel(Channel):
+    name = "webhook"
+
+    def send(self, alert) -> None:
+        url = self.secret(self.settings.url_credential)
+        payload = {k: getattr(alert, k) for k in ("id", "kind", "severity", "key", "title",
+                                                  "text", "job", "session", "created",
+                                                  "repeat", "suppressed")}
+        payload["details"] = alert.details
+        payload["message"] = alert.body()
+        response = self.post_json(url, payload, self.settings.timeout)
+        if 200 <= response.status < 300:
+            return
+        self.raise_for_status(response, response.body.strip()[:80],
+                              retry_after_header(response.headers))

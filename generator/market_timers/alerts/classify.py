@@ -1,0 +1,59 @@
+"""What happened to a run, from systemd's MONITOR_* variables and the runner's exit codes.
+
+MONITOR_SERVICE_RESULT is the unit's Result: `exit-code` (then MONITOR_EXIT_STATUS is the status:
+170 stale start and 171 overlap skip come from the runner, 172 is a runner error, anything else is
+the job's own), `signal` / `core-dump` (killed: MONITOR_EXIT_STATUS is the signal name),
+`watchdog` (hang: killed with SIGABRT), `timeout` (RuntimeMaxSec), `oom-kill`, and a few
+start-up failures. A success handler still checks the status in case 170/171 were declared
+SuccessExitStatus=.
+"""
+
+from __future__ import annotations
+
+from market_timers import exitcodes
+
+FAILURE_KINDS = ("failed", "killed", "watchdog", "timeout", "stale-start", "runner-error")
+
+TITLES = {
+    "failed": "{job} failed with exit status {status}",
+    "killed": "{job} was killed by signal {status}",
+    "watchdog": "{job} hung: killed by the watchdog",
+    "timeout": "{job} ran past its time limit and was stopped",
+    "stale-start": "{job} started too late and did not run (stale start)",
+    "overlap-skipped": "{job} skipped: the previous run still holds its lock",
+    "runner-error": "{job} could not be started by the runner",
+    "missed": "{job} did not run for session {session}",
+    "recovery": "{job} recovered: session {session} ran fine",
+    "calendar-changed": "calendar changed",
+}
+
+
+def classify(result: str, exit_code: str, exit_status: str, success: bool = False) -> str:
+    """One of FAILURE_KINDS, "overlap-skipped", or "ok"."""
+    status = exit_status.strip()
+    if status.isdigit():
+        code = int(status)
+        if code == exitcodes.STALE_START:
+            return "stale-start"
+        if code == exitcodes.OVERLAP_SKIPPED:
+            return "overlap-skipped"
+        if code == exitcodes.RUNNER_ERROR:
+            return "runner-error"
+    if success or result == "success":
+        return "ok"
+    if result == "watchdog":
+        return "watchdog"
+    if result == "timeout":
+        return "timeout"
+    if result in ("signal", "core-dump", "oom-kill") or exit_code in ("killed", "dumped"):
+        return "killed"
+    if result in ("resources", "start-limit-hit", "exec-condition"):
+        return "runner-error"
+    return "failed"
+
+
+def title(kind: str, job: str, session: str = "", status: str = "", result: str = "") -> str:
+    if kind == "killed" and result == "oom-kill":
+        return f"{job} was killed by the OOM killer"
+    return TITLES.get(kind, "{job}: " + kind).format(job=job or "?", session=session or "?",
+                                                     status=status or "?")

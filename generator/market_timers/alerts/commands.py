@@ -1,0 +1,151 @@
+"""CLI entry functions (wired by cli.py). Each takes the loaded Config and returns an exit code.
+
+market-timers alert --test CHANNEL     alert_test
+market-timers alert-handler MODE UNIT  alert_handler   (always 0: the outbox has the alert)
+market-timers outbox list [--json]     outbox_list
+market-timers outbox flush             outbox_flush    (market-outbox.timer, every minute)
+market-timers ack ID                   ack
+market-timers digest [--session DATE]  digest
+market-timers status                   outbox_summary  (a dict for the status output)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from market_timers.alerts import delivery, handler
+from market_timers.alerts import digest as digest_mod
+from market_timers.alerts.channels.base import DeliveryError
+from market_timers.alerts.config import CHANNELS
+from market_timers.alerts.context import context_from
+from market_timers.alerts.model import UNDELIVERABLE, Alert, iso, make_id
+
+log = logging.getLogger("market_timers.alerts")
+
+
+def _setup_logging() -> None:
+    root = logging.getLogger("market_timers")
+    if not root.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+        root.addHandler(h)
+        root.setLevel(logging.INFO)
+
+
+def alert_test(config, channel: str, now=None) -> int:
+    """Send a test message straight to CHANNEL (not spooled); 0 on confirmed delivery."""
+    ctx = context_from(config, now=now)
+    if channel not in CHANNELS:
+        print(f"market-timers: unknown channel {channel!r} (one of {', '.join(CHANNELS)})",
+              file=sys.stderr)
+        return 2
+    if getattr(ctx.cfg, channel) is None:
+        print(f"market-timers: channel {channel} is not configured ([alerts.{channel}])",
+              file=sys.stderr)
+        return 1
+    t = ctx.now()
+    alert = Alert(id=make_id("test", channel, t), kind="test", severity="info",
+                  key=f"test:{channel}", title=f"market-timers test message ({channel})",
+                  text=f"Sent by `market-timers alert --test {channel}` at {iso(t)}.",
+                  created=iso(t))
+    try:
+        ctx.channel(channel).send(alert)
+    except DeliveryError as e:
+        kind = "permanent" if e.permanent else "transient"
+        print(f"market-timers: {kind} failure: {e}", file=sys.stderr)
+        return 1
+    print(f"{channel}: test message delivered (id {alert.id})")
+    return 0
+
+
+def alert_handler(config, mode: str, unit: str, env=None, run=None, now=None) -> int:
+    _setup_logging()
+    if mode not in ("failure", "success"):
+        print(f"market-timers: alert-handler mode must be failure or success, not {mode!r}",
+              file=sys.stderr)
+        return 2
+    try:
+        kwargs = {"run": run} if run else {}
+        handler.handle(config, mode, unit, env=env, now=now, **kwargs)
+    except Exception:  # the job already ran; never fail its handler because of alerting
+        log.exception("alert handler for %s failed", unit)
+    return 0
+
+
+def _rows(ctx) -> list[dict]:
+    return [{"id": a.id, "spool": a.spool_name, "kind": a.kind, "severity": a.severity,
+             "job": a.job, "session": a.session, "created": a.created, "state": a.state,
+             "channel": a.channel, "chain": a.chain, "attempts": a.attempts,
+             "not_before": a.not_before, "last_error": a.last_error, "errors": a.errors,
+             "repeat": a.repeat, "suppressed": a.suppressed, "title": a.title}
+            for a in ctx.outbox.load_all()]
+
+
+def outbox_list(config, as_json: bool = False) -> int:
+    ctx = context_from(config)
+    rows = _rows(ctx)
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    if not rows:
+        print("outbox empty: every alert was delivered")
+        return 0
+    for r in rows:
+        where = r["channel"] or "-"
+        print(f"{r['spool']:<20} {r['state']:<13} {r['severity']:<8} {where:<9} "
+              f"tries={r['attempts']} next>={r['not_before'] or 'now'} {r['title']}")
+        if r["last_error"]:
+            print(f"{'':<20} last error: {r['last_error']}")
+    return 0
+
+
+def outbox_flush(config, now=None) -> int:
+    _setup_logging()
+    ctx = context_from(config, now=now)
+    try:
+        counts = delivery.flush(ctx)
+    except Exception:
+        log.exception("outbox flush failed")
+        return 1
+    if any(counts.values()):
+        log.info("outbox: %s", ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+    return 0
+
+
+def ack(config, alert_id: str, now=None) -> int:
+    ctx = context_from(config, now=now)
+    if ctx.escalations.close(alert_id):
+        ctx.escalations.drop_pending_repeats(ctx.outbox, [alert_id])
+        ctx.state.add_event("ack", {"at": iso(ctx.now()), "event": "ack", "id": alert_id})
+        print(f"{alert_id}: acknowledged, no more repeats")
+        return 0
+    print(f"market-timers: no open critical alert with id {alert_id}", file=sys.stderr)
+    return 1
+
+
+def digest(config, session: str | None = None, now=None) -> int:
+    _setup_logging()
+    ctx = context_from(config, now=now)
+    session = session or ctx.now().date().isoformat()
+    alert = digest_mod.digest_alert(ctx, session)
+    if ctx.cfg.email is None:
+        print(alert.text)
+        print("(no [alerts.email] configured: digest printed, not mailed)", file=sys.stderr)
+        return 0
+    ctx.outbox.put(alert)
+    outcome = delivery.try_now(ctx, alert)
+    print(f"digest {session}: {outcome}")
+    return 0
+
+
+def outbox_summary(config) -> dict:
+    try:
+        alerts = context_from(config).outbox.load_all()
+    except OSError:
+        return {"pending": 0, "undeliverable": 0, "pending_ids": [], "undeliverable_ids": []}
+    bad = [a.spool_name for a in alerts if a.state == UNDELIVERABLE]
+    good = [a.spool_name for a in alerts if a.state != UNDELIVERABLE]
+    return {"pending": len(good), "undeliverable": len(bad), "pending_ids": good,
+            "undeliverable_ids": bad}

@@ -1,0 +1,125 @@
+"""Try to deliver a spooled alert on its current channel; fall back along its chain.
+
+Transient failures (5xx, network, 429) are retried with backoff, never before the not-before
+instant (a 429's retry_after / Retry-After, stored per channel and per alert); a permanent one
+(4xx: a malformed message gets the same answer again) moves on at once. After
+`fallback_after_attempts` failed attempts or `fallback_after_minutes` on one channel the alert
+moves to the next channel. When the chain is exhausted the alert stays in the outbox marked
+undeliverable (shown by `outbox list` and `status`) and is tried again from the first channel
+every UNDELIVERABLE_RETRY. The alert file is removed only after a confirmed delivery.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from market_timers.alerts.channels.base import DeliveryError
+from market_timers.alerts.model import PENDING, UNDELIVERABLE, Alert, iso, parse_iso
+
+log = logging.getLogger("market_timers.alerts")
+
+UNDELIVERABLE_RETRY = timedelta(minutes=30)
+DELIVERED, WAITING, RETRY, GAVE_UP = "delivered", "waiting", "retry", "undeliverable"
+
+
+def backoff(attempts: int) -> timedelta:
+    return timedelta(seconds=min(30 * 2 ** max(attempts - 1, 0), 600))
+
+
+def _advance(ctx, alert: Alert, now, reason: str) -> None:
+    alert.errors.append(f"{iso(now)} {alert.channel}: {reason}")
+    log.warning("alert %s: giving up on %s: %s", alert.id, alert.channel, reason)
+    alert.channel_index += 1
+    alert.attempts = 0
+    alert.channel_since = iso(now)
+    alert.not_before = ""
+
+
+def attempt(ctx, alert: Alert) -> str:
+    """One pass over the alert: send on the current channel (or the next ones). Saves the outcome."""
+    now = ctx.now()
+    if alert.state == UNDELIVERABLE:
+        retry_at = parse_iso(alert.not_before)
+        if retry_at and now < retry_at:
+            return GAVE_UP
+        alert.channel_index, alert.attempts, alert.channel_since = 0, 0, ""
+    while alert.channel is not None:
+        name = alert.channel
+        since = parse_iso(alert.channel_since)
+        if since is None:
+            alert.channel_since, since = iso(now), now
+        if now - since >= timedelta(minutes=ctx.cfg.fallback_after_minutes):
+            _advance(ctx, alert, now, f"not delivered within {ctx.cfg.fallback_after_minutes:g} min"
+                     f" (last error: {alert.last_error or 'none'})")
+            continue
+        waits = [t for t in (parse_iso(alert.not_before), ctx.state.channel_not_before(name)) if t]
+        if waits and now < max(waits):
+            alert.not_before = iso(max(waits))
+            ctx.outbox.put(alert)
+            return WAITING
+        try:
+            ctx.channel(name).send(alert)
+        except DeliveryError as e:
+            alert.attempts += 1
+            alert.last_error = str(e)
+            log.warning("alert %s: %s attempt %d failed: %s", alert.id, name, alert.attempts, e)
+            if e.permanent:
+                _advance(ctx, alert, now, str(e))
+                continue
+            if e.retry_after is not None:
+                until = now + timedelta(seconds=e.retry_after)
+                ctx.state.set_channel_not_before(name, until)
+            else:
+                until = now + backoff(alert.attempts)
+            alert.not_before = iso(until)
+            if alert.attempts >= ctx.cfg.fallback_after_attempts:
+                _advance(ctx, alert, now, f"{alert.attempts} failed attempts ({e})")
+                continue
+            ctx.outbox.put(alert)
+            return RETRY
+        except Exception as e:  # a bug in a channel must not lose the alert
+            alert.attempts += 1
+            alert.last_error = f"{name}: internal error {type(e).__name__}"
+            log.error("alert %s: %s", alert.id, alert.last_error)
+            alert.not_before = iso(now + backoff(alert.attempts))
+            ctx.outbox.put(alert)
+            return RETRY
+        ctx.outbox.remove(alert)
+        ctx.state.add_event(alert.session, {"at": iso(now), "event": "delivered", "id": alert.id,
+                                            "job": alert.job, "kind": alert.kind,
+                                            "channel": name, "repeat": alert.repeat})
+        log.info("alert %s delivered via %s", alert.id, name)
+        return DELIVERED
+    if alert.state != UNDELIVERABLE:
+        log.error("alert %s undeliverable on every channel (%s); kept in the outbox",
+                  alert.id, ", ".join(alert.chain) or "no channel configured")
+    alert.state = UNDELIVERABLE
+    alert.not_before = iso(now + UNDELIVERABLE_RETRY)
+    ctx.outbox.put(alert)
+    return GAVE_UP
+
+
+def flush(ctx) -> dict[str, int]:
+    """The outbox timer's pass: queue due critical repeats, then try every spooled alert once."""
+    counts = {DELIVERED: 0, WAITING: 0, RETRY: 0, GAVE_UP: 0, "busy": 0}
+    with ctx.outbox.lock(wait=True):
+        if ctx.cfg.repeat_minutes > 0:
+            ctx.escalations.due_repeats(ctx.outbox, ctx.now(), ctx.cfg.repeat_minutes,
+                                        ctx.cfg.escalate_after, ctx.cfg.escalation_channel)
+        for alert in ctx.outbox.load_all():
+            counts[attempt(ctx, alert)] += 1
+    return counts
+
+
+def try_now(ctx, alert: Alert) -> str:
+    """The immediate try after spooling; leaves the alert to the timer if a flush is running."""
+    with ctx.outbox.lock(wait=False) as held:
+        if not held:
+            return "busy"
+        if not ctx.outbox.exists(alert):
+            return DELIVERED
+        return attempt(ctx, alert)
+
+
+__all__ = ["attempt", "flush", "try_now", "PENDING"]

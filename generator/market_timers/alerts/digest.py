@@ -1,0 +1,119 @@
+"""The per-session email digest: every job's result, its duration against its recent median,
+skips, stale starts, misses, the alerts raised (sent, folded, still pending) and the info-level
+notices that were routed here instead of interrupting anyone.
+
+Durations come from the handlers' own session events and, when present, from the run records
+under `<state_dir>/runs/<job>/<session>.json` (runrecord.py: `duration_sec`, or `started_utc` +
+`finished_utc`, and `result`); a missing or unreadable record is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from datetime import datetime
+from pathlib import Path
+
+from market_timers.alerts.model import Alert, iso, make_id
+
+RECENT = 10
+
+
+def _record_duration(rec: dict) -> float | None:
+    for key in ("duration_sec", "duration", "duration_s"):
+        if isinstance(rec.get(key), int | float) and not isinstance(rec.get(key), bool):
+            return float(rec[key])
+    try:
+        start = datetime.fromisoformat(str(rec["started_utc"]).replace("Z", "+00:00"))
+        end = datetime.fromisoformat(str(rec["finished_utc"]).replace("Z", "+00:00"))
+        return (end - start).total_seconds()
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def run_records(state_dir: Path) -> list[dict]:
+    runs = Path(state_dir) / "runs"
+    out = []
+    for path in sorted(runs.glob("*/*.json")) if runs.is_dir() else []:
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and rec.get("job"):
+            rec.setdefault("session", path.stem)
+            out.append(rec)
+    return out
+
+
+def run_durations(state, state_dir: Path) -> dict[str, dict[str, float]]:
+    """job -> session -> duration (s), from run records and session events."""
+    out: dict[str, dict[str, float]] = {}
+    for rec in run_records(state_dir):
+        if (d := _record_duration(rec)) is not None:
+            out.setdefault(rec["job"], {})[str(rec["session"])] = d
+    for session in state.sessions():
+        for ev in state.events(session):
+            if ev.get("event") == "run" and isinstance(ev.get("duration"), int | float):
+                out.setdefault(ev["job"], {}).setdefault(session, float(ev["duration"]))
+    return out
+
+
+def build(ctx, session: str) -> str:
+    events = ctx.state.events(session)
+    durations = run_durations(ctx.state, ctx.state_dir)
+    results: dict[str, list[str]] = {}
+    alerts, notices = [], []
+    delivered = {e["id"]: e["channel"] for e in events if e.get("event") == "delivered"}
+    for ev in events:
+        job = ev.get("job") or "-"
+        if ev.get("event") == "run":
+            results.setdefault(job, []).append("ok")
+        elif ev.get("event") in ("alert", "deduplicated", "digest", "silent"):
+            if ev.get("kind") != "recovery" and ev.get("job"):
+                results.setdefault(job, []).append(ev.get("kind", "?"))
+            if ev["event"] == "digest":
+                notices.append(f"  {ev.get('at', '')[11:16]}Z {ev.get('title', ev.get('kind'))}")
+            elif ev["event"] == "alert":
+                alerts.append(ev)
+    for rec in run_records(ctx.state_dir):  # runs no handler reported (e.g. no alerts config)
+        if rec["session"] == session and rec["job"] not in results:
+            results[rec["job"]] = [str(rec.get("result") or "started, no result")]
+    lines = [f"market-timers digest for session {session}", "", "Jobs:"]
+    if not results:
+        lines.append("  (no run recorded for this session)")
+    for job in sorted(results):
+        mine = durations.get(job, {})
+        now_d = mine.get(session)
+        history = [d for s, d in sorted(mine.items()) if s < session][-RECENT:]
+        shown = f"{now_d:.1f} s" if now_d is not None else "-"
+        if now_d is not None and history:
+            shown += f" (median of last {len(history)}: {statistics.median(history):.1f} s)"
+        lines.append(f"  {job}: {', '.join(results[job])}; duration {shown}")
+    counts = {k: sum(r.count(k) for r in results.values())
+              for k in ("overlap-skipped", "stale-start", "missed")}
+    lines += ["", "Skips: {overlap-skipped}, stale starts: {stale-start}, misses: {missed}"
+              .format(**counts), "", "Alerts:"]
+    pending = {a.id: a for a in ctx.outbox.load_all()}
+    for ev in alerts:
+        status = (f"delivered via {delivered[ev['id']]}" if ev["id"] in delivered
+                  else f"{pending[ev['id']].state} ({pending[ev['id']].last_error or 'not tried'})"
+                  if ev["id"] in pending else "sent earlier or dropped")
+        lines.append(f"  {ev['id']} {ev.get('severity')} {ev.get('title')}: {status}")
+    if not alerts:
+        lines.append("  (none)")
+    folded = sum(1 for e in events if e.get("event") == "deduplicated")
+    if folded:
+        lines.append(f"  + {folded} repeat(s) folded into the alerts above (dedup window)")
+    lines += ["", "Info notices:", *(notices or ["  (none)"])]
+    waiting = [a for a in pending.values() if a.kind != "digest"]
+    lines += ["", f"Outbox: {len(waiting)} alert(s) not delivered yet"
+              + (f": {', '.join(sorted({a.id for a in waiting}))}" if waiting else "")]
+    return "\n".join(lines)
+
+
+def digest_alert(ctx, session: str) -> Alert:
+    now = ctx.now()
+    return Alert(id=make_id("digest", session, now), kind="digest", severity="info",
+                 key=f"digest:{session}", title=f"market-timers digest for session {session}",
+                 text=build(ctx, session), session=session, created=iso(now),
+                 chain=["email"], channel_since=iso(now))

@@ -1,0 +1,90 @@
+"""Unacknowledged critical alerts repeat every `repeat_minutes` until `ack` or the recovery.
+
+One record per open critical in `<state_dir>/alerts/active/<id>.json`. The outbox timer calls
+`due_repeats` every minute: a repeat is a copy of the alert with the same id and `repeat = n`,
+spooled as `<id>.r<n>`; at repeat `escalate_after` one more copy (`<id>.r<n>.esc`) goes to the
+escalation channel, once. No repeat is queued while an earlier notice of the same id is still
+waiting in the outbox: a channel that is down does not pile up copies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from market_timers.alerts.model import PENDING, Alert, iso, parse_iso
+from market_timers.alerts.outbox import Outbox, atomic_write_json, fsync_dir, read_json
+
+
+class Escalations:
+    def __init__(self, state_dir: str | os.PathLike):
+        self.dir = Path(state_dir) / "alerts" / "active"
+
+    def _path(self, alert_id: str) -> Path:
+        return self.dir / f"{alert_id}.json"
+
+    def open(self, alert: Alert, now: datetime, repeat_minutes: float) -> None:
+        atomic_write_json(self._path(alert.id), {
+            "alert": alert.to_json(), "repeats": 0, "escalated": False,
+            "next": iso(now + timedelta(minutes=repeat_minutes))})
+
+    def active(self) -> list[dict]:
+        if not self.dir.is_dir():
+            return []
+        records = [read_json(p) for p in sorted(self.dir.glob("*.json"))]
+        return [r for r in records if isinstance(r, dict) and "alert" in r]
+
+    def close(self, alert_id: str) -> bool:
+        try:
+            self._path(alert_id).unlink()
+        except FileNotFoundError:
+            return False
+        fsync_dir(self.dir)
+        return True
+
+    def close_job(self, job: str) -> list[str]:
+        """Close every open critical of `job` (its recovery); return their ids."""
+        closed = [r["alert"]["id"] for r in self.active() if r["alert"].get("job") == job]
+        for alert_id in closed:
+            self.close(alert_id)
+        return closed
+
+    def due_repeats(self, outbox: Outbox, now: datetime, repeat_minutes: float,
+                    escalate_after: int, escalation_channel: str) -> list[Alert]:
+        """Queue the repeats that are due into the outbox and return them."""
+        queued: list[Alert] = []
+        waiting = {a.id for a in outbox.load_all()}
+        for record in self.active():
+            due = parse_iso(record.get("next"))
+            if due is None or now < due:
+                continue
+            base = Alert.from_json(record["alert"])
+            record["next"] = iso(now + timedelta(minutes=repeat_minutes))
+            if base.id in waiting:  # the last notice is still undelivered: no new copy
+                atomic_write_json(self._path(base.id), record)
+                continue
+            record["repeats"] += 1
+            n = record["repeats"]
+            fresh = dict(attempts=0, channel_index=0, channel_since="", not_before="",
+                         state=PENDING, last_error="", errors=[], repeat=n)
+            copies = [replace(base, spool_name=f"{base.id}.r{n}", **fresh)]
+            if escalate_after and n >= escalate_after and escalation_channel \
+                    and not record["escalated"]:
+                record["escalated"] = True
+                copies.append(replace(base, spool_name=f"{base.id}.r{n}.esc",
+                                      title=f"ESCALATED: {base.title}",
+                                      chain=[escalation_channel], **fresh))
+            for copy in copies:
+                outbox.put(copy)
+            atomic_write_json(self._path(base.id), record)
+            queued += copies
+        return queued
+
+    def drop_pending_repeats(self, outbox: Outbox, ids: list[str]) -> None:
+        for alert in outbox.load_all():
+            if alert.id in ids and alert.repeat:
+                with contextlib.suppress(OSError):
+                    outbox.remove(alert)

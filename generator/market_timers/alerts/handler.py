@@ -1,0 +1,100 @@
+"""OnFailure= / OnSuccess= entry points (market-alert-failure@.service, market-alert-success@.service).
+
+The handler gets the job unit's name as %i and MONITOR_* in its environment (only when exactly
+one unit triggered it, hence two templates). The job's context comes from the unit's own
+Environment= (`systemctl show`), with the unit name `market-<job>@<session>-<HHMMSS>.service` as
+the fallback; the journal excerpt is that invocation's only (`_SYSTEMD_INVOCATION_ID`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Callable
+
+from market_timers.alerts.api import raise_alert, record_success
+from market_timers.alerts.classify import classify
+
+log = logging.getLogger("market_timers.alerts")
+
+UNIT_RE = re.compile(r"^market-(?P<job>.+)@(?P<session>\d{4}-\d{2}-\d{2})-(?P<hms>\d{6})\.service$")
+SHOW_PROPS = ("Environment", "ExecMainStartTimestampMonotonic", "ExecMainExitTimestampMonotonic")
+
+
+def _run(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def unit_context(unit: str, run: Callable[[list[str]], str] = _run) -> dict:
+    """MARKET_* values of the unit (from systemctl show, else its name) and the run's duration."""
+    ctx: dict = {}
+    m = UNIT_RE.match(unit)
+    if m:
+        hms = m["hms"]
+        ctx.update(MARKET_JOB=m["job"], MARKET_SESSION=m["session"],
+                   MARKET_SCHEDULED_UTC=f"{m['session']}T{hms[:2]}:{hms[2:4]}:{hms[4:]}Z")
+    out = run(["systemctl", "show", *[f"--property={p}" for p in SHOW_PROPS], "--", unit])
+    props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    try:
+        words = shlex.split(props.get("Environment", ""))
+    except ValueError:
+        words = props.get("Environment", "").split()
+    for word in words:
+        name, sep, value = word.partition("=")
+        if sep and name.startswith("MARKET_"):
+            ctx[name] = value
+    try:
+        start = int(props.get("ExecMainStartTimestampMonotonic", "0"))
+        end = int(props.get("ExecMainExitTimestampMonotonic", "0"))
+        if start and end >= start:
+            ctx["duration"] = round((end - start) / 1e6, 3)
+    except ValueError:
+        pass
+    return ctx
+
+
+def journal_excerpt(invocation: str, lines: int, run: Callable[[list[str]], str] = _run) -> str:
+    if not re.fullmatch(r"[0-9a-f]{32}", invocation or ""):
+        return ""
+    return run(["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "cat",
+                "-n", str(lines), "--no-pager"]).rstrip()
+
+
+def handle(config, mode: str, unit: str, env: dict | None = None,
+           run: Callable[[list[str]], str] = _run, now=None) -> int:
+    env = os.environ if env is None else env
+    if env.get("MONITOR_UNIT") and env["MONITOR_UNIT"] != unit:
+        log.warning("handler for %s got MONITOR_UNIT=%s; using the latter", unit, env["MONITOR_UNIT"])
+        unit = env["MONITOR_UNIT"]
+    result = env.get("MONITOR_SERVICE_RESULT", "")
+    exit_code = env.get("MONITOR_EXIT_CODE", "")
+    status = env.get("MONITOR_EXIT_STATUS", "")
+    invocation = env.get("MONITOR_INVOCATION_ID", "")
+    info = unit_context(unit, run)
+    job = info.get("MARKET_JOB") or unit.removesuffix(".service")
+    session = info.get("MARKET_SESSION", "")
+    kind = classify(result, exit_code, status, success=(mode == "success"))
+    details = {"unit": unit, "invocation": invocation, "calendar": info.get("MARKET_CALENDAR"),
+               "scheduled": info.get("MARKET_SCHEDULED_UTC"), "event": info.get("MARKET_EVENT"),
+               "status": status, "exit_code": exit_code,
+               "result": ", ".join(x for x in (result, exit_code, status) if x),
+               "duration": info.get("duration")}
+    details = {k: v for k, v in details.items() if v not in (None, "")}
+    if kind == "ok":
+        record_success(config, job=job, session=session, details=details, now=now, env=env)
+        return 0
+    cfg = getattr(getattr(config, "cfg", None) or getattr(config, "alerts", None),
+                  "journal_lines", 20)
+    excerpt = journal_excerpt(invocation, cfg, run)
+    if excerpt:
+        details["journal"] = excerpt
+    raise_alert(config, kind=kind, job=job, session=session, details=details,
+                job_severity=info.get("MARKET_SEVERITY"), now=now, env=env)
+    return 0

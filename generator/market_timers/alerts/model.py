@@ -1,0 +1,105 @@
+"""An alert and its delivery state, as stored (JSON) in the outbox.
+
+The id is made once, when the alert is created, and travels with it: a resend after a crash, a
+fallback to another channel and every critical repeat carry the same id, which is what
+`market-timers ack ID` takes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+PENDING = "pending"
+UNDELIVERABLE = "undeliverable"
+
+
+def iso(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(s: str | None) -> datetime | None:
+    if not s:
+        return None
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def make_id(kind: str, key: str, created: datetime, salt: str = "") -> str:
+    digest = hashlib.sha256(f"{kind}|{key}|{iso(created)}|{salt}".encode()).hexdigest()[:8]
+    return f"{created.astimezone(UTC):%m%d}-{digest}"
+
+
+@dataclass
+class Alert:
+    id: str
+    kind: str
+    severity: str
+    key: str
+    title: str
+    text: str = ""
+    job: str = ""
+    session: str = ""
+    created: str = ""
+    details: dict = field(default_factory=dict)  # unit, invocation, scheduled, exit, journal...
+    # delivery state
+    chain: list[str] = field(default_factory=list)  # channels in order of preference
+    channel_index: int = 0
+    attempts: int = 0
+    channel_since: str = ""
+    not_before: str = ""
+    state: str = PENDING
+    last_error: str = ""
+    errors: list[str] = field(default_factory=list)  # one line per channel given up on
+    suppressed: int = 0  # same key inside the dedup window: counted, not re-sent
+    repeat: int = 0  # 0 = first notice; n = n-th repeat of an unacknowledged critical
+    spool_name: str = ""  # file name in the outbox (id, or id.rN for a repeat)
+
+    @property
+    def channel(self) -> str | None:
+        return self.chain[self.channel_index] if self.channel_index < len(self.chain) else None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Alert:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def subject(self) -> str:
+        tag = {"critical": "CRITICAL", "warning": "WARNING", "info": "INFO"}[self.severity]
+        again = f" (repeat {self.repeat})" if self.repeat else ""
+        return f"[{tag}] {self.title}{again}"
+
+    def body(self, excerpt_limit: int | None = None) -> str:
+        """Plain text: subject, text, context lines, then the journal excerpt (cut to the limit)."""
+        lines = [self.subject(), ""]
+        if self.text:
+            lines += [self.text, ""]
+        for label, value in (("job", self.job), ("session", self.session),
+                             ("calendar", self.details.get("calendar")),
+                             ("scheduled", self.details.get("scheduled")),
+                             ("unit", self.details.get("unit")),
+                             ("result", self.details.get("result"))):
+            if value:
+                lines.append(f"{label}: {value}")
+        if self.suppressed:
+            lines.append(f"repeated {self.suppressed} more time(s) inside the dedup window")
+        lines.append(f"alert id: {self.id}" + (
+            f" (stop repeats: market-timers ack {self.id})" if self.severity == "critical"
+            and self.kind != "recovery" else ""))
+        head = "\n".join(lines)
+        journal = self.details.get("journal") or ""
+        if not journal:
+            return head
+        tail = "\n\nlast journal lines:\n"
+        if excerpt_limit is not None:
+            room = excerpt_limit - len(head) - len(tail)
+            if room <= 20:
+                return head[:excerpt_limit]
+            if len(journal) > room:
+                journal = "…" + journal[-(room - 1):]  # keep the end: the error is at the bottom
+        return head + tail + journal

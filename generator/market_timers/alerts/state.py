@@ -1,0 +1,104 @@
+"""Small JSON stores under `<state_dir>/alerts/`, updated under one flock.
+
+* `dedup.json`            key -> {"id", "sent", "count"}: the dedup window
+* `jobs/<job>.json`       the job's last outcome (ok | failed | missed) and the alert it raised
+* `channels.json`         channel -> not-before instant (a 429 applies to the whole channel)
+* `events/<session>.jsonl` every run outcome and alert of a session, for the digest
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from market_timers.alerts.model import iso, parse_iso
+from market_timers.alerts.outbox import atomic_write_json, read_json
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name) or "_"
+
+
+class AlertState:
+    def __init__(self, state_dir: str | os.PathLike):
+        self.dir = Path(state_dir) / "alerts"
+
+    @contextlib.contextmanager
+    def locked(self):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / ".state.lock", os.O_RDWR | os.O_CREAT, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    # dedup window ---------------------------------------------------------------------------
+    def dedup_hit(self, key: str, now: datetime, window_minutes: float) -> str | None:
+        """The id of the alert already sent for `key` inside the window (and count this one)."""
+        if window_minutes <= 0:
+            return None
+        path = self.dir / "dedup.json"
+        table = read_json(path, {})
+        entry = table.get(key)
+        sent = parse_iso(entry.get("sent")) if entry else None
+        if sent is None or now - sent >= timedelta(minutes=window_minutes):
+            return None
+        entry["count"] = entry.get("count", 0) + 1
+        atomic_write_json(path, table)
+        return entry["id"]
+
+    def dedup_record(self, key: str, alert_id: str, now: datetime, window_minutes: float) -> None:
+        path = self.dir / "dedup.json"
+        table = read_json(path, {})
+        horizon = now - timedelta(minutes=max(window_minutes, 1) * 4)
+        table = {k: v for k, v in table.items() if (parse_iso(v.get("sent")) or now) > horizon}
+        table[key] = {"id": alert_id, "sent": iso(now), "count": 0}
+        atomic_write_json(path, table)
+
+    # per-job last outcome -------------------------------------------------------------------
+    def job_outcome(self, job: str) -> dict:
+        return read_json(self.dir / "jobs" / f"{_safe(job)}.json", {}) or {}
+
+    def set_job_outcome(self, job: str, outcome: str, now: datetime, **extra) -> None:
+        atomic_write_json(self.dir / "jobs" / f"{_safe(job)}.json",
+                          {"outcome": outcome, "at": iso(now), **extra})
+
+    # channel rate limits --------------------------------------------------------------------
+    def channel_not_before(self, channel: str) -> datetime | None:
+        return parse_iso(read_json(self.dir / "channels.json", {}).get(channel))
+
+    def set_channel_not_before(self, channel: str, when: datetime) -> None:
+        path = self.dir / "channels.json"
+        table = read_json(path, {})
+        table[channel] = iso(when)
+        atomic_write_json(path, table)
+
+    # session events (digest) ----------------------------------------------------------------
+    def add_event(self, session: str, event: dict) -> None:
+        directory = self.dir / "events"
+        directory.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(event, sort_keys=True) + "\n"
+        fd = os.open(directory / f"{_safe(session or 'none')}.jsonl",
+                     os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+    def events(self, session: str) -> list[dict]:
+        path = self.dir / "events" / f"{_safe(session)}.jsonl"
+        out = []
+        with contextlib.suppress(OSError):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                with contextlib.suppress(ValueError):
+                    out.append(json.loads(line))
+        return out
+
+    def sessions(self) -> list[str]:
+        directory = self.dir / "events"
+        return sorted(p.stem for p in directory.glob("*.jsonl")) if directory.is_dir() else []
