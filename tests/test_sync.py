@@ -1,0 +1,201 @@
+"""sync against a recording systemctl: which files change and which systemd calls are made.
+
+The real systemd behaviour (timers firing, no re-fire) is covered by the e2e tests; these check the
+rules that avoid systemd 252's traps: no restart, no in-place instant change, no past timer, no
+reload for new files, one reload at most.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from market_timers import config, sync
+
+SIGNAL = """
+calendar = "XNYS"
+horizon = 3
+retention_days = 2
+[[job]]
+name = "signal"
+event = "close"
+offset = "-15min"
+command = ["/usr/bin/true"]
+"""
+WED = datetime(2025, 11, 26, 12, 0, tzinfo=UTC)
+
+
+class RecordingSystemctl:
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self.active: set[str] = set()
+        self.reloads = 0
+
+    def show(self, units, props):
+        return {u: {"ActiveState": "active" if u in self.active else "inactive"} for u in units}
+
+    def start(self, units):
+        if units:
+            self.calls.append(("start", tuple(units)))
+            self.active |= set(units)
+
+    def stop(self, units):
+        if units:
+            self.calls.append(("stop", tuple(units)))
+            self.active -= set(units)
+
+    def reset_failed(self, units):
+        pass
+
+    def daemon_reload(self):
+        self.reloads += 1
+        self.calls.append(("daemon-reload",))
+
+
+@pytest.fixture
+def setup(write_config, tmp_path):
+    def make(text=SIGNAL):
+        path = write_config(text)
+        return path, config.load(path)
+
+    return make
+
+
+def names(unit_dir: Path, suffix=".timer") -> list[str]:
+    return sorted(p.name for p in unit_dir.glob(f"market-*{suffix}"))
+
+
+def test_first_sync_writes_enables_and_starts_without_reload(setup, tmp_path):
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    result = sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path / "stamps")
+    want = ["market-signal@2025-11-26-204500.timer", "market-signal@2025-11-28-174500.timer",
+            "market-signal@2025-12-01-204500.timer"]
+    assert names(cfg.unit_dir) == want
+    assert sorted(p.name for p in (cfg.unit_dir / "timers.target.wants").iterdir()) == want
+    assert sc.calls == [("start", tuple(want))] and sc.reloads == 0
+    assert not result.reloaded
+    plan = json.loads((cfg.state_dir / "plan.json").read_text())
+    assert [f["fire_utc"] for f in plan["fires"]] == [
+        "2025-11-26T20:45:00Z", "2025-11-28T17:45:00Z", "2025-12-01T20:45:00Z"]
+    assert plan["fires"][0]["grace_sec"] == 120
+
+
+def test_second_sync_changes_nothing(setup, tmp_path):
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    before = {p.name: p.stat().st_mtime_ns for p in cfg.unit_dir.iterdir()}
+    sc.calls.clear()
+    result = sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    assert sc.calls == [] and not result.changed_anything
+    assert result.lines() == ["nothing to do"]
+    assert {p.name: p.stat().st_mtime_ns for p in cfg.unit_dir.iterdir()} == before
+
+
+def test_new_closure_stops_and_deletes_that_timer_without_starting_it(setup, write_config,
+                                                                        tmp_path):
+    path, cfg = setup()
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    sc.calls.clear()
+    cfg = config.load(write_config(SIGNAL + '[overrides.XNYS]\nclosed = ["2025-11-28"]\n'))
+    result = sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    gone = "market-signal@2025-11-28-174500.timer"
+    assert result.removed == [gone]
+    assert ("stop", (gone,)) in sc.calls
+    assert all(gone not in c[1] for c in sc.calls if c[0] == "start")
+    assert gone not in names(cfg.unit_dir) and sc.reloads == 0
+    assert not (cfg.unit_dir / gone.replace(".timer", ".service")).exists()
+    [change] = result.changes
+    assert (change.job, change.session, change.old_utc, change.new_utc) == (
+        "signal", "2025-11-28", "2025-11-28T17:45:00Z", None)
+    # the horizon moves on by one session: the next one is added and started
+    assert ("start", ("market-signal@2025-12-02-204500.timer",)) in sc.calls
+
+
+def test_moved_close_is_a_new_unit_not_an_edited_one(setup, write_config, tmp_path):
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    old = cfg.unit_dir / "market-signal@2025-12-01-204500.timer"
+    old_text = old.read_text()
+    cfg = config.load(write_config(SIGNAL + '[overrides.XNYS]\nearly_close = '
+                                   '{ "2025-12-01" = "13:00" }\n'))
+    result = sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    assert not old.exists()
+    new = cfg.unit_dir / "market-signal@2025-12-01-174500.timer"
+    assert "OnCalendar=2025-12-01 17:45:00 UTC" in new.read_text()
+    assert "OnCalendar=2025-12-01 20:45:00 UTC" in old_text
+    [change] = result.changes
+    assert (change.old_utc, change.new_utc) == ("2025-12-01T20:45:00Z", "2025-12-01T17:45:00Z")
+    assert sc.reloads == 0
+
+
+def test_changed_command_rewrites_services_with_one_reload(setup, write_config, tmp_path):
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    sc.calls.clear()
+    cfg = config.load(write_config(SIGNAL.replace("/usr/bin/true", "/usr/bin/false")))
+    result = sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    assert len(result.rewritten) == 3 and sc.reloads == 1
+    assert not any(c[0] in ("start", "stop") for c in sc.calls)
+
+
+def test_fire_already_past_is_never_written(setup, tmp_path):
+    _, cfg = setup()
+    now = datetime(2025, 11, 26, 20, 44, 59, tzinfo=UTC)  # 1 s before Wednesday's fire
+    sync.sync(cfg, now=now, systemctl=RecordingSystemctl(), stamp_dir=tmp_path)
+    assert "market-signal@2025-11-26-204500.timer" not in names(cfg.unit_dir)
+
+
+def test_elapsed_units_are_kept_for_retention_then_deleted_with_stamp(setup, tmp_path):
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    stamps = tmp_path / "stamps"
+    stamps.mkdir()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=stamps)
+    elapsed = "market-signal@2025-11-26-204500.timer"
+    (stamps / f"stamp-{elapsed}").touch()
+    sc.calls.clear()
+    thu = datetime(2025, 11, 27, 12, 0, tzinfo=UTC)
+    sync.sync(cfg, now=thu, systemctl=sc, stamp_dir=stamps)
+    assert elapsed in names(cfg.unit_dir)  # within retention (2 days): kept, not stopped
+    assert not any(c[0] == "stop" for c in sc.calls)
+    later = datetime(2025, 11, 29, 21, 0, tzinfo=UTC)
+    result = sync.sync(cfg, now=later, systemctl=sc, stamp_dir=stamps)
+    assert elapsed in result.expired and elapsed not in names(cfg.unit_dir)
+    assert not (stamps / f"stamp-{elapsed}").exists()
+    assert not (cfg.unit_dir / "timers.target.wants" / elapsed).exists()
+
+
+def test_dry_run_writes_nothing_and_says_what_it_would_do(setup, tmp_path):
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    result = sync.sync(cfg, now=WED, systemctl=sc, dry_run=True, stamp_dir=tmp_path)
+    assert not cfg.unit_dir.exists() or names(cfg.unit_dir) == []
+    assert sc.calls == []
+    assert "would write market-signal@2025-11-26-204500.timer" in result.lines(dry_run=True)
+
+
+def test_files_not_generated_by_us_are_left_alone(setup, tmp_path):
+    _, cfg = setup()
+    cfg.unit_dir.mkdir(parents=True)
+    mine = cfg.unit_dir / "market-signal@2025-11-20-204500.timer"
+    mine.write_text("[Timer]\nOnCalendar=2025-11-20 20:45:00 UTC\n")
+    sync.sync(cfg, now=WED, systemctl=RecordingSystemctl(), stamp_dir=tmp_path)
+    assert mine.exists()
+
+
+def test_stopped_planned_timer_is_started_again(setup, tmp_path):
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    sc.active.discard("market-signal@2025-11-28-174500.timer")  # stopped by hand
+    sc.calls.clear()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    assert sc.calls == [("start", ("market-signal@2025-11-28-174500.timer",))]
