@@ -173,3 +173,9 @@ def test_config_path_from_environment(monkeypatch):
     monkeypatch.setenv("MARKET_TIMERS_CONFIG", "/tmp/x.toml")
     assert config.config_path(None) == "/tmp/x.toml"
     assert config.config_path("/etc/y.toml") == "/etc/y.toml"
+
+
+def test_relative_read_write_path_is_refused(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'read_write_paths = ["data"]\n')
+    [line] = problems_of(path)
+    assert "job[0].read_write_paths: must be an array of absolute paths" in line

@@ -193,9 +193,14 @@ def cmd_verify(args) -> int:
 
 def cmd_sync(args) -> int:
     from . import sync
+    from .systemctl import SystemctlError
 
     cfg = _config(args)
-    result = _calendar_call(lambda: sync.sync(cfg, now=args.now, dry_run=args.dry_run))
+    try:
+        result = _calendar_call(lambda: sync.sync(cfg, now=args.now, dry_run=args.dry_run))
+    except (SystemctlError, PermissionError) as e:
+        print(f"market-timers sync: {e}", file=sys.stderr)
+        return FAILURE
     print("\n".join(result.lines(dry_run=args.dry_run)))
     return 0
 

@@ -43,7 +43,7 @@ TOP_KEYS = {
 }
 JOB_KEYS = {
     "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
-    "lock", "severity", "skip", "environment", "description", "enabled",
+    "lock", "severity", "skip", "environment", "description", "enabled", "read_write_paths",
 }
 REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
 OVERRIDE_KEYS = {"closed", "early_close", "late_open"}
@@ -65,6 +65,7 @@ class Job:
     skip: frozenset[date] = frozenset()
     environment: tuple[tuple[str, str], ...] = ()
     description: str = ""
+    read_write_paths: tuple[str, ...] = ()
 
     @property
     def is_session_job(self) -> bool:
@@ -246,6 +247,13 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
     description = t.get("description", "")
     if not isinstance(description, str):
         problems.add(f"{path}.description", "must be a string", description)
+    paths = t.get("read_write_paths", [])
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/")
+                                              for p in paths):
+        problems.add(f"{path}.read_write_paths", "must be an array of absolute paths (the "
+                     "job's unit is sandboxed with ProtectSystem=strict)", paths)
+        paths = []
+    kw["read_write_paths"] = tuple(paths)
     enabled = t.get("enabled", True)
     if not isinstance(enabled, bool):
         problems.add(f"{path}.enabled", "must be true or false", enabled)

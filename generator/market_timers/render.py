@@ -112,6 +112,8 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         exec_stop_post=f"{quote_arg(runner)} --record",
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
         timeout=f"{job.timeout}s", log_fields=log_fields,
+        read_write_paths=" ".join(quote_arg(f"-{p}") for p in (
+            str(config.state_dir), str(config.runtime_dir), *job.read_write_paths)),
     )
     timer = env.get_template("job.timer.j2").render(
         header=header, description=plain(f"market-timers {description}"),
