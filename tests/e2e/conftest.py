@@ -1,0 +1,128 @@
+"""Session fixtures for the end-to-end tests: one booted Debian 12 with the package.
+
+Under CI=true a missing prerequisite fails the tests; elsewhere it skips them.
+Set MARKET_TIMERS_E2E_KEEP=1 to keep the container's rootfs after the session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .container import Container
+from .debpkg import REPO, ensure_deb
+from .rootfs import cache_dir, copy_rootfs, ensure_rootfs
+
+PACKAGE = "market-timers"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def missing_prerequisite() -> str | None:
+    if os.geteuid() != 0:
+        return "e2e tests need root (systemd-nspawn)"
+    for tool in ("systemd-nspawn", "nsenter", "debootstrap", "dpkg-buildpackage", "git"):
+        if shutil.which(tool) is None:
+            return f"e2e tests need {tool} on PATH"
+    return None
+
+
+def require_e2e() -> None:
+    reason = missing_prerequisite()
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: a missing prerequisite is a failure)", pytrace=False)
+    pytest.skip(reason)
+
+
+def timed(label: str, start: float) -> None:
+    print(f"[e2e] {label}: {time.monotonic() - start:.1f}s")
+
+
+@pytest.fixture(scope="session")
+def deb_path() -> Path:
+    require_e2e()
+    start = time.monotonic()
+    deb = ensure_deb()
+    timed(f"deb ready ({deb.name})", start)
+    return deb
+
+
+@pytest.fixture(scope="session")
+def booted(deb_path: Path) -> Iterator[Container]:
+    """A fresh copy of the cached rootfs, booted, with the package installed once."""
+    start = time.monotonic()
+    cached = ensure_rootfs()
+    timed("rootfs ready", start)
+    start = time.monotonic()
+    root = copy_rootfs(cached, cache_dir() / "runs")
+    timed(f"rootfs copied to {root}", start)
+    box = Container(root, f"mt-e2e-{os.getpid()}", root.parent / "console.log")
+    try:
+        print(f"[e2e] boot: {box.boot():.1f}s")
+        install_package(box, box.copy_in(deb_path))
+        yield box
+    finally:
+        box.poweroff()
+        box.kill()
+        if os.environ.get("MARKET_TIMERS_E2E_KEEP") != "1":
+            shutil.rmtree(root.parent, ignore_errors=True)
+        else:
+            print(f"[e2e] kept {root}")
+
+
+def install_package(box: Container, deb_inside: str, *extra: str) -> None:
+    """apt-get install the .deb inside; fetch package lists only if dependencies are missing."""
+    cmd = ["apt-get", "install", "-y", "-q", *extra, deb_inside]
+    start = time.monotonic()
+    if box.run(cmd, check=False, timeout=300).returncode != 0:
+        box.run(["apt-get", "update", "-q"], timeout=300)
+        box.run(cmd, timeout=300)
+    timed("apt-get install " + " ".join(extra), start)
+
+
+def is_installed(box: Container) -> bool:
+    result = box.run(["dpkg-query", "-W", "-f=${Status}", PACKAGE], check=False)
+    return result.stdout.strip() == "install ok installed"
+
+
+@pytest.fixture(scope="session")
+def deb_inside(booted: Container, deb_path: Path) -> str:
+    """Path of the .deb inside the container (copied into its rootfs)."""
+    return booted.copy_in(deb_path)
+
+
+@pytest.fixture
+def container(booted: Container, deb_inside: str) -> Container:
+    """The session's container, running and with the package installed."""
+    if not booted.running:
+        booted.boot()
+    if not is_installed(booted):
+        install_package(booted, deb_inside)
+    return booted
+
+
+@pytest.fixture(scope="session")
+def repo_timers() -> list[str]:
+    """The package's own timers: whatever units/*.timer the repo holds."""
+    return sorted(p.name for p in (REPO / "units").glob("*.timer"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    outcome = yield
+    report = outcome.get_result()
+    box = getattr(item, "funcargs", {}).get("container")
+    if report.failed and isinstance(box, Container):
+        try:
+            report.sections.append(("container diagnostics", box.diagnostics()))
+        except Exception as exc:  # diagnostics must never mask the real failure
+            report.sections.append(("container diagnostics", f"unavailable: {exc!r}"))

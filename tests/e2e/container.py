@@ -1,0 +1,194 @@
+"""A Debian 12 system booted with systemd-nspawn, driven from the host.
+
+The container shares the host's network (a fake server on the host's
+127.0.0.1 is reachable from inside); commands enter its namespaces with
+nsenter. It can be powered off and booted again on the same rootfs.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# A clean environment for commands inside: nothing from the host (pyenv
+# shims, pip settings, virtualenvs) leaks in.
+INSIDE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+    "SYSTEMD_PAGER": "",
+    "DEBIAN_FRONTEND": "noninteractive",
+}
+
+
+class ContainerError(RuntimeError):
+    pass
+
+
+class Container:
+    def __init__(self, root: Path, name: str, console_log: Path) -> None:
+        self.root = root
+        self.name = name
+        self.console_log = console_log
+        self._nspawn: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None  # PID (host view) of the container's systemd
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._nspawn is not None and self._nspawn.poll() is None
+
+    def boot(self, timeout: float = 90) -> float:
+        """Boot the rootfs and wait until systemd is up; return the boot time in seconds."""
+        if self.running:
+            raise ContainerError(f"{self.name} is already running")
+        started = time.monotonic()
+        with open(self.console_log, "ab") as log:
+            log.write(f"\n==== boot {time.strftime('%H:%M:%S')} ====\n".encode())
+            log.flush()
+            self._nspawn = subprocess.Popen(
+                [
+                    "systemd-nspawn", "--keep-unit", "--register=no", "--quiet",
+                    f"--machine={self.name}", "-D", str(self.root), "--boot",
+                ],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.pid = self.wait_for(self._init_pid, timeout, "container init to start")
+        self.wait_for(self._systemd_settled, timeout - (time.monotonic() - started),
+                      "systemctl is-system-running --wait")
+        failed = self.failed_units()
+        if failed:
+            print(f"[e2e] {self.name} booted degraded; failed units:\n{failed}")
+        return time.monotonic() - started
+
+    def _init_pid(self) -> int | None:
+        if not self.running:
+            raise ContainerError(f"systemd-nspawn exited early:\n{self._console_tail()}")
+        assert self._nspawn is not None
+        children = Path(f"/proc/{self._nspawn.pid}/task/{self._nspawn.pid}/children")
+        pids = children.read_text().split() if children.exists() else []
+        return int(pids[0]) if pids else None
+
+    def _systemd_settled(self) -> bool:
+        result = self.run(["systemctl", "is-system-running", "--wait"], check=False, timeout=60)
+        return result.stdout.strip() in ("running", "degraded")
+
+    def poweroff(self, timeout: float = 60) -> None:
+        """Shut the container down cleanly and wait for systemd-nspawn to exit."""
+        if not self.running:
+            return
+        self.run(["systemctl", "poweroff"], check=False, timeout=10)
+        try:
+            assert self._nspawn is not None
+            self._nspawn.wait(timeout)
+        except subprocess.TimeoutExpired:
+            print(f"[e2e] {self.name}: no clean poweroff within {timeout}s, killing nspawn")
+            self.kill()
+        self.pid = None
+
+    def kill(self) -> None:
+        if self._nspawn is None or self._nspawn.poll() is not None:
+            return
+        os.killpg(self._nspawn.pid, signal.SIGKILL)
+        self._nspawn.wait(10)
+
+    # -- commands ----------------------------------------------------------
+
+    def run(
+        self,
+        cmd: str | Sequence[str],
+        check: bool = True,
+        timeout: float = 120,
+        input: str | None = None,  # noqa: A002 - mirrors subprocess.run
+    ) -> subprocess.CompletedProcess[str]:
+        """Run cmd inside (a string goes through /bin/sh -c); return the completed process."""
+        if self.pid is None:
+            raise ContainerError(f"{self.name} is not running")
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        full = [
+            "nsenter", f"--target={self.pid}", "--mount", "--uts", "--ipc", "--net", "--pid",
+            "--", *argv,
+        ]
+        result = subprocess.run(
+            full, capture_output=True, text=True, timeout=timeout, input=input,
+            env=INSIDE_ENV, check=False,
+        )
+        if check and result.returncode != 0:
+            raise ContainerError(
+                f"command failed inside {self.name} (exit {result.returncode}): "
+                f"{shlex.join(argv)}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+            )
+        return result
+
+    def systemctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.run(["systemctl", "--no-pager", *args], check=check)
+
+    def journal(self, *args: str) -> str:
+        return self.run(["journalctl", "--no-pager", "--quiet", *args], check=False).stdout
+
+    def show(self, unit: str, prop: str) -> str:
+        return self.systemctl("show", "--value", "-p", prop, unit).stdout.strip()
+
+    def write_file(self, path: str, text: str, mode: int = 0o644) -> None:
+        script = 'mkdir -p "$(dirname "$1")" && cat > "$1" && chmod "$2" "$1"'
+        self.run(["/bin/sh", "-c", script, "sh", path, f"{mode:o}"], input=text)
+
+    def read_file(self, path: str) -> str:
+        return self.run(["cat", path]).stdout
+
+    def exists(self, path: str) -> bool:
+        return self.run(["test", "-e", path], check=False).returncode == 0
+
+    def copy_in(self, host_path: Path, inside_dir: str = "/var/tmp") -> str:
+        """Copy a host file into the rootfs (not a tmpfs); return its path inside."""
+        target = self.root / inside_dir.lstrip("/") / host_path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(host_path.read_bytes())
+        return f"{inside_dir.rstrip('/')}/{host_path.name}"
+
+    # -- waiting and diagnostics -------------------------------------------
+
+    def wait_for(
+        self, predicate: Callable[[], T], timeout: float, what: str = "condition",
+        interval: float = 0.05,
+    ) -> T:
+        """Poll predicate until it returns a truthy value; return that value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"timed out after {timeout:.1f}s waiting for {what}")
+            time.sleep(interval)
+
+    def failed_units(self) -> str:
+        return self.systemctl("list-units", "--failed", "--plain", "--no-legend",
+                              check=False).stdout.strip()
+
+    def diagnostics(self, lines: int = 80) -> str:
+        if not self.running or self.pid is None:
+            return f"container {self.name} is not running; console:\n{self._console_tail()}"
+        return (
+            f"--- failed units in {self.name}\n{self.failed_units() or '(none)'}\n"
+            f"--- market-* units\n"
+            + self.systemctl("list-units", "--all", "--plain", "--no-legend", "market-*",
+                             check=False).stdout
+            + f"--- journal (last {lines} lines)\n{self.journal('-n', str(lines))}"
+        )
+
+    def _console_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.console_log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no console log)"
