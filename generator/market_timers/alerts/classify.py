@@ -53,6 +53,8 @@ def classify(result: str, exit_code: str, exit_status: str, success: bool = Fals
 
 
 def title(kind: str, job: str, session: str = "", status: str = "", result: str = "") -> str:
+    if kind == "failed" and not status:
+        return f"{job or '?'} failed"
     if kind == "killed" and result == "oom-kill":
         return f"{job} was killed by the OOM killer"
     return TITLES.get(kind, "{job}: " + kind).format(job=job or "?", session=session or "?",

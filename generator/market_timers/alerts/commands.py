@@ -25,10 +25,22 @@ from market_timers.alerts.model import UNDELIVERABLE, Alert, iso, make_id
 log = logging.getLogger("market_timers.alerts")
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time (the journal under systemd)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 def _setup_logging() -> None:
     root = logging.getLogger("market_timers")
-    if not root.handlers:
-        h = logging.StreamHandler(sys.stderr)
+    if not root.handlers and not logging.getLogger().handlers:
+        h = _Stderr()
         h.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
         root.addHandler(h)
         root.setLevel(logging.INFO)
@@ -55,6 +67,9 @@ def alert_test(config, channel: str, now=None) -> int:
     except DeliveryError as e:
         kind = "permanent" if e.permanent else "transient"
         print(f"market-timers: {kind} failure: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # its text could embed a URL, hence a secret: name the type only
+        print(f"market-timers: {channel}: internal error {type(e).__name__}", file=sys.stderr)
         return 1
     print(f"{channel}: test message delivered (id {alert.id})")
     return 0

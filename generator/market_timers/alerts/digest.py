@@ -104,7 +104,7 @@ def build(ctx, session: str) -> str:
     folded = sum(1 for e in events if e.get("event") == "deduplicated")
     if folded:
         lines.append(f"  + {folded} repeat(s) folded into the alerts above (dedup window)")
-    lines += ["", "Info notices:", *(notices or ["  (none)"])]
+    lines += ["", "Routed to this digest (info, or no channel configured):", *(notices or ["  (none)"])]
     waiting = [a for a in pending.values() if a.kind != "digest"]
     lines += ["", f"Outbox: {len(waiting)} alert(s) not delivered yet"
               + (f": {', '.join(sorted({a.id for a in waiting}))}" if waiting else "")]

@@ -56,16 +56,19 @@ class Channel:
 
     def post_json(self, url: str, payload: dict, timeout: float) -> HttpResponse:
         """POST JSON; HTTP errors come back as responses, network errors as transient errors."""
-        request = urllib.request.Request(
-            url, data=json.dumps(payload).encode(), method="POST",
-            headers={"Content-Type": "application/json", "User-Agent": "market-timers"})
         try:
+            request = urllib.request.Request(
+                url, data=json.dumps(payload).encode(), method="POST",
+                headers={"Content-Type": "application/json", "User-Agent": "market-timers"})
             with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
                 return HttpResponse(response.status, _read(response), dict(response.headers))
         except urllib.error.HTTPError as e:
             return HttpResponse(e.code, _read(e), dict(e.headers or {}))
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             reason = getattr(e, "reason", e)
+            if isinstance(reason, str):  # "unknown url type: ...": a config error, text unsafe
+                raise DeliveryError(f"{self.name}: the configured URL is malformed or its scheme "
+                                    "unsupported", permanent=True) from None
             what = type(reason).__name__
             errno = getattr(reason, "errno", None)
             raise DeliveryError(self.clean(f"{self.name}: network error {what}"
