@@ -1,0 +1,347 @@
+"""`market-timers deadman`: compare the plan with what actually ran (market-deadman.timer, every minute).
+
+One pass reads `<state_dir>/plan.json` (every fire sync planned while it was still ahead: it comes
+from the exchange calendar, so a holiday has no entry and an early close has its moved instant),
+the run records and `systemctl show` of the upcoming timers, and finds:
+
+* missed: a planned (job, session) whose instant + grace + timeout + slack has passed with no run
+  record. The runner writes its record before it execs the job (a stale start or an overlap skip
+  writes one too, and those have their own alerts), so no record means the job never started:
+  the timer did not fire, the host was down past the grace, the unit was removed... One critical
+  alert per (job, session), ever: what was reported is kept in `<state_dir>/deadman.json`. The
+  alert layer records the job's last outcome as "missed", so its next success sends a recovery.
+* not-scheduled: an upcoming planned fire whose timer is not loaded and waiting in systemd (or no
+  fire planned ahead at all: the refresh has stopped). One critical alert per timer.
+
+Each pass then pings the external heartbeat if `[watch] ping = true`: the URL from the credential,
+or its `/fail` variant when the pass found something new or could not do its job. The URL is a
+secret: it is never logged. A failed ping is logged and never fails the pass.
+
+The clock is injected (`now`); nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import sys
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from . import runrecord
+from .systemctl import Systemctl
+from .watch_alert import send_alert
+from .watch_config import WatchConfig, watch_of
+
+log = logging.getLogger("market_timers.watch")
+
+PLAN_FILE = "plan.json"
+STATE_FILE = "deadman.json"
+ISO = "%Y-%m-%dT%H:%M:%SZ"
+CREDENTIALS_OVERRIDE = "MARKET_TIMERS_CREDENTIALS_DIRECTORY"
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "missed" | "not-scheduled"
+    key: str  # what deadman.json remembers as reported
+    job: str
+    session: str
+    text: str
+    severity: str = "critical"  # the job's severity (the alert layer may lower it by its rules)
+
+
+@dataclass
+class PassResult:
+    findings: list[Finding] = field(default_factory=list)  # everything wrong right now
+    new: list[Finding] = field(default_factory=list)  # reported (alerted) by this pass
+    errors: list[str] = field(default_factory=list)  # the pass could not check something
+    ping: str | None = None  # "ok" | "fail" | None (off, no URL)
+    ping_delivered: bool | None = None
+
+    @property
+    def failed(self) -> bool:
+        """What the heartbeat reports as /fail: a new problem, or a pass that could not look."""
+        return bool(self.new or self.errors)
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, ISO).replace(tzinfo=UTC)
+
+
+def iso(t: datetime) -> str:
+    return t.astimezone(UTC).strftime(ISO)
+
+
+def read_plan(state_dir: Path) -> dict | None:
+    """plan.json as written by sync, or None when sync has never run."""
+    try:
+        return json.loads((Path(state_dir) / PLAN_FILE).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def deadline(entry: dict, slack_sec: int) -> datetime:
+    """When a planned run with no record becomes "missed": instant + grace + timeout + slack."""
+    return parse_iso(entry["fire_utc"]) + timedelta(
+        seconds=int(entry.get("grace_sec", 0)) + int(entry.get("timeout_sec", 0)) + slack_sec)
+
+
+def timer_state(props: dict[str, str]) -> str:
+    """waiting | elapsed | missing | inactive | unknown | <LoadState>/<ActiveState>/<SubState>."""
+    load, active, sub = (props.get(k, "") for k in ("LoadState", "ActiveState", "SubState"))
+    if not load:
+        return "unknown"
+    if load == "not-found":
+        return "missing"
+    if load == "loaded" and active == "active":
+        return sub if sub in ("waiting", "elapsed") else f"active/{sub or '?'}"
+    if load == "loaded" and active in ("inactive", "failed"):
+        return active
+    return f"{load}/{active or '?'}/{sub or '?'}"
+
+
+def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
+             alert=send_alert, env: dict | None = None, ping: bool = True) -> PassResult:
+    """One dead-man pass. Alerts go through `alert` (tests record them); never raises for them."""
+    watch = watch_of(config)
+    systemctl = systemctl or Systemctl()
+    state_dir = Path(config.state_dir)
+    result = PassResult()
+    try:
+        _check(config, watch, now, systemctl, state_dir, result)
+    except Exception as e:  # a broken pass still pings /fail and reports in the journal
+        log.exception("deadman: the pass failed")
+        result.errors.append(f"the pass failed: {type(e).__name__}: {e}")
+    for finding in result.new:
+        try:
+            alert(config, kind=finding.kind, key=finding.key, text=finding.text,
+                  job=finding.job, session=finding.session, job_severity=finding.severity,
+                  title=_title(finding), now=now)
+        except Exception:  # the journal still has it (command() logs every new finding)
+            log.exception("deadman: could not raise the %s alert %s", finding.kind, finding.key)
+    if ping:
+        _heartbeat(watch, result, env)
+    return result
+
+
+def _title(f: Finding) -> str:
+    if f.kind == "missed":
+        return f"{f.job} did not run for session {f.session}"
+    if f.job:
+        return f"{f.job} is not scheduled for session {f.session}"
+    return "no market timer is scheduled ahead"
+
+
+def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, state_dir: Path,
+           result: PassResult) -> None:
+    plan = read_plan(state_dir)
+    session_jobs = [j for j in config.jobs if j.is_session_job]
+    if plan is None:
+        if session_jobs:
+            result.errors.append(f"no {state_dir / PLAN_FILE}: sync has never run (the refresh "
+                                 "timer runs it daily and at boot)")
+        return
+    fires = plan.get("fires", [])
+    state = _load_state(state_dir)
+    reported: dict[str, str] = state.setdefault("reported", {})
+    jobs = {j.name for j in config.jobs}
+
+    for entry in fires:
+        if entry["job"] not in jobs:  # a job removed from the config since: nothing to expect
+            continue
+        due = deadline(entry, watch.slack_sec)
+        if due < now and runrecord.read(state_dir, entry["job"], entry["session"]) is None:
+            result.findings.append(_missed(entry, due, now, watch))
+
+    upcoming = [e for e in fires if parse_iso(e["fire_utc"]) > now and e["job"] in jobs]
+    generated = parse_iso(plan["generated_utc"]) if plan.get("generated_utc") else None
+    settling = generated is not None and now - generated < timedelta(seconds=watch.slack_sec)
+    if settling or _sync_running(state_dir):
+        log.info("deadman: a sync is running or has just finished; timers checked next pass")
+    elif upcoming:
+        units = [e["unit"] for e in upcoming]
+        shown = systemctl.show(units, ["LoadState", "ActiveState", "SubState"])
+        unknown = 0
+        for entry in upcoming:
+            what = timer_state(shown.get(entry["unit"], {}))
+            if what == "unknown":
+                unknown += 1
+            elif what != "waiting":
+                result.findings.append(_not_scheduled(entry, what))
+        if unknown:
+            result.errors.append(f"systemctl show told nothing about {unknown} timer(s): is "
+                                 "systemd reachable over D-Bus?")
+    elif session_jobs:
+        since = plan.get("generated_utc", "?")
+        result.findings.append(Finding(
+            "not-scheduled", f"not-scheduled:nothing-ahead:{since}", "", "",
+            f"No market timer is planned ahead: the last sync was at {since} and every fire it "
+            "planned has passed. Is market-refresh.timer running? Check `systemctl status "
+            "market-refresh.service` and run `market-timers sync`."))
+
+    for finding in result.findings:
+        if finding.key not in reported:
+            result.new.append(finding)
+            reported[finding.key] = iso(now)
+    # Forget what plan.json forgot (past its retention), so deadman.json stays small.
+    live = {f"{e['job']}|{e['session']}" for e in fires}
+    nothing_ahead = f"not-scheduled:nothing-ahead:{plan.get('generated_utc', '?')}"
+    state["reported"] = {k: v for k, v in reported.items()
+                         if k == nothing_ahead or _pair(k) in live}
+    state["last_pass_utc"] = iso(now)
+    _save_state(state_dir, state)
+
+
+def _pair(key: str) -> str:
+    parts = key.split(":")
+    return f"{parts[1]}|{parts[2]}" if len(parts) >= 3 else ""
+
+
+def _missed(entry: dict, due: datetime, now: datetime, watch: WatchConfig) -> Finding:
+    job, session = entry["job"], entry["session"]
+    late = int((now - due).total_seconds() // 60)
+    text = (f"{job} ({entry.get('calendar', '?')} {session}, {entry.get('event', '?')} "
+            f"{entry.get('offset', '')}) was due at {entry['fire_utc']} and has no run record "
+            f"{late} min after its deadline {iso(due)} (grace {entry.get('grace_sec', 0)}s + "
+            f"timeout {entry.get('timeout_sec', 0)}s + slack {watch.slack_sec}s): the timer did "
+            f"not fire or the runner never started. Check `systemctl status {entry.get('unit')}` "
+            f"and `journalctl MARKET_JOB={job} MARKET_SESSION={session}`.")
+    return Finding("missed", f"missed:{job}:{session}", job, session, text,
+                   entry.get("severity", "critical"))
+
+
+def _not_scheduled(entry: dict, what: str) -> Finding:
+    job, session = entry["job"], entry["session"]
+    text = (f"{job} ({entry.get('calendar', '?')} {session}) is planned for {entry['fire_utc']} "
+            f"but its timer {entry['unit']} is {what}, not waiting: it will not fire. Run "
+            "`market-timers sync` (it starts missing timers) and check `systemctl status "
+            f"{entry['unit']}`.")
+    return Finding("not-scheduled", f"not-scheduled:{job}:{session}:{entry['unit']}", job,
+                   session, text, entry.get("severity", "critical"))
+
+
+def _sync_running(state_dir: Path) -> bool:
+    """True while sync holds its lock (it starts timers with --no-block: let them settle)."""
+    try:
+        fd = os.open(state_dir / "sync.lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _load_state(state_dir: Path) -> dict:
+    try:
+        doc = json.loads((state_dir / STATE_FILE).read_text())
+        return doc if isinstance(doc, dict) else {}
+    except FileNotFoundError:
+        return {}
+    except ValueError:
+        log.error("deadman: %s is not valid JSON; starting afresh", state_dir / STATE_FILE)
+        return {}
+
+
+def _save_state(state_dir: Path, state: dict) -> None:
+    path = state_dir / STATE_FILE
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        # The alerts still go out (the alert layer's dedup window holds back repeats).
+        log.error("deadman: cannot write %s: %s", path, e)
+
+
+# External heartbeat -------------------------------------------------------------------------
+
+def credentials_directory(env: dict | None = None) -> Path | None:
+    env = os.environ if env is None else env
+    value = env.get(CREDENTIALS_OVERRIDE) or env.get("CREDENTIALS_DIRECTORY")
+    return Path(value) if value else None
+
+
+def ping_url(watch: WatchConfig, env: dict | None = None) -> str | None:
+    directory = credentials_directory(env)
+    if directory is None:
+        return None
+    try:
+        url = (directory / watch.ping_credential).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return url or None
+
+
+def _heartbeat(watch: WatchConfig, result: PassResult, env: dict | None) -> None:
+    if not watch.ping:
+        return
+    url = ping_url(watch, env)
+    if url is None:
+        log.warning("deadman: [watch] ping is on but credential %s is not available "
+                    "(LoadCredential=%s in market-deadman.service, file in /etc/credstore)",
+                    watch.ping_credential, watch.ping_credential)
+        result.errors.append("heartbeat credential missing")
+        return
+    result.ping = "fail" if result.failed else "ok"
+    body = summary(result)
+    result.ping_delivered = send_ping(url, fail=result.failed, body=body,
+                                      timeout=watch.ping_timeout)
+
+
+def summary(result: PassResult) -> str:
+    lines = [f"{f.kind}: {f.job or '-'} {f.session or ''}".rstrip() for f in result.new]
+    lines += [f"error: {e}" for e in result.errors]
+    lines.append(f"{len(result.findings)} open finding(s), {len(result.new)} new")
+    return "\n".join(lines)
+
+
+def send_ping(url: str, *, fail: bool, body: str = "", timeout: float = 5.0) -> bool:
+    """healthchecks.io style: POST to the URL, or to URL/fail. Never raises; never logs the URL."""
+    target = url.rstrip("/") + "/fail" if fail else url
+    request = urllib.request.Request(target, data=body.encode()[:10000], method="POST",
+                                     headers={"User-Agent": "market-timers-deadman",
+                                              "Content-Type": "text/plain; charset=utf-8"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            response.read(1024)
+        return True
+    except Exception as e:  # network down, DNS, TLS, HTTP error, timeout, bad URL
+        reason = str(getattr(e, "reason", "") or e).replace(url, "[ping url]")
+        log.warning("deadman: heartbeat ping%s failed: %s: %s", " /fail" if fail else "",
+                    type(e).__name__, reason.replace(target, "[ping url]"))
+        return False
+
+
+# CLI --------------------------------------------------------------------------------------------
+
+def _setup_logging() -> None:
+    root = logging.getLogger("market_timers")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+
+
+def command(config, now: datetime | None = None) -> int:
+    """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
+    _setup_logging()
+    from .plan import utcnow
+
+    result = run_pass(config, now or utcnow())
+    for f in result.new:
+        log.error("deadman: %s", f.text)
+    for e in result.errors:
+        log.error("deadman: %s", e)
+    log.info("deadman: %d open finding(s), %d new, heartbeat %s", len(result.findings),
+             len(result.new), result.ping or "off")
+    return 1 if result.errors else 0

@@ -1,0 +1,96 @@
+"""The `[watch]` table: settings of the dead-man check, its external heartbeat and the refresh.
+
+    [watch]
+    ping = false                                  # heartbeat to an external monitor (off by default)
+    ping_credential = "market-timers.deadman-ping-url"   # systemd credential holding the URL
+    ping_timeout = 5                              # seconds; a slow monitor never holds the pass
+    slack_sec = 30                                # extra seconds after grace + timeout before "missed"
+    calendar_max_age_days = 365                   # warn when exchange_calendars is older; 0 = off
+
+The ping URL is a secret (anyone holding it can mark the check up), so it never appears in the
+config, only its credential's name. Every problem names its key, e.g. `watch.slack_sec`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import Problems
+
+DEFAULT_PING_CREDENTIAL = "market-timers.deadman-ping-url"
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    ping: bool = False
+    ping_credential: str = DEFAULT_PING_CREDENTIAL
+    ping_timeout: float = 5.0
+    slack_sec: int = 30
+    calendar_max_age_days: int = 365
+
+
+KEYS = ("ping", "ping_credential", "ping_timeout", "slack_sec", "calendar_max_age_days")
+
+
+def parse_watch(raw: dict | None, problems: Problems) -> WatchConfig:
+    """Validate `[watch]`; problems are added (not raised), defaults kept for the bad keys."""
+    if raw is None:
+        return WatchConfig()
+    if not isinstance(raw, dict):
+        problems.add("watch", "must be a table ([watch])", raw)
+        return WatchConfig()
+    for key in sorted(set(raw) - set(KEYS)):
+        problems.add(f"watch.{key}", f"unknown key (known: {', '.join(sorted(KEYS))})")
+    kw: dict = {}
+    if "ping" in raw:
+        if isinstance(raw["ping"], bool):
+            kw["ping"] = raw["ping"]
+        else:
+            problems.add("watch.ping", "must be true or false", raw["ping"])
+    if "ping_credential" in raw:
+        name = raw["ping_credential"]
+        if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
+            kw["ping_credential"] = name
+        else:
+            problems.add("watch.ping_credential", "must be a credential name (a file name in "
+                         "$CREDENTIALS_DIRECTORY, no '/'), not the URL itself", _hide(name))
+    if "ping_timeout" in raw:
+        value = raw["ping_timeout"]
+        if _number(value) and 0 < value <= 30:
+            kw["ping_timeout"] = float(value)
+        else:
+            problems.add("watch.ping_timeout", "must be a number of seconds, more than 0 and at "
+                         "most 30 (a slow monitor must not hold up the dead-man pass)", value)
+    for key, lo, hi in (("slack_sec", 0, 3600), ("calendar_max_age_days", 0, 3650)):
+        if key in raw:
+            value = raw[key]
+            if _number(value) and isinstance(value, int) and lo <= value <= hi:
+                kw[key] = value
+            else:
+                problems.add(f"watch.{key}", f"must be a whole number from {lo} to {hi}", value)
+    return WatchConfig(**kw)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _hide(value: object) -> object:
+    """A URL put where a credential name belongs is a secret: do not echo it in the error."""
+    if isinstance(value, str) and "://" in value:
+        return "<a URL, not shown>"
+    return value
+
+
+def watch_of(config) -> WatchConfig:
+    """The config's WatchConfig; parses `raw["watch"]` if config.parse has not done it yet."""
+    watch = getattr(config, "watch", None)
+    if isinstance(watch, WatchConfig):
+        return watch
+    from .errors import ConfigError
+
+    problems = Problems(getattr(config, "source", "<config>"))
+    watch = parse_watch((getattr(config, "raw", None) or {}).get("watch"), problems)
+    if problems:
+        raise ConfigError(problems)
+    return watch
