@@ -23,6 +23,7 @@ TITLES = {
     "overlap-skipped": "{job} skipped: the previous run still holds its lock",
     "runner-error": "{job} could not be started by the runner",
     "missed": "{job} did not run for session {session}",
+    "not-scheduled": "{job}: no timer is scheduled for session {session}",
     "recovery": "{job} recovered: session {session} ran fine",
     "calendar-changed": "calendar changed",
 }
