@@ -103,3 +103,14 @@ def test_warning_does_not_repeat(make_ctx, api, clock):
     clock.advance(minutes=60)
     flush(ctx)
     assert len(api.received()) == 1
+
+
+def test_recovery_after_a_folded_burst_names_the_alert_that_was_sent(make_ctx, api, clock):
+    ctx = make_ctx(repeat_minutes=0)
+    first = raise_alert(ctx, kind="failed", job="j", session=S)
+    clock.advance(minutes=2)
+    raise_alert(ctx, kind="failed", job="j", session=S)
+    clock.advance(minutes=2)
+    record_success(ctx, job="j", session=S)
+    texts = [m["text"] for m in api.received("telegram")]
+    assert len(texts) == 2 and f"alert {first.id} is resolved" in texts[1]

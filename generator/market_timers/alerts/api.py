@@ -15,6 +15,7 @@ from market_timers.alerts.classify import title as default_title
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import try_now
 from market_timers.alerts.model import Alert, iso, make_id
+from market_timers.alerts.outbox import atomic_write_json, read_json
 from market_timers.alerts.router import chain_for, effective_severity
 
 log = logging.getLogger("market_timers.alerts")
@@ -71,6 +72,9 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
         earlier = None if kind == "recovery" else \
             ctx.state.dedup_hit(key, now, ctx.cfg.dedup_minutes)
         if earlier:
+            if job and kind in OUTCOME_OF:  # the recovery names the alert the user saw
+                ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
+                                          alert_id=earlier, chain=chain, severity=alert.severity)
             ctx.state.add_event(session, {**event, "event": "deduplicated", "id": earlier})
             log.info("alert %s folded into %s (same key %s inside the dedup window)",
                      alert.id, earlier, key)
@@ -95,8 +99,6 @@ def _count_suppressed(ctx, alert_id: str) -> None:
             spooled.suppressed += 1
             ctx.outbox.put(spooled)
     path = ctx.escalations.dir / f"{alert_id}.json"
-    from market_timers.alerts.outbox import atomic_write_json, read_json
-
     record = read_json(path)
     if isinstance(record, dict):
         record["alert"]["suppressed"] = record["alert"].get("suppressed", 0) + 1
