@@ -37,6 +37,14 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def open_lock(path: Path) -> int:
+    """A lock file's fd; read-only when root created it (flock works on any fd)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY)
+
+
 def read_json(path: Path, default=None):
     try:
         with open(path, encoding="utf-8") as f:
@@ -80,7 +88,7 @@ class Outbox:
     def lock(self, wait: bool):
         """Yield True while holding the senders' lock, False when `wait` is off and it is busy."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o640)
+        fd = open_lock(self.dir / ".lock")
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from market_timers.alerts.model import iso, parse_iso
-from market_timers.alerts.outbox import atomic_write_json, read_json
+from market_timers.alerts.outbox import atomic_write_json, open_lock, read_json
 
 
 def _safe(name: str) -> str:
@@ -30,7 +30,7 @@ class AlertState:
     @contextlib.contextmanager
     def locked(self):
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / ".state.lock", os.O_RDWR | os.O_CREAT, 0o640)
+        fd = open_lock(self.dir / ".state.lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
