@@ -1,0 +1,299 @@
+"""`market-timers refresh` (market-refresh.timer: daily at 06:00 UTC and once after boot).
+
+A refresh is a `sync` that tells people what changed and what is wrong:
+
+* calendar changes: a planned session that disappeared (a new holiday, a closure override) or a
+  fire that moved (a new early close). sync has already removed the affected timers without firing
+  them (a stop never fires) and started the new ones; here each (calendar, session) gets one
+  warning "calendar-changed" alert carrying the diff:
+      XNYS 2027-01-09: closed, was a session (signal was due 2027-01-09T20:45:00Z)
+      XNYS 2026-12-24: signal moved from 20:45:00Z to 17:45:00Z
+* a failing refresh (a bad config edit, an unknown calendar, an exception in exchange_calendars):
+  one critical "refresh-failed" alert naming the file and key; nothing is written, so the timers
+  already installed keep working.
+* the installed exchange_calendars is getting old (`[watch] calendar_max_age_days`), or a
+  calendar ends inside the horizon: a warning, because sessions past its end are not planned.
+
+`main_from_path(path, now)` loads the config itself, so that a config that does not load still
+alerts (through its own [alerts] table, read leniently); the CLI calls it for `refresh`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sys
+import tomllib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from . import config as config_mod
+from .errors import ConfigError, Problems
+from .exitcodes import FAILURE, USAGE
+from .watch_alert import send_alert
+from .watch_config import watch_of
+
+log = logging.getLogger("market_timers.watch")
+
+# Calendars whose holidays exchange_calendars keeps as yearly tables (the exchange announces them
+# a year at a time): the table's end tells how recent the installed data is.
+YEARLY_TABLE_CALENDAR = "XSHG"
+
+
+@dataclass
+class RefreshResult:
+    ok: bool = True
+    exit_code: int = 0
+    problems: list[str] = field(default_factory=list)  # why it failed
+    diffs: list[tuple[str, str, str]] = field(default_factory=list)  # (calendar, session, text)
+    warnings: list[str] = field(default_factory=list)  # calendar age / end
+    sync: object = None
+
+
+def _setup_logging() -> None:
+    root = logging.getLogger("market_timers")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+
+
+# entry points ---------------------------------------------------------------------------------
+
+def main_from_path(path: str | Path, now: datetime | None = None, **kw) -> int:
+    """`market-timers refresh`: load the config here, so that a broken one alerts too."""
+    _setup_logging()
+    try:
+        config = config_mod.load(path, check_calendars=False)
+    except ConfigError as e:
+        result = RefreshResult(ok=False, problems=e.problems.lines())
+        _failed(_lenient_config(path), result, now, kw.get("alert", send_alert))
+        return USAGE
+    return command(config, now, **kw)
+
+
+def command(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
+            stamp_dir: Path | None = None, data_vintage=None, last_session_of=None) -> int:
+    """Refresh with an already loaded config (checked here against the calendars)."""
+    _setup_logging()
+    result = run_refresh(config, now, systemctl=systemctl, alert=alert, stamp_dir=stamp_dir,
+                         data_vintage=data_vintage, last_session_of=last_session_of)
+    if not result.ok:
+        return result.exit_code
+    for line in result.sync.lines():
+        log.info("refresh: %s", line)
+    return 0
+
+
+def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
+                stamp_dir: Path | None = None, data_vintage=None,
+                last_session_of=None) -> RefreshResult:
+    from . import calendars
+    from . import sync as sync_mod
+    from .plan import utcnow
+
+    now = now or utcnow()
+    result = RefreshResult()
+    problems = Problems(config.source)
+    try:
+        watch = watch_of(config)
+        calendars.check_config(config, problems)
+    except ConfigError as e:
+        problems.items.extend(e.problems.items)
+    except Exception as e:  # exchange_calendars itself broken (import error, bad data)
+        problems.add("(calendars)", f"exchange_calendars failed: {type(e).__name__}: {e}")
+    if problems:
+        result.ok, result.exit_code, result.problems = False, USAGE, problems.lines()
+        _failed(config, result, now, alert)
+        return result
+    try:
+        kw = {"stamp_dir": stamp_dir} if stamp_dir is not None else {}
+        result.sync = sync_mod.sync(config, now=now, systemctl=systemctl, **kw)
+    except Exception as e:
+        log.exception("refresh: sync failed")
+        result.ok, result.exit_code = False, FAILURE
+        result.problems = [f"{config.source}: sync failed: {type(e).__name__}: {e}"]
+        _failed(config, result, now, alert)
+        return result
+    result.diffs = describe_changes(config, result.sync.changes)
+    for (cal, session), lines in _grouped(result.diffs).items():
+        text = "\n".join(lines)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+        _safe_alert(alert, config, kind="calendar-changed", severity="warning",
+                    key=f"calendar-changed:{cal}:{session}:{digest}", session=session,
+                    title=f"{cal} {session}: calendar changed", text=text + _removed_note(),
+                    now=now)
+    try:
+        result.warnings = calendar_end_warnings(config, now, last_session_of)
+        age = data_age_warning(now, watch.calendar_max_age_days, data_vintage)
+        if age:
+            result.warnings.append(age)
+    except Exception as e:  # a warning check must not turn a good refresh into a failed one
+        log.warning("refresh: calendar checks failed: %s: %s", type(e).__name__, e)
+    for text in result.warnings:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+        _safe_alert(alert, config, kind="calendar-stale", severity="warning",
+                    key=f"calendar-stale:{digest}", title="exchange calendar data needs an update",
+                    text=text, now=now)
+    return result
+
+
+def _removed_note() -> str:
+    return ("\nThe timers of these fires were stopped and removed without firing; the new ones "
+            "(if any) are installed. `market-timers plan` shows the plan.")
+
+
+# what changed ---------------------------------------------------------------------------------
+
+def _hms(text: str) -> str:
+    return text[11:] if len(text) == 20 else text
+
+
+def describe_changes(config, changes) -> list[tuple[str, str, str]]:
+    """(calendar, session, line) for each Change sync reported, worded for people."""
+    from . import calendars
+    from .plan import _override
+
+    jobs = {j.name: j for j in config.jobs}
+    closed: dict[tuple[str, str], list[str]] = defaultdict(list)
+    out: list[tuple[str, str, str]] = []
+    for c in changes:
+        job = jobs.get(c.job)
+        cal = calendars.resolve(job.calendar) if job and job.calendar else "?"
+        if c.new_utc is not None:
+            same_day = c.old_utc[:10] == c.new_utc[:10]
+            old, new = (_hms(c.old_utc), _hms(c.new_utc)) if same_day else (c.old_utc, c.new_utc)
+            out.append((cal, c.session, f"{cal} {c.session}: {c.job} moved from {old} to {new}"))
+            continue
+        if job is None:
+            out.append((cal, c.session, f"{c.session}: {c.job} is no longer in the config "
+                                        f"(was due {c.old_utc})"))
+            continue
+        day = date.fromisoformat(c.session)
+        if day in job.skip:
+            out.append((cal, c.session, f"{cal} {c.session}: {c.job} skipped by the config "
+                                        f"(was due {c.old_utc})"))
+            continue
+        try:
+            is_session = bool(calendars.sessions(cal, day, day, _override(config, cal)))
+        except calendars.CalendarError:
+            is_session = False
+        if not is_session:
+            closed[(cal, c.session)].append(f"{c.job} was due {c.old_utc}")
+        else:
+            out.append((cal, c.session, f"{cal} {c.session}: {c.job} no longer planned "
+                                        f"(was due {c.old_utc})"))
+    for (cal, session), dues in closed.items():
+        out.append((cal, session, f"{cal} {session}: closed, was a session "
+                                  f"({'; '.join(dues)})"))
+    return sorted(out)
+
+
+def _grouped(diffs) -> dict[tuple[str, str], list[str]]:
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for cal, session, text in diffs:
+        groups[(cal, session)].append(text)
+    return groups
+
+
+# how fresh the calendar data is -----------------------------------------------------------------
+
+def calendar_end_warnings(config, now: datetime, last_session_of=None) -> list[str]:
+    """A calendar whose last session falls inside the horizon (or within 30 days)."""
+    from . import calendars
+    from .plan import _override
+
+    last_session_of = last_session_of or (lambda cal: calendars.bounds(cal)[1])
+    out = []
+    names = sorted({calendars.resolve(j.calendar) for j in config.jobs if j.is_session_job})
+    for cal in names:
+        last = last_session_of(cal)
+        try:
+            ahead = calendars.next_sessions(cal, now, config.horizon, _override(config, cal))
+        except calendars.CalendarError:
+            ahead = []
+        horizon_end = ahead[-1].label if len(ahead) == config.horizon else now.date()
+        limit = max(horizon_end, now.date() + timedelta(days=30))
+        if last <= limit:
+            out.append(f"calendar {cal} ends {last} inside the horizon ({config.horizon} "
+                       f"sessions, to {horizon_end}; warned 30 days ahead): sessions after it "
+                       "are not planned. Upgrade exchange_calendars (the market-timers package).")
+    return out
+
+
+def data_vintage() -> tuple[date, str] | None:
+    """(about when the installed exchange_calendars data was made, how we know) or None.
+
+    The package's files carry no release date (their mtimes are the install time). What it does
+    carry are holiday tables kept a year at a time, for exchanges that announce holidays yearly:
+    a release that knows XSHG's holidays up to 31 December of year Y was made once they were
+    announced, around December of Y-1. That is the estimate.
+    """
+    try:
+        from importlib.metadata import version
+
+        from exchange_calendars.calendar_utils import _default_calendar_factories
+
+        bound = _default_calendar_factories[YEARLY_TABLE_CALENDAR].bound_max()
+        ver = version("exchange_calendars")
+    except Exception:  # private API moved: say nothing rather than something wrong
+        return None
+    if bound is None:
+        return None
+    end = bound.date()
+    return date(end.year - 1, 12, 1), (f"exchange_calendars {ver} knows {YEARLY_TABLE_CALENDAR} "
+                                       f"holidays up to {end}")
+
+
+def data_age_warning(now: datetime, max_age_days: int, vintage=None) -> str | None:
+    if max_age_days <= 0:
+        return None
+    found = vintage if vintage is not None else data_vintage()
+    if not found:
+        log.info("refresh: cannot tell how old the installed exchange_calendars is")
+        return None
+    made, how = found
+    age = (now.date() - made).days
+    if age <= max_age_days:
+        return None
+    return (f"the installed exchange calendar data is about {age} days old ({how}, so it dates "
+            f"from about {made:%Y-%m}), more than [watch] calendar_max_age_days = "
+            f"{max_age_days}: closures announced since (a national day of mourning, a new "
+            "holiday) are not known to it. Upgrade the market-timers package, or add them to "
+            "[overrides.<calendar>] closed = [...] meanwhile.")
+
+
+# failures -------------------------------------------------------------------------------------
+
+def _failed(config, result: RefreshResult, now, alert) -> None:
+    lines = result.problems or ["unknown failure"]
+    for line in lines:
+        log.error("refresh: %s", line)
+    text = ("market-timers refresh failed; nothing was changed: the timers already installed "
+            "stay as they are and still fire, but no new session is planned until this is "
+            "fixed.\n" + "\n".join(lines))
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:10]
+    _safe_alert(alert, config, kind="refresh-failed", severity="critical",
+                key=f"refresh-failed:{digest}", title="market-timers refresh failed", text=text,
+                now=now)
+
+
+def _safe_alert(alert, config, **kw) -> None:
+    try:
+        alert(config, **kw)
+    except Exception:
+        log.exception("refresh: could not raise the %s alert", kw.get("kind"))
+
+
+def _lenient_config(path) -> config_mod.Config:
+    """Enough of a broken config to route its alert: its [alerts], state and spool dirs."""
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+        return config_mod.parse(raw, Problems(str(path)))
+    except Exception:  # unreadable or not TOML: defaults (the alert is at least spooled)
+        return config_mod.Config(source=str(path))
+

@@ -1,0 +1,156 @@
+"""The refresh: calendar changes between two syncs, failures that change nothing, stale calendars."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from market_timers import calendars, refresh
+from market_timers import plan as plan_mod
+
+from .conftest import THANKSGIVING_CONFIG, utc
+
+FIRST = utc("2025-12-01T12:00:00Z")  # Monday; horizon 10 covers 2025-12-01..12
+SECOND = utc("2025-12-01T13:00:00Z")
+FRESH = (date(2025, 11, 1), "test data")  # calendar data vintage: no age warning
+
+
+def snapshot(unit_dir):
+    return {p.relative_to(unit_dir): (p.read_bytes() if p.is_file() and not p.is_symlink()
+                                      else str(p.readlink()) if p.is_symlink() else None)
+            for p in sorted(unit_dir.rglob("*"))}
+
+
+@pytest.fixture
+def installed(make_config, fake_systemctl, alerts, tmp_path):
+    """A first refresh at FIRST; returns (path of the config, stamp dir)."""
+    path = make_config.write(THANKSGIVING_CONFIG)
+    fake_systemctl.now = FIRST
+    code = refresh.main_from_path(path, FIRST, systemctl=fake_systemctl, alert=alerts,
+                                  stamp_dir=tmp_path / "stamps", data_vintage=FRESH)
+    assert code == 0 and alerts.calls == []
+    fake_systemctl.calls.clear()
+    return path, tmp_path / "stamps"
+
+
+def second_refresh(installed, make_config, fake_systemctl, alerts, text):
+    path, stamps = installed
+    make_config.write(text)
+    fake_systemctl.now = SECOND
+    return refresh.main_from_path(path, SECOND, systemctl=fake_systemctl, alert=alerts,
+                                  stamp_dir=stamps, data_vintage=FRESH)
+
+
+def test_new_closure_removes_that_timer_without_firing_it_and_alerts_the_diff(
+        installed, make_config, fake_systemctl, alerts, tmp_path):
+    unit = "market-signal@2025-12-05-204500.timer"
+    assert (tmp_path / "units" / unit).exists()
+    code = second_refresh(installed, make_config, fake_systemctl, alerts, THANKSGIVING_CONFIG +
+                          '\n[overrides.XNYS]\nclosed = ["2025-12-05"]\n')
+    assert code == 0
+    assert fake_systemctl.called("stop") == [unit]
+    assert unit not in fake_systemctl.called("start")
+    assert fake_systemctl.called("daemon-reload") == []
+    assert not (tmp_path / "units" / unit).exists()
+    assert [(c["kind"], c["severity"], c["session"]) for c in alerts.calls] == [
+        ("calendar-changed", "warning", "2025-12-05")]
+    assert alerts.calls[0]["text"].splitlines()[0] == (
+        "XNYS 2025-12-05: closed, was a session (signal was due 2025-12-05T20:45:00Z)")
+
+
+def test_new_early_close_replaces_the_timer_and_alerts_moved_from_to(
+        installed, make_config, fake_systemctl, alerts):
+    code = second_refresh(installed, make_config, fake_systemctl, alerts, THANKSGIVING_CONFIG +
+                          '\n[overrides.XNYS]\nearly_close = {"2025-12-04" = "13:00"}\n')
+    assert code == 0
+    assert fake_systemctl.called("stop") == ["market-signal@2025-12-04-204500.timer"]
+    assert fake_systemctl.called("start") == ["market-signal@2025-12-04-174500.timer"]
+    assert alerts.calls[0]["text"].splitlines()[0] == (
+        "XNYS 2025-12-04: signal moved from 20:45:00Z to 17:45:00Z")
+
+
+def test_unchanged_calendar_refresh_changes_nothing_and_alerts_nothing(
+        installed, make_config, fake_systemctl, alerts, tmp_path):
+    before = snapshot(tmp_path / "units")
+    assert second_refresh(installed, make_config, fake_systemctl, alerts,
+                          THANKSGIVING_CONFIG) == 0
+    assert snapshot(tmp_path / "units") == before
+    assert alerts.calls == [] and fake_systemctl.called("stop") == []
+
+
+@pytest.mark.parametrize("broken,named", [
+    (THANKSGIVING_CONFIG.replace('"-15min"', '"-15 minutes"'), "job[0].offset"),
+    (THANKSGIVING_CONFIG.replace('"XNYS"', '"XNYZ"'), "calendar"),
+    (THANKSGIVING_CONFIG + "\n[watch]\nslack = 30\n", "watch.slack"),
+    (THANKSGIVING_CONFIG.replace("[[job]]", "[[job]"), "not valid TOML"),
+])
+def test_broken_config_changes_nothing_in_unit_dir_and_alerts_critical(
+        installed, make_config, fake_systemctl, alerts, tmp_path, broken, named):
+    before = snapshot(tmp_path / "units")
+    code = second_refresh(installed, make_config, fake_systemctl, alerts, broken)
+    assert code == 2
+    assert snapshot(tmp_path / "units") == before
+    assert fake_systemctl.calls == []
+    assert [(c["kind"], c["severity"]) for c in alerts.calls] == [("refresh-failed", "critical")]
+    assert named in alerts.calls[0]["text"] and "market-timers.toml" in alerts.calls[0]["text"]
+
+
+def test_exception_in_the_calendar_changes_nothing_and_alerts_critical(
+        installed, make_config, fake_systemctl, alerts, tmp_path, monkeypatch):
+    def explode(*a, **kw):
+        raise calendars.CalendarError("XNYS has sessions to 2025-12-02 only")
+
+    monkeypatch.setattr(plan_mod, "plan_ahead", explode)
+    before = snapshot(tmp_path / "units")
+    code = second_refresh(installed, make_config, fake_systemctl, alerts, THANKSGIVING_CONFIG)
+    assert code == 1 and snapshot(tmp_path / "units") == before
+    assert fake_systemctl.called("stop") == [] and fake_systemctl.called("start") == []
+    assert alerts.kinds() == ["refresh-failed"]
+    assert "XNYS has sessions to 2025-12-02 only" in alerts.calls[0]["text"]
+
+
+def test_calendar_ending_inside_the_horizon_warns(make_config, fake_systemctl, alerts, tmp_path):
+    config = make_config()
+    result = refresh.run_refresh(config, FIRST, systemctl=fake_systemctl, alert=alerts,
+                                 stamp_dir=tmp_path / "stamps", data_vintage=FRESH,
+                                 last_session_of=lambda cal: date(2025, 12, 10))
+    assert result.ok
+    assert [(c["kind"], c["severity"]) for c in alerts.calls] == [("calendar-stale", "warning")]
+    assert alerts.calls[0]["text"].startswith(
+        "calendar XNYS ends 2025-12-10 inside the horizon")
+
+
+def test_calendar_ending_a_year_ahead_does_not_warn(make_config):
+    config = make_config()
+    assert refresh.calendar_end_warnings(config, FIRST, lambda cal: date(2026, 12, 1)) == []
+
+
+def test_calendar_data_older_than_max_age_warns_and_fresher_does_not():
+    made = (date(2024, 12, 1), "exchange_calendars 9.9 knows XSHG holidays up to 2025-12-31")
+    old = refresh.data_age_warning(utc("2026-01-05T06:00:00Z"), 365, made)
+    assert old and "about 400 days old" in old and "calendar_max_age_days = 365" in old
+    assert refresh.data_age_warning(utc("2025-06-01T06:00:00Z"), 365, made) is None
+    assert refresh.data_age_warning(utc("2030-01-01T06:00:00Z"), 0, made) is None  # 0 = off
+
+
+def test_data_vintage_of_the_installed_exchange_calendars_is_a_past_december():
+    found = refresh.data_vintage()
+    assert found is not None
+    made, how = found
+    assert made.month == 12 and "exchange_calendars" in how
+
+
+def test_refresh_alert_goes_to_the_outbox_through_the_real_alert_layer(make_config, tmp_path,
+                                                                       monkeypatch):
+    pytest.importorskip("market_timers.alerts.api")
+    path = make_config.write(THANKSGIVING_CONFIG.replace('"-15min"', '"-15 minutes"') +
+                             '\n[alerts]\n[alerts.webhook]\n')
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "market-timers.webhook-url").write_text("http://127.0.0.1:9/hook")
+    monkeypatch.setenv("MARKET_TIMERS_CREDENTIALS_DIRECTORY", str(creds))
+    assert refresh.main_from_path(path, SECOND) == 2
+    spooled = list((tmp_path / "spool").rglob("*.json"))
+    assert spooled, "the refresh-failed alert was not spooled"
+    assert any("job[0].offset" in p.read_text() for p in spooled)
