@@ -1,0 +1,158 @@
+"""`market-timers status [--session DATE] [--json]`: what was planned, what systemd holds, what ran.
+
+For each session (by default the latest one that has started and every one planned after it), each
+job's planned UTC instant, its timer's state (waiting / elapsed / missing / inactive, from
+`systemctl show`), the run's result and duration (run records), and the alerts raised for it (the
+alert layer's session events) with the outbox's pending count. `--json` prints one object:
+
+    {"now": "...Z", "plan_generated_utc": "...Z",
+     "sessions": [{"session": "2025-11-28",
+                   "jobs": [{"job", "calendar", "event", "fire_utc", "unit", "timer", "result",
+                             "exit_status", "duration_sec", "started_utc", "finished_utc",
+                             "alerts": [{"id", "kind", "severity", "title", "handling"}]}]}],
+     "outbox": {"pending": 0, "undeliverable": 0, ...}}
+
+`result` is the run record's result (success, exit-code, signal, watchdog, timeout...), its refusal
+(stale-start, overlap-skipped), "running" (started, not finished), or with no record: "scheduled"
+(instant ahead), "due" (past the instant, inside grace + timeout + slack) or "missed".
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from . import runrecord
+from .deadman import deadline, iso, parse_iso, read_plan, timer_state
+from .systemctl import Systemctl
+from .watch_config import watch_of
+
+# The alert layer's session events for an alert: spooled and sent at once ("alert"), kept for the
+# digest, folded into an earlier one (dedup window), or recorded only (no [alerts] / kind off).
+ALERT_EVENTS = ("alert", "digest", "deduplicated", "silent")
+
+
+def collect(config, session=None, now: datetime | None = None, *,
+            systemctl: Systemctl | None = None) -> dict | None:
+    """The status document, or None when sync has never written a plan."""
+    from .plan import utcnow
+
+    now = now or utcnow()
+    state_dir = Path(config.state_dir)
+    plan = read_plan(state_dir)
+    if plan is None:
+        return None
+    watch = watch_of(config)
+    fires = plan.get("fires", [])
+    wanted = _sessions(fires, session.isoformat() if session else None, now)
+    fires = [e for e in fires if e["session"] in wanted]
+    shown = (systemctl or Systemctl()).show(sorted({e["unit"] for e in fires}),
+                                            ["LoadState", "ActiveState", "SubState"])
+    sessions: dict[str, list[dict]] = {}
+    events = _alert_events(config)
+    for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], e["job"])):
+        record = runrecord.read(state_dir, e["job"], e["session"]) or {}
+        sessions.setdefault(e["session"], []).append({
+            "job": e["job"], "calendar": e.get("calendar", ""), "event": e.get("event", ""),
+            "fire_utc": e["fire_utc"], "unit": e["unit"],
+            "timer": timer_state(shown.get(e["unit"], {})),
+            "result": _result(e, record, now, watch.slack_sec),
+            "exit_status": record.get("exit_status"),
+            "duration_sec": record.get("duration_sec"),
+            "started_utc": record.get("started_utc"),
+            "finished_utc": record.get("finished_utc"),
+            "alerts": events(e["session"], e["job"]),
+        })
+    return {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
+            "sessions": [{"session": s, "jobs": jobs} for s, jobs in sorted(sessions.items())],
+            "outbox": _outbox(config)}
+
+
+def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]:
+    labels = sorted({e["session"] for e in fires})
+    if session is not None:
+        return {session}
+    started = [e["session"] for e in fires if parse_iso(e["fire_utc"]) <= now]
+    first = max(started) if started else (labels[0] if labels else "")
+    return {s for s in labels if s >= first}
+
+
+def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
+    if record.get("result"):
+        return record["result"]
+    if record.get("refused"):
+        return record["refused"]
+    if record.get("started_utc"):
+        return "running"
+    if parse_iso(entry["fire_utc"]) > now:
+        return "scheduled"
+    return "missed" if deadline(entry, slack) < now else "due"
+
+
+def _alert_events(config):
+    try:
+        from .alerts.state import AlertState
+
+        state = AlertState(Path(config.state_dir))
+    except Exception:
+        return lambda session, job: []
+
+    cache: dict[str, list[dict]] = {}
+
+    def events(session: str, job: str) -> list[dict]:
+        if session not in cache:
+            try:
+                cache[session] = state.events(session)
+            except Exception:
+                cache[session] = []
+        return [{"id": ev.get("id"), "kind": ev.get("kind"), "severity": ev.get("severity"),
+                 "title": ev.get("title"), "handling": ev.get("event")}
+                for ev in cache[session]
+                if ev.get("event") in ALERT_EVENTS and ev.get("job") == job]
+
+    return events
+
+
+def _outbox(config) -> dict:
+    try:
+        from .alerts.commands import outbox_summary
+
+        return outbox_summary(config)
+    except Exception:
+        return {}
+
+
+def table(doc: dict) -> str:
+    head = ("SESSION", "JOB", "FIRE (UTC)", "TIMER", "RESULT", "EXIT", "DURATION", "ALERTS")
+    rows = []
+    for s in doc["sessions"]:
+        for j in s["jobs"]:
+            duration = j["duration_sec"]
+            rows.append((s["session"], j["job"], j["fire_utc"].replace("T", " "), j["timer"],
+                         j["result"], str(j["exit_status"] or "-"),
+                         f"{duration:g}s" if isinstance(duration, int | float) else "-",
+                         ", ".join(f"{a['kind']} ({a['handling']})" for a in j["alerts"])
+                         or "-"))
+    if not rows:
+        return "no planned fire in this range (see `market-timers plan`)"
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in [head, *rows]]
+    box = doc.get("outbox") or {}
+    if box:
+        lines.append("")
+        lines.append(f"outbox: {box.get('pending', 0)} alert(s) pending, "
+                     f"{box.get('undeliverable', 0)} undeliverable (market-timers outbox list)")
+    return "\n".join(lines)
+
+
+def command(config, session=None, as_json: bool = False, now: datetime | None = None, *,
+            systemctl: Systemctl | None = None) -> int:
+    doc = collect(config, session, now, systemctl=systemctl)
+    if doc is None:
+        print(f"market-timers status: no {Path(config.state_dir) / 'plan.json'}: sync has not "
+              "run yet (`market-timers sync`)")
+        return 1
+    print(json.dumps(doc, indent=1) if as_json else table(doc))
+    return 0

@@ -1,0 +1,94 @@
+"""`market-timers status`: the JSON shape and the readable table, over the Thanksgiving week."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import pytest
+
+from market_timers import runrecord, status
+from market_timers import sync as sync_mod
+
+from .conftest import utc
+
+JOB_KEYS = {"job", "calendar", "event", "fire_utc", "unit", "timer", "result", "exit_status",
+            "duration_sec", "started_utc", "finished_utc", "alerts"}
+
+
+@pytest.fixture
+def week(make_config, fake_systemctl, tmp_path):
+    config = make_config()
+    fake_systemctl.now = utc("2025-11-21T22:00:00Z")
+    sync_mod.sync(config, now=fake_systemctl.now, systemctl=fake_systemctl,
+                  stamp_dir=tmp_path / "stamps")
+    runrecord.update(config.state_dir, "signal", "2025-11-24", scheduled_utc="2025-11-24T20:45:00Z",
+                     started_utc="2025-11-24T20:45:00Z", finished_utc="2025-11-24T20:45:04Z",
+                     result="success", exit_code="exited", exit_status="0", duration_sec=4)
+    return config
+
+
+def status_json(config, systemctl, capsys, now, session=None):
+    systemctl.now = now
+    code = status.command(config, session, True, now, systemctl=systemctl)
+    assert code == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_status_json_has_sessions_with_each_jobs_timer_result_and_alerts(week, fake_systemctl,
+                                                                         capsys):
+    doc = status_json(week, fake_systemctl, capsys, utc("2025-11-26T12:00:00Z"))
+    assert set(doc) == {"now", "plan_generated_utc", "sessions", "outbox"}
+    assert doc["now"] == "2025-11-26T12:00:00Z"
+    labels = [s["session"] for s in doc["sessions"]]
+    assert labels[0] == "2025-11-25" and "2025-11-27" not in labels and "2025-11-28" in labels
+    by = {s["session"]: s["jobs"][0] for s in doc["sessions"]}
+    assert set(by["2025-11-25"]) == JOB_KEYS
+    assert (by["2025-11-25"]["timer"], by["2025-11-25"]["result"]) == ("elapsed", "missed")
+    assert (by["2025-11-26"]["timer"], by["2025-11-26"]["result"]) == ("waiting", "scheduled")
+    assert by["2025-11-28"]["fire_utc"] == "2025-11-28T17:45:00Z"
+
+
+def test_status_for_one_session_shows_the_run_result_and_duration(week, fake_systemctl, capsys):
+    doc = status_json(week, fake_systemctl, capsys, utc("2025-11-26T12:00:00Z"),
+                      session=date(2025, 11, 24))
+    [only] = doc["sessions"]
+    job = only["jobs"][0]
+    assert only["session"] == "2025-11-24"
+    assert (job["result"], job["duration_sec"], job["exit_status"]) == ("success", 4, "0")
+
+
+def test_status_marks_a_deleted_timer_missing(week, fake_systemctl, capsys):
+    (week.unit_dir / "market-signal@2025-11-28-174500.timer").unlink()
+    doc = status_json(week, fake_systemctl, capsys, utc("2025-11-26T12:00:00Z"),
+                      session=date(2025, 11, 28))
+    assert doc["sessions"][0]["jobs"][0]["timer"] == "missing"
+
+
+def test_status_lists_the_deadmans_missed_alert_for_that_job(week, fake_systemctl, capsys):
+    pytest.importorskip("market_timers.alerts.api")
+    from market_timers import deadman
+
+    now = utc("2025-11-25T22:00:00Z")
+    fake_systemctl.now = now
+    deadman.run_pass(week, now, systemctl=fake_systemctl, env={})
+    doc = status_json(week, fake_systemctl, capsys, now, session=date(2025, 11, 25))
+    alerts = doc["sessions"][0]["jobs"][0]["alerts"]
+    assert [a["kind"] for a in alerts] == ["missed"]
+
+
+def test_status_table_is_readable(week, fake_systemctl, capsys):
+    fake_systemctl.now = utc("2025-11-26T12:00:00Z")
+    assert status.command(week, None, False, fake_systemctl.now, systemctl=fake_systemctl) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["SESSION", "JOB", "FIRE", "(UTC)", "TIMER", "RESULT", "EXIT",
+                              "DURATION", "ALERTS"]
+    assert out[1].split()[:6] == ["2025-11-25", "signal", "2025-11-25", "20:45:00Z", "elapsed",
+                                  "missed"]
+
+
+def test_status_without_a_plan_says_sync_has_not_run(make_config, fake_systemctl, capsys):
+    config = make_config()
+    assert status.command(config, None, False, utc("2025-11-26T12:00:00Z"),
+                          systemctl=fake_systemctl) == 1
+    assert "sync has not run" in capsys.readouterr().out
