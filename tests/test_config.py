@@ -179,3 +179,30 @@ def test_relative_read_write_path_is_refused(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'read_write_paths = ["data"]\n')
     [line] = problems_of(path)
     assert "job[0].read_write_paths: must be an array of absolute paths" in line
+
+
+def test_two_override_tables_for_one_exchange_are_refused(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + """
+        [overrides.XNYS]
+        closed = ["2027-01-08"]
+        [overrides.NYSE]
+        closed = ["2027-01-09"]
+    """)
+    [line] = problems_of(path)
+    assert "overrides.NYSE: a second table for XNYS (also overrides.XNYS)" in line
+
+
+def test_zero_grace_is_refused_once(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'grace = "0s"\n')
+    assert problems_of(path) == [f"{path}: job[0].grace: must be more than zero (got '0s')"]
+
+
+def test_bad_job_name_is_reported_once(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"signal"', '"Sig"'))
+    assert len(problems_of(path)) == 1
+
+
+def test_relative_runner_is_refused(write_config):
+    path = write_config('runner = "market-timers-run"\ncalendar = "XNYS"\n' + GOOD_JOB)
+    [line] = problems_of(path)
+    assert "runner: must be an absolute path" in line

@@ -132,3 +132,17 @@ def test_cli_plan_table_shows_utc_and_exchange_local_time(write_config, capsys):
     assert out[-1].split() == ["signal", "XNYS", "2025-11-28", "close", "-15min", "Fri",
                                "2025-11-28", "17:45:00", "Fri", "12:45:00", "EST"]
     assert len(out) == 3  # header + Wednesday + Friday: no Thanksgiving
+
+
+def test_daily_utc_job_is_planned_every_day_under_one_unit(write_config):
+    text = """
+[[job]]
+name = "nightly"
+at = "02:30 UTC"
+command = ["/usr/bin/true"]
+"""
+    got = fires(write_config, text, "2025-03-29", "2025-03-31")
+    # A fixed UTC time does not move when Europe changes its clocks on 2025-03-30.
+    assert [f.fire_iso for f in got] == ["2025-03-29T02:30:00Z", "2025-03-30T02:30:00Z",
+                                         "2025-03-31T02:30:00Z"]
+    assert {f.unit_stem for f in got} == {"market-nightly@daily"}

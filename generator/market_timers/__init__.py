@@ -6,7 +6,7 @@ The five flows, each in one place:
 * timer -> run:      runner.py (hot path: no pandas, no exchange_calendars), jobnotify.py
 * failure -> alert:  alerts/ (handler.py, router.py, outbox.py, channels/)
 * miss -> deadman:   deadman.py, runrecord.py
-* refresh:           sync.py (run daily by market-timers-refresh.timer)
+* refresh:           sync.py (run daily by market-refresh.timer)
 """
 
 __version__ = "0.1.0"

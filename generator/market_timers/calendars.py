@@ -102,11 +102,17 @@ def check_config(config: Config, problems: Problems) -> None:
         if job.event in ("break_start", "break_end") and not has_breaks(job.calendar):
             problems.add(f"job[{i}].event", f"calendar {resolve(job.calendar)} never has a "
                          "break (a midday pause): no session would ever fire", job.event)
+    seen: dict[str, str] = {}
     for cal in config.overrides:
         try:
-            resolve(cal)
+            canonical = resolve(cal)
         except CalendarError as e:
             problems.add(f"overrides.{cal}", str(e), cal)
+            continue
+        if canonical in seen:
+            problems.add(f"overrides.{cal}", f"a second table for {canonical} (also "
+                         f"overrides.{seen[canonical]}): merge them into one")
+        seen.setdefault(canonical, cal)
 
 
 def _job_sets_calendar(config: Config, i: int) -> bool:

@@ -145,9 +145,12 @@ def parse(raw: dict, problems: Problems) -> Config:
     if "retention_days" in raw:
         cfg.retention_days = _int(raw["retention_days"], "retention_days", problems, 0, 366,
                                   cfg.retention_days)
-    for key in ("user", "runner"):
-        if key in raw:
-            setattr(cfg, key, _str(raw, key, problems, key))
+    if "user" in raw:
+        cfg.user = _str(raw, "user", problems, "user")
+    if "runner" in raw:
+        cfg.runner = _str(raw, "runner", problems, "runner")
+        if cfg.runner and not cfg.runner.startswith("/"):
+            problems.add("runner", "must be an absolute path", cfg.runner)
     for key in ("unit_dir", "state_dir", "spool_dir", "runtime_dir"):
         if key in raw:
             value = _str(raw, key, problems, key)
@@ -220,15 +223,15 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         kw["calendar"] = cal
         kw["skip"] = frozenset(_dates(t.get("skip", []), f"{path}.skip", problems))
     for key, default in (("grace", "2min"), ("timeout", "30min")):
-        kw[key] = _parsed(parse_duration, t.get(key, default), f"{path}.{key}", problems, 0)
-    if kw["timeout"] == 0:
-        problems.add(f"{path}.timeout", "must be more than zero", t.get("timeout"))
+        kw[key] = _parsed(parse_duration, t.get(key, default), f"{path}.{key}", problems, None)
+        if kw[key] == 0:
+            problems.add(f"{path}.{key}", "must be more than zero", t[key])
     if "watchdog" in t and t["watchdog"] not in ("off", False):
         kw["watchdog"] = _parsed(parse_duration, t["watchdog"], f"{path}.watchdog", problems, 0)
         if kw["watchdog"] == 0:
             problems.add(f"{path}.watchdog", 'must be more than zero (or "off")', t["watchdog"])
     lock = t.get("lock", name)
-    if not isinstance(lock, str) or not JOB_NAME.match(lock):
+    if "lock" in t and (not isinstance(lock, str) or not JOB_NAME.match(lock)):
         problems.add(f"{path}.lock", "lock group names follow the job-name rule "
                      "[a-z][a-z0-9_-]*", lock)
     severity = t.get("severity", "critical")
@@ -293,10 +296,10 @@ def _override(table: Any, path: str, problems: Problems) -> Override:
             d = _date(day, f"{path}.{key}.{day}", problems)
             m = AT_TIME.match(hhmm) if isinstance(hhmm, str) else None
             if not m or m.group(4):
-                problems.add(f"{path}.{key}.{day}", 'must be "HH:MM" in the exchange\'s local '
-                             "time of that day", hhmm)
+                problems.add(f"{path}.{key}.{day}", 'must be "HH:MM" (or "HH:MM:SS") in the '
+                             "exchange's local time of that day", hhmm)
             elif d is not None:
-                items.append((d, time(int(m.group(1)), int(m.group(2)))))
+                items.append((d, time(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))))
         moved[key] = tuple(sorted(items))
     return Override(closed=closed, **moved)
 
@@ -338,7 +341,7 @@ def _date(value: Any, path: str, problems: Problems) -> date | None:
     return None
 
 
-def _parsed(fn, value: Any, path: str, problems: Problems, default: int) -> int:
+def _parsed(fn, value: Any, path: str, problems: Problems, default: int | None) -> int | None:
     try:
         return fn(value)
     except ValueError as e:

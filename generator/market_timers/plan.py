@@ -13,6 +13,8 @@ from . import calendars
 from .config import Config, Job
 from .durations import format_offset
 
+DAILY = "at"  # the event of a job at a fixed UTC time; its calendar is "UTC"
+
 
 @dataclass(frozen=True, order=True)
 class Fire:
@@ -24,8 +26,14 @@ class Fire:
     offset: int
 
     @property
+    def is_daily(self) -> bool:
+        return self.event == DAILY
+
+    @property
     def instance(self) -> str:
         """<session>-<HHMMSS of the UTC instant>: a changed instant is a different unit."""
+        if self.is_daily:
+            return "daily"
         return f"{self.session.isoformat()}-{self.fire_utc:%H%M%S}"
 
     @property
@@ -37,6 +45,8 @@ class Fire:
         return self.fire_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def local(self) -> datetime:
+        if self.is_daily:
+            return self.fire_utc
         return self.fire_utc.astimezone(calendars.tz(self.calendar))
 
     def to_json(self) -> dict:
@@ -67,11 +77,19 @@ def fires_for_sessions(job: Job, sessions: list[calendars.Session]) -> list[Fire
     return out
 
 
+def daily_fires(job: Job, start: date, end: date) -> list[Fire]:
+    """A fixed-UTC-time job's fire on each day start..end (one unit serves them all)."""
+    days = (end - start).days + 1
+    return [Fire(datetime.combine(start + timedelta(days=i), job.at_utc, tzinfo=UTC), job.name,
+                 "UTC", start + timedelta(days=i), DAILY, 0) for i in range(max(days, 0))]
+
+
 def plan_between(config: Config, start: date, end: date) -> list[Fire]:
-    """Every fire of every session job for sessions labelled start..end (inclusive)."""
+    """Every fire of every job for sessions (days, for `at` jobs) labelled start..end."""
     fires: list[Fire] = []
     for job in config.jobs:
         if not job.is_session_job:
+            fires.extend(daily_fires(job, start, end))
             continue
         cal = calendars.resolve(job.calendar)
         sess = calendars.sessions(cal, start, end, _override(config, cal))
@@ -86,6 +104,8 @@ def plan_ahead(config: Config, now: datetime, horizon: int | None = None) -> lis
     cache: dict[str, list[calendars.Session]] = {}
     for job in config.jobs:
         if not job.is_session_job:
+            fires.extend(f for f in daily_fires(job, now.date(), (now + timedelta(days=horizon))
+                                                .date()) if f.fire_utc > now)
             continue
         cal = calendars.resolve(job.calendar)
         if cal not in cache:

@@ -14,13 +14,10 @@ def table(fires: list[Fire], config: Config) -> str:
     for f in fires:
         local = f.local()
         rows.append((f.job, f.calendar, f.session.isoformat(),
-                     f"{f.event} {format_offset(f.offset)}",
+                     "daily" if f.is_daily else f"{f.event} {format_offset(f.offset)}",
                      f.fire_utc.strftime("%a %Y-%m-%d %H:%M:%S"),
                      f"{local:%a %H:%M:%S} {local.tzname()}"))
-    daily = [j for j in config.jobs if not j.is_session_job]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in rows]
-    for j in daily:
-        lines.append(f"{j.name}: daily at {j.at_utc:%H:%M:%S} UTC (not tied to a session)")
     return "\n".join(lines)

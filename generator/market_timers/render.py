@@ -127,7 +127,8 @@ def render_all(config: Config, fires: list[Fire], runner: str | None = None) -> 
     jobs = {j.name: j for j in config.jobs}
     units: list[Unit] = []
     for fire in fires:
-        units.extend(job_units(config, jobs[fire.job], fire, runner))
+        if not fire.is_daily:
+            units.extend(job_units(config, jobs[fire.job], fire, runner))
     for job in config.jobs:
         if not job.is_session_job:
             units.extend(job_units(config, job, None, runner))

@@ -37,9 +37,10 @@ class Change:
     session: str
     old_utc: str
     new_utc: str | None  # None: no longer planned
+    calendar: str = ""
 
     def describe(self, calendar: str = "") -> str:
-        what = f"{calendar} {self.session}".strip()
+        what = f"{calendar or self.calendar} {self.session}".strip()
         if self.new_utc is None:
             return f"{what}: {self.job} no longer planned (was {self.old_utc})"
         return f"{what}: {self.job} moved from {self.old_utc} to {self.new_utc}"
@@ -83,6 +84,8 @@ def instant_of(timer_text: str) -> datetime | None:
 
 def _existing(unit_dir: Path) -> dict[str, str]:
     out = {}
+    if not unit_dir.is_dir():
+        return out
     for path in sorted(unit_dir.glob("market-*@*")):
         if path.suffix in (".timer", ".service") and path.is_file() and is_generated(path):
             out[path.name] = path.read_text()
@@ -96,7 +99,6 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     unit_dir = config.unit_dir
     fires = planning.plan_ahead(config, now + MIN_LEAD)
     desired = {u.name: u.text for u in render_all(config, fires)}
-    unit_dir.mkdir(parents=True, exist_ok=True)
     with _sync_lock(config.state_dir, dry_run):
         existing = _existing(unit_dir)
         result = SyncResult(fires=fires)
@@ -121,6 +123,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         result.reloaded = bool(result.rewritten)
         if dry_run:
             return result
+        unit_dir.mkdir(parents=True, exist_ok=True)
         for name in result.written + result.rewritten:
             write_atomic(unit_dir / name, desired[name])
             if name.endswith(".timer"):
@@ -146,7 +149,10 @@ def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.
         session = instance[:10]
         instant = instant_of(existing[name])
         old = instant.strftime("%Y-%m-%dT%H:%M:%SZ") if instant else "?"
-        out.append(Change(job, session, old, new.get((job, session))))
+        service = existing.get(name.removesuffix(".timer") + ".service", "")
+        calendar = next((line.split("=", 2)[2] for line in service.splitlines()
+                         if line.startswith("Environment=MARKET_CALENDAR=")), "")
+        out.append(Change(job, session, old, new.get((job, session)), calendar))
     return out
 
 
