@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import pwd
 import sys
 import tomllib
 from collections import defaultdict
@@ -162,7 +164,8 @@ def describe_changes(config, changes) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     for c in changes:
         job = jobs.get(c.job)
-        cal = calendars.resolve(job.calendar) if job and job.calendar else "?"
+        cal = getattr(c, "calendar", "") or (
+            calendars.resolve(job.calendar) if job and job.calendar else "?")
         if c.new_utc is not None:
             same_day = c.old_utc[:10] == c.new_utc[:10]
             old, new = (_hms(c.old_utc), _hms(c.new_utc)) if same_day else (c.old_utc, c.new_utc)
@@ -282,10 +285,46 @@ def _failed(config, result: RefreshResult, now, alert) -> None:
 
 
 def _safe_alert(alert, config, **kw) -> None:
+    def raise_it() -> None:
+        try:
+            alert(config, **kw)
+        except Exception:
+            log.exception("refresh: could not raise the %s alert", kw.get("kind"))
+
+    if alert is send_alert and _drop_to(config) is not None:
+        _as_user(config, raise_it)
+    else:
+        raise_it()
+
+
+def _drop_to(config):
+    """The refresh runs as root (it writes /etc/systemd/system); the alert layer's state and spool
+    belong to the package user, who must be able to read and rewrite them afterwards."""
+    if os.geteuid() != 0:
+        return None
     try:
-        alert(config, **kw)
-    except Exception:
-        log.exception("refresh: could not raise the %s alert", kw.get("kind"))
+        return pwd.getpwnam(config.user)
+    except (KeyError, TypeError):
+        return None
+
+
+def _as_user(config, fn) -> None:
+    pw = _drop_to(config)
+    pid = os.fork()
+    if pid == 0:  # child: become the package user, raise the alert, leave
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+            fn()
+            code = 0
+        except BaseException:
+            log.exception("refresh: could not raise an alert as %s", config.user)
+        finally:
+            logging.shutdown()
+            os._exit(code)
+    os.waitpid(pid, 0)
 
 
 def _lenient_config(path) -> config_mod.Config:

@@ -154,3 +154,22 @@ def test_refresh_alert_goes_to_the_outbox_through_the_real_alert_layer(make_conf
     spooled = list((tmp_path / "spool").rglob("*.json"))
     assert spooled, "the refresh-failed alert was not spooled"
     assert any("job[0].offset" in p.read_text() for p in spooled)
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="needs root to drop privileges")
+def test_refresh_as_root_raises_its_alert_in_a_child_as_the_package_user(make_config, tmp_path,
+                                                                        monkeypatch):
+    pytest.importorskip("market_timers.alerts.api")
+    import os
+    import pwd
+
+    me = pwd.getpwuid(os.getuid())  # stands in for market-timers (absent in the test host)
+    monkeypatch.setattr(refresh, "_drop_to", lambda config: me)
+    forked = []
+    real_fork = os.fork
+    monkeypatch.setattr(refresh.os, "fork", lambda: forked.append(1) or real_fork())
+    path = make_config.write(THANKSGIVING_CONFIG.replace('"-15min"', '"-15 minutes"') +
+                             '\n[alerts]\n[alerts.webhook]\n')
+    assert refresh.main_from_path(path, SECOND) == 2
+    assert forked == [1]
+    assert any("job[0].offset" in p.read_text() for p in (tmp_path / "spool").rglob("*.json"))
