@@ -215,12 +215,23 @@ def cmd_check_cron(args) -> int:
         raise UsageError(str(e)) from None
 
 
-def _delegate(module: str, function: str, *extra, check_calendars: bool = False):
+def _as_service_user(cfg):
+    from .privileges import become_service_user
+
+    become_service_user(cfg)
+    return cfg
+
+
+def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
+              service_user: bool = False):
     def command(args) -> int:
         import importlib
 
         mod = importlib.import_module(f"market_timers.{module}")
-        return getattr(mod, function)(_config(args, check_calendars), *extra_args(args))
+        cfg = _config(args, check_calendars)
+        if service_user:
+            _as_service_user(cfg)
+        return getattr(mod, function)(cfg, *extra_args(args))
 
     def extra_args(args):
         return [getattr(args, name) for name in extra]
@@ -231,7 +242,7 @@ def _delegate(module: str, function: str, *extra, check_calendars: bool = False)
 def cmd_outbox(args) -> int:
     from .alerts import commands
 
-    cfg = _config(args, check_calendars=False)
+    cfg = _as_service_user(_config(args, check_calendars=False))
     if args.action == "list":
         return commands.outbox_list(cfg, args.json)
     return commands.outbox_flush(cfg)
@@ -241,7 +252,7 @@ def cmd_digest(args) -> int:
     from .alerts import commands
 
     session = args.session.isoformat() if args.session else None
-    return commands.digest(_config(args, check_calendars=False), session)
+    return commands.digest(_as_service_user(_config(args, check_calendars=False)), session)
 
 
 COMMANDS = {
@@ -250,13 +261,13 @@ COMMANDS = {
     "verify": cmd_verify,
     "sync": cmd_sync,
     "check-cron": cmd_check_cron,
-    "alert": _delegate("alerts.commands", "alert_test", "test"),
+    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True),
     "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit"),
     "outbox": cmd_outbox,
-    "ack": _delegate("alerts.commands", "ack", "alert_id"),
+    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True),
     "digest": cmd_digest,
     "refresh": _delegate("refresh", "command", "now", check_calendars=False),
-    "deadman": _delegate("deadman", "command", "now"),
+    "deadman": _delegate("deadman", "command", "now", service_user=True),
     "status": _delegate("status", "command", "session", "json", "now"),
 }
 

@@ -1,0 +1,40 @@
+"""Root-run admin commands switch to the service user and keep secrets root-only on disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
+
+SCRIPT = """
+import os, sys
+from types import SimpleNamespace
+from market_timers import privileges
+privileges.CREDSTORES = (sys.argv[1],)
+cfg = SimpleNamespace(user="nobody", alerts=SimpleNamespace(
+    telegram=SimpleNamespace(token_credential="t.token"), slack=None, email=None, webhook=None),
+    watch=None)
+print(privileges.become_service_user(cfg), os.getuid())
+d = os.environ["MARKET_TIMERS_CREDENTIALS_DIRECTORY"]
+print(open(os.path.join(d, "t.token")).read().strip())
+"""
+
+
+def test_root_switches_to_the_service_user_with_its_credentials(tmp_path):
+    store = tmp_path / "credstore"
+    store.mkdir()
+    (store / "t.token").write_text("123:SECRET\n")
+    os.chmod(store / "t.token", 0o600)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CREDENTIALS_DIRECTORY", "MARKET_TIMERS_CREDENTIALS_DIRECTORY")}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(store)], env=env,
+                         capture_output=True, text=True, check=True).stdout.split("\n")
+    import pwd
+
+    assert out[0] == f"True {pwd.getpwnam('nobody').pw_uid}"
+    assert out[1] == "123:SECRET"  # readable by the service user through its private copy
+    assert oct(os.stat(store / "t.token").st_mode & 0o777) == "0o600"  # the store is untouched
