@@ -146,3 +146,30 @@ command = ["/usr/bin/true"]
     assert [f.fire_iso for f in got] == ["2025-03-29T02:30:00Z", "2025-03-30T02:30:00Z",
                                          "2025-03-31T02:30:00Z"]
     assert {f.unit_stem for f in got} == {"market-nightly@daily"}
+
+
+DIGEST_ALERTS = """
+[alerts]
+digest_offset_minutes = 45
+[alerts.email]
+host = "127.0.0.1"
+from = "market-timers@example.org"
+to = ["ops@example.org"]
+"""
+
+
+def test_email_digest_is_planned_after_each_close(write_config):
+    got = fires(write_config, 'calendar = "XNYS"\n' + SIGNAL + DIGEST_ALERTS, "2025-11-28",
+                "2025-11-28")
+    assert [(f.job, f.fire_iso) for f in got] == [("signal", "2025-11-28T17:45:00Z"),
+                                                  ("digest", "2025-11-28T18:45:00Z")]
+
+
+def test_job_named_digest_is_refused_when_the_digest_is_built_in(write_config):
+    import pytest
+
+    from market_timers.errors import ConfigError
+
+    text = 'calendar = "XNYS"\n' + SIGNAL.replace('"signal"', '"digest"') + DIGEST_ALERTS
+    with pytest.raises(ConfigError, match="reserved for the session digest"):
+        config.load(write_config(text))

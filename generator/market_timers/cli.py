@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -251,7 +252,8 @@ def cmd_outbox(args) -> int:
 def cmd_digest(args) -> int:
     from .alerts import commands
 
-    session = args.session.isoformat() if args.session else None
+    # Run as the built-in digest job, the runner hands over the session in $MARKET_SESSION.
+    session = args.session.isoformat() if args.session else os.environ.get("MARKET_SESSION")
     return commands.digest(_as_service_user(_config(args, check_calendars=False)), session)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from datetime import date, time
@@ -104,6 +105,34 @@ class Config:
         raise KeyError(name)
 
 
+DIGEST_JOB = "digest"  # built in when [alerts.email] exists: the per-session email digest
+
+
+def default_runner() -> str:
+    """The runner beside the interpreter running us (the venv's bin/, /opt/venvs/... in the deb)."""
+    return str(Path(sys.executable).parent / "market-timers-run")
+
+
+def _digest_job(cfg: Config, problems: Problems) -> Job | None:
+    """The session digest: a job like the others, after each close of the default calendar."""
+    alerts = cfg.alerts
+    if not (alerts is not None and getattr(alerts, "enabled", False)
+            and getattr(alerts, "email", None) is not None):
+        return None
+    if any(j.name == DIGEST_JOB for j in cfg.jobs):
+        problems.add("job", f"the job name {DIGEST_JOB!r} is reserved for the session digest "
+                     "when [alerts.email] is configured")
+        return None
+    calendar = cfg.calendar or next((j.calendar for j in cfg.jobs if j.is_session_job), None)
+    if calendar is None:
+        return None
+    tool = str(Path(cfg.runner or default_runner()).parent / "market-timers")
+    return Job(name=DIGEST_JOB, command=(tool, "digest"), event="close",
+               offset=int(alerts.digest_offset_minutes * 60), calendar=calendar,
+               severity="warning", timeout=600, read_write_paths=(str(cfg.spool_dir),),
+               description="email digest of the session")
+
+
 def config_path(cli_value: str | None) -> str:
     return cli_value or os.environ.get(ENV_VAR) or DEFAULT_PATH
 
@@ -176,6 +205,8 @@ def parse(raw: dict, problems: Problems) -> Config:
         parse_alerts = None
     if parse_alerts is not None:
         cfg.alerts = parse_alerts(raw.get("alerts"), problems)
+    if (digest := _digest_job(cfg, problems)) is not None:
+        cfg.jobs.append(digest)
     return cfg
 
 

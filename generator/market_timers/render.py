@@ -8,14 +8,13 @@ part of the name because on systemd 252 editing a waiting timer's OnCalendar can
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
-from .config import Config, Job
+from .config import Config, Job, default_runner
 from .durations import format_offset
 from .plan import Fire
 
@@ -42,11 +41,6 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,  # noqa: S701 - these are unit files, not HTML
     )
-
-
-def default_runner() -> str:
-    """The runner beside the interpreter running us (the venv's bin/, /opt/venvs/... in the deb)."""
-    return str(Path(sys.executable).parent / "market-timers-run")
 
 
 def quote_arg(arg: str) -> str:
