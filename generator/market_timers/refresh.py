@@ -2,6 +2,8 @@
 
 A refresh is a `sync` that tells people what changed and what is wrong:
 
+Alerts are spooled, not sent: market-outbox.timer delivers them (the refresh has no network).
+
 * calendar changes: a planned session that disappeared (a new holiday, a closure override) or a
   fire that moved (a new early close). sync has already removed the affected timers without firing
   them (a stop never fires) and started the new ones; here each (calendar, session) gets one
@@ -285,9 +287,11 @@ def _failed(config, result: RefreshResult, now, alert) -> None:
 
 
 def _safe_alert(alert, config, **kw) -> None:
+    """Spool the alert; market-outbox.timer delivers it within a minute. The refresh itself never
+    touches the network, so its unit runs with PrivateNetwork=yes."""
     def raise_it() -> None:
         try:
-            alert(config, **kw)
+            alert(config, deliver=False, **kw)
         except Exception:
             log.exception("refresh: could not raise the %s alert", kw.get("kind"))
 

@@ -1,9 +1,9 @@
 """The one place the deadman, the refresh and status reach the alert layer.
 
-`send_alert` hands the event to `market_timers.alerts.api.raise_alert` (which spools it durably,
-keeps the job's last outcome, so that a "missed" makes the next success announce a recovery, and
-tries one delivery). Monitoring must never break the pass that found the problem: whatever goes
-wrong here is logged and swallowed.
+`send_alert` hands the event to `market_timers.alerts.api.raise_alert`, which spools it durably,
+keeps the job's last outcome (a "missed" makes the next success announce a recovery) and tries
+one delivery, unless `deliver=False`: then market-outbox.timer sends it. Monitoring must never
+break the pass that found the problem: whatever goes wrong here is logged and swallowed.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class AlertFn(Protocol):
 def send_alert(config, *, kind: str, key: str, text: str, job: str = "", session: str = "",
                severity: str | None = None, job_severity: str | None = None,
                title: str | None = None, now: datetime | None = None,
-               env: dict | None = None) -> object:
+               env: dict | None = None, deliver: bool = True) -> object:
     try:
         from .alerts.api import raise_alert
     except ImportError:  # alerts layer not installed: the journal is all we have
@@ -36,7 +36,7 @@ def send_alert(config, *, kind: str, key: str, text: str, job: str = "", session
     try:
         return raise_alert(config, kind=kind, job=job, session=session, text=text, key=key,
                            severity=severity, job_severity=job_severity, title=title, now=clock,
-                           env=env)
+                           env=env, deliver=deliver)
     except Exception:  # raise_alert promises not to raise; be sure of it
         log.exception("could not raise a %s alert", kind)
         return None

@@ -1,0 +1,67 @@
+"""The static deadman / refresh units: timings, credentials, and their sandboxing score."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+UNITS = Path(__file__).resolve().parents[2] / "units"
+
+
+def keys(name: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in (UNITS / name).read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            out.setdefault(k, []).append(v)
+    return out
+
+
+def test_deadman_timer_fires_every_minute_to_the_second():
+    t = keys("market-deadman.timer")
+    assert t["OnCalendar"] == ["*-*-* *:*:00 UTC"] and t["AccuracySec"] == ["1s"]
+    assert t["WantedBy"] == ["timers.target"]
+
+
+def test_refresh_timer_runs_daily_in_utc_and_after_boot_and_catches_up():
+    t = keys("market-refresh.timer")
+    assert t["OnCalendar"] == ["*-*-* 06:00:00 UTC"] and t["OnBootSec"] == ["1min"]
+    assert t["Persistent"] == ["true"]
+
+
+def test_deadman_runs_unprivileged_with_name_only_credentials():
+    s = keys("market-deadman.service")
+    assert s["User"] == ["market-timers"] and s["ExecStart"] == ["/usr/bin/market-timers deadman"]
+    assert "market-timers.deadman-ping-url" in s["LoadCredential"]
+    # an absolute path that does not exist fails the unit (243/CREDENTIALS); a name is optional
+    assert all(":" not in c and "/" not in c for c in s["LoadCredential"])
+
+
+def test_refresh_never_uses_the_network_and_writes_only_what_sync_needs():
+    s = keys("market-refresh.service")
+    assert s["PrivateNetwork"] == ["yes"] and s["RestrictAddressFamilies"] == ["AF_UNIX"]
+    paths = " ".join(s["ReadWritePaths"]).split()
+    assert paths == ["/etc/systemd/system", "/var/lib/market-timers", "/var/spool/market-timers",
+                     "-/var/lib/systemd/timers"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+@pytest.mark.parametrize("unit", ["market-deadman.service", "market-refresh.service"])
+def test_sandbox_exposure_is_at_most_2_0_and_matches_the_comment(unit):
+    out = subprocess.run(["systemd-analyze", "security", "--offline=yes", str(UNITS / unit)],
+                         capture_output=True, text=True).stdout
+    score = float(re.search(r"Overall exposure level for \S+: (\d+\.\d)", out).group(1))
+    assert score <= 2.0
+    assert f"--offline=yes units/{unit}: {score}" in (UNITS / unit).read_text()
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_timer_calendars_parse():
+    for spec in ("*-*-* *:*:00 UTC", "*-*-* 06:00:00 UTC"):
+        proc = subprocess.run(["systemd-analyze", "calendar", spec], capture_output=True,
+                              text=True)
+        assert proc.returncode == 0 and "Next elapse: never" not in proc.stdout
