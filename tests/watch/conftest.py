@@ -57,7 +57,8 @@ class FakeSystemctl:
                              "SubState": "dead"}
             else:
                 instant = sync_mod.instant_of(path.read_text())
-                sub = "waiting" if instant and instant > self.now else "elapsed"
+                # a repeating OnCalendar (daily jobs) has no single instant: always waiting
+                sub = "waiting" if instant is None or instant > self.now else "elapsed"
                 out[unit] = {"Id": unit, "LoadState": "loaded", "ActiveState": "active",
                              "SubState": sub}
         return out

@@ -180,3 +180,16 @@ def test_missed_run_marks_the_jobs_last_outcome_for_the_recovery_notice(week, fa
     deadman.run_pass(week, utc("2025-11-24T22:00:00Z"), systemctl=fake_systemctl, env={})
     outcome = json.loads((week.state_dir / "alerts" / "jobs" / "signal.json").read_text())
     assert outcome["outcome"] == "missed" and outcome["session"] == "2025-11-24"
+
+
+def test_daily_utc_job_missed_once_and_ran_day_is_quiet(make_config, fake_systemctl, alerts):
+    config = make_config('calendar = "XNYS"\n\n[[job]]\nname = "nightly"\nat = "02:30 UTC"\n'
+                         'command = ["/bin/true"]\ntimeout = "10min"\n')
+    fake_systemctl.now = utc("2025-11-21T22:00:00Z")
+    sync_mod.sync(config, now=fake_systemctl.now, systemctl=fake_systemctl,
+                  stamp_dir=config.state_dir / "stamps")
+    runrecord.update(config.state_dir, "nightly", "2025-11-22", started_utc="x")
+    for now in every_15_min("2025-11-22T00:00:00Z", "2025-11-23T12:00:00Z"):
+        one_pass(config, fake_systemctl, alerts, now)
+    assert [(c["kind"], c["job"], c["session"]) for c in alerts.calls] == [
+        ("missed", "nightly", "2025-11-23")]
