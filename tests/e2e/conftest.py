@@ -48,7 +48,17 @@ def timed(label: str, start: float) -> None:
 
 
 @pytest.fixture(scope="session")
-def deb_path() -> Path:
+def repo_timers() -> list[str]:
+    """The package's own timers: whatever units/*.timer the repo holds.
+
+    Read before the .deb is built (deb_path asks for it first), so it never names
+    a unit added to units/ after the build started.
+    """
+    return sorted(p.name for p in (REPO / "units").glob("*.timer"))
+
+
+@pytest.fixture(scope="session")
+def deb_path(repo_timers: list[str]) -> Path:
     require_e2e()
     start = time.monotonic()
     deb = ensure_deb()
@@ -108,12 +118,6 @@ def container(booted: Container, deb_inside: str) -> Container:
     if not is_installed(booted):
         install_package(booted, deb_inside)
     return booted
-
-
-@pytest.fixture(scope="session")
-def repo_timers() -> list[str]:
-    """The package's own timers: whatever units/*.timer the repo holds."""
-    return sorted(p.name for p in (REPO / "units").glob("*.timer"))
 
 
 @pytest.hookimpl(hookwrapper=True)
