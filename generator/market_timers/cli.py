@@ -240,6 +240,13 @@ def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
     return command
 
 
+def cmd_refresh(args) -> int:
+    from . import config, refresh
+
+    # The refresh loads the config itself: a broken config must alert, not just exit 2.
+    return refresh.main_from_path(config.config_path(args.config), args.now)
+
+
 def cmd_outbox(args) -> int:
     from .alerts import commands
 
@@ -268,7 +275,7 @@ COMMANDS = {
     "outbox": cmd_outbox,
     "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True),
     "digest": cmd_digest,
-    "refresh": _delegate("refresh", "command", "now", check_calendars=False),
+    "refresh": cmd_refresh,
     "deadman": _delegate("deadman", "command", "now", service_user=True),
     "status": _delegate("status", "command", "session", "json", "now"),
 }

@@ -205,6 +205,9 @@ def parse(raw: dict, problems: Problems) -> Config:
         parse_alerts = None
     if parse_alerts is not None:
         cfg.alerts = parse_alerts(raw.get("alerts"), problems)
+    from .watch_config import parse_watch
+
+    cfg.watch = parse_watch(raw.get("watch"), problems)
     if (digest := _digest_job(cfg, problems)) is not None:
         cfg.jobs.append(digest)
     return cfg

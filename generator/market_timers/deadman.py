@@ -42,7 +42,6 @@ log = logging.getLogger("market_timers.watch")
 PLAN_FILE = "plan.json"
 STATE_FILE = "deadman.json"
 ISO = "%Y-%m-%dT%H:%M:%SZ"
-CREDENTIALS_OVERRIDE = "MARKET_TIMERS_CREDENTIALS_DIRECTORY"
 
 
 @dataclass(frozen=True)
@@ -264,21 +263,10 @@ def _save_state(state_dir: Path, state: dict) -> None:
 
 # External heartbeat -------------------------------------------------------------------------
 
-def credentials_directory(env: dict | None = None) -> Path | None:
-    env = os.environ if env is None else env
-    value = env.get(CREDENTIALS_OVERRIDE) or env.get("CREDENTIALS_DIRECTORY")
-    return Path(value) if value else None
-
-
 def ping_url(watch: WatchConfig, env: dict | None = None) -> str | None:
-    directory = credentials_directory(env)
-    if directory is None:
-        return None
-    try:
-        url = (directory / watch.ping_credential).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return url or None
+    from .alerts.credentials import read_credential
+
+    return read_credential(watch.ping_credential, env)
 
 
 def _heartbeat(watch: WatchConfig, result: PassResult, env: dict | None) -> None:
