@@ -240,3 +240,13 @@ def test_command_without_dates_covers_last_90_days_up_to_today(capsys):
 def test_command_bad_offset_raises_value_error_naming_it():
     with pytest.raises(ValueError, match=r"--offset '15m'"):
         command(ns(offset="15m"))
+
+
+def test_cli_accepts_a_negative_offset_as_a_separate_word(capsys):
+    from market_timers import cli
+
+    assert cli.main(["check-cron", "45 15 * * 1-5", "--tz", "America/New_York", "--calendar",
+                     "XNYS", "--event", "close", "--offset", "-15min", "--from", "2025-09-02",
+                     "--to", "2025-12-31", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["fires"], out["on_time"], out["no_session"], out["other_time"]) == (87, 83, 2, 2)

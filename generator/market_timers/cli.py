@@ -108,8 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _glue_signed_values(argv: list[str]) -> list[str]:
+    """`--offset -15min` -> `--offset=-15min`: argparse would take "-15min" for an option."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] == "--offset" and arg.startswith("-") and arg[1:2].isdigit():
+            out[-1] = f"--offset={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(_glue_signed_values(argv))
     try:
         return COMMANDS[args.command](args)
     except ConfigError as e:
