@@ -1,0 +1,85 @@
+"""One booted Debian 12 container (systemd 252) with the package installed, for the container
+benchmarks: a fresh copy of the cached e2e rootfs, booted with systemd-nspawn, as tests/e2e does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Iterator
+
+from bench.common import ensure_repo_on_path
+
+ensure_repo_on_path()
+
+from tests.e2e.container import Container  # noqa: E402
+from tests.e2e.debpkg import ensure_deb  # noqa: E402
+from tests.e2e.rootfs import cache_dir, copy_rootfs, ensure_rootfs  # noqa: E402
+
+CONFIG = "/etc/market-timers/market-timers.toml"
+UNIT_DIR = "/etc/systemd/system"
+
+
+def missing_prerequisite() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (systemd-nspawn)"
+    for tool in ("systemd-nspawn", "nsenter", "debootstrap", "dpkg-buildpackage", "git"):
+        if shutil.which(tool) is None:
+            return f"needs {tool} on PATH"
+    return None
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+
+@contextlib.contextmanager
+def shared_box() -> Iterator[Container]:
+    reason = missing_prerequisite()
+    if reason:
+        raise RuntimeError(f"container benchmarks: {reason}")
+    start = time.monotonic()
+    deb = ensure_deb()
+    log(f"deb ready: {deb.name} ({time.monotonic() - start:.0f} s)")
+    root = copy_rootfs(ensure_rootfs(), cache_dir() / "runs")
+    box = Container(root, f"mt-bench-{os.getpid()}", root.parent / "console.log")
+    try:
+        log(f"booted in {box.boot():.1f} s ({root})")
+        inside = box.copy_in(deb)
+        cmd = ["apt-get", "install", "-y", "-q", inside]
+        if box.run(cmd, check=False, timeout=300).returncode != 0:
+            box.run(["apt-get", "update", "-q"], timeout=300)
+            box.run(cmd, timeout=300)
+        log("package installed")
+        yield box
+    finally:
+        box.poweroff()
+        box.kill()
+        if os.environ.get("MARKET_TIMERS_BENCH_KEEP") != "1":
+            shutil.rmtree(root.parent, ignore_errors=True)
+
+
+def clear_market_units(box: Container) -> None:
+    """Stop and delete every generated job unit, then reload so systemd forgets them."""
+    box.run("systemctl stop 'market-*@*.timer' 'market-*@*.service' >/dev/null 2>&1; "
+            f"rm -f {UNIT_DIR}/market-*@* {UNIT_DIR}/timers.target.wants/market-*@* "
+            "/var/lib/systemd/timers/stamp-market-*@*; systemctl daemon-reload; "
+            "systemctl reset-failed 'market-*' >/dev/null 2>&1; true", timeout=300)
+
+
+def now_inside(box: Container) -> float:
+    return float(box.run(["date", "+%s.%N"]).stdout)
+
+
+def reload_count(box: Container) -> int:
+    """daemon-reloads PID 1 has done since boot: its "Reloading." journal lines (252 has no
+    NReloads property)."""
+    out = box.run(["journalctl", "--no-pager", "-q", "-o", "cat", "_PID=1",
+                   "MESSAGE=Reloading."], check=False).stdout
+    return sum(1 for line in out.splitlines() if line.strip() == "Reloading.")
+
+
+def loaded_units(box: Container) -> int:
+    return int(box.run(["systemctl", "show", "--value", "-p", "NNames"]).stdout.strip())
