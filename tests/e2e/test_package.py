@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from .container import Container
+from .debpkg import REPO
 
 pytestmark = pytest.mark.e2e
 
@@ -90,3 +91,10 @@ def test_purge_removes_generated_units_stamps_state_and_spool(
     finally:
         container.run(["rm", "-f", f"{unit_dir}/market-mine.service"])
         container.systemctl("daemon-reload")
+
+
+def test_autopkgtest_installed_passes_inside_the_container(container: Container) -> None:
+    script = (REPO / "debian/tests/installed").read_text()
+    container.write_file("/var/tmp/autopkgtest-installed", script, mode=0o755)
+    result = container.run(["/var/tmp/autopkgtest-installed"])
+    assert "market-timers: installed OK" in result.stdout
