@@ -63,9 +63,12 @@ class Container:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.pid = self.wait_for(self._init_pid, timeout, "container init to start")
-        self.wait_for(self._systemd_settled, timeout - (time.monotonic() - started),
-                      "systemctl is-system-running --wait")
+        try:
+            self.pid = self.wait_for(self._init_pid, timeout, "container init to start")
+            self.wait_for(self._systemd_settled, timeout - (time.monotonic() - started),
+                          "systemctl is-system-running --wait")
+        except TimeoutError as exc:
+            raise ContainerError(f"{self.name} did not boot: {exc}\n{self.diagnostics()}") from exc
         failed = self.failed_units()
         if failed:
             print(f"[e2e] {self.name} booted degraded; failed units:\n{failed}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 from pathlib import Path
@@ -31,6 +32,13 @@ def is_fresh(deb: Path, repo: Path = REPO) -> bool:
 
 def ensure_deb(repo: Path = REPO) -> Path:
     """Return dist/market-timers_*.deb, running `make deb` first if it is stale or missing."""
+    (repo / "dist").mkdir(exist_ok=True)
+    with open(repo / "dist" / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent test sessions build it once
+        return _ensure_deb_locked(repo)
+
+
+def _ensure_deb_locked(repo: Path) -> Path:
     deb = built_deb(repo)
     if deb is not None and is_fresh(deb, repo):
         return deb
