@@ -26,13 +26,12 @@ import fcntl
 import json
 import logging
 import os
-import sys
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from . import runrecord
+from . import logsetup, runrecord
 from .systemctl import Systemctl
 from .watch_alert import send_alert
 from .watch_config import WatchConfig, watch_of
@@ -311,18 +310,11 @@ def send_ping(url: str, *, fail: bool, body: str = "", timeout: float = 5.0) -> 
 
 # CLI --------------------------------------------------------------------------------------------
 
-def _setup_logging() -> None:
-    root = logging.getLogger("market_timers")
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
 
 
 def command(config, now: datetime | None = None) -> int:
     """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
-    _setup_logging()
+    logsetup.setup()
     from .plan import utcnow
 
     result = run_pass(config, now or utcnow())

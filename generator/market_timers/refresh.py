@@ -26,7 +26,6 @@ import hashlib
 import logging
 import os
 import pwd
-import sys
 import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from . import config as config_mod
+from . import logsetup
 from .errors import ConfigError, Problems
 from .exitcodes import FAILURE, USAGE
 from .watch_alert import send_alert
@@ -56,20 +56,13 @@ class RefreshResult:
     sync: object = None
 
 
-def _setup_logging() -> None:
-    root = logging.getLogger("market_timers")
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
 
 
 # entry points ---------------------------------------------------------------------------------
 
 def main_from_path(path: str | Path, now: datetime | None = None, **kw) -> int:
     """`market-timers refresh`: load the config here, so that a broken one alerts too."""
-    _setup_logging()
+    logsetup.setup()
     try:
         config = config_mod.load(path, check_calendars=False)
     except ConfigError as e:
@@ -82,7 +75,7 @@ def main_from_path(path: str | Path, now: datetime | None = None, **kw) -> int:
 def command(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
             stamp_dir: Path | None = None, data_vintage=None, last_session_of=None) -> int:
     """Refresh with an already loaded config (checked here against the calendars)."""
-    _setup_logging()
+    logsetup.setup()
     result = run_refresh(config, now, systemctl=systemctl, alert=alert, stamp_dir=stamp_dir,
                          data_vintage=data_vintage, last_session_of=last_session_of)
     if not result.ok:

@@ -15,6 +15,7 @@ import json
 import logging
 import sys
 
+from market_timers import logsetup
 from market_timers.alerts import delivery, handler
 from market_timers.alerts import digest as digest_mod
 from market_timers.alerts.channels.base import DeliveryError
@@ -25,25 +26,8 @@ from market_timers.alerts.model import UNDELIVERABLE, Alert, iso, make_id
 log = logging.getLogger("market_timers.alerts")
 
 
-class _Stderr(logging.StreamHandler):
-    """Writes to whatever sys.stderr is at the time (the journal under systemd)."""
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value):
-        pass
 
 
-def _setup_logging() -> None:
-    root = logging.getLogger("market_timers")
-    if not root.handlers and not logging.getLogger().handlers:
-        h = _Stderr()
-        h.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-        root.addHandler(h)
-        root.setLevel(logging.INFO)
 
 
 def alert_test(config, channel: str, now=None) -> int:
@@ -76,7 +60,7 @@ def alert_test(config, channel: str, now=None) -> int:
 
 
 def alert_handler(config, mode: str, unit: str, env=None, run=None, now=None) -> int:
-    _setup_logging()
+    logsetup.setup()
     if mode not in ("failure", "success"):
         print(f"market-timers: alert-handler mode must be failure or success, not {mode!r}",
               file=sys.stderr)
@@ -117,7 +101,7 @@ def outbox_list(config, as_json: bool = False) -> int:
 
 
 def outbox_flush(config, now=None) -> int:
-    _setup_logging()
+    logsetup.setup()
     ctx = context_from(config, now=now)
     try:
         counts = delivery.flush(ctx)
@@ -141,7 +125,7 @@ def ack(config, alert_id: str, now=None) -> int:
 
 
 def digest(config, session: str | None = None, now=None) -> int:
-    _setup_logging()
+    logsetup.setup()
     ctx = context_from(config, now=now)
     session = session or ctx.now().date().isoformat()
     alert = digest_mod.digest_alert(ctx, session)
