@@ -66,6 +66,10 @@ def test_purge_removes_generated_units_stamps_state_and_spool(
     # A unit of the admin's own that merely shares the prefix must survive.
     container.write_file(f"{unit_dir}/market-mine.service",
                          "[Service]\nType=oneshot\nExecStart=/bin/true\n")
+    # Enabled the way `market-timers sync` does: the link dangles once the unit is gone.
+    container.run(["mkdir", "-p", f"{unit_dir}/timers.target.wants"])
+    container.run(["ln", "-sf", f"{unit_dir}/{session}.timer",
+                   f"{unit_dir}/timers.target.wants/{session}.timer"])
     container.systemctl("daemon-reload")
     container.systemctl("start", f"{session}.timer")
     stamp = f"/var/lib/systemd/timers/stamp-{session}.timer"
