@@ -50,9 +50,10 @@ def config_text(prefix: str, first_fire: float) -> str:
     return "\n".join(lines)
 
 
-def collect(box, prefix: str, since: float, want: int, deadline: float) -> dict[str, float]:
-    """job -> lateness (s) from the BENCHSTAMP lines in the journal."""
-    found: dict[str, float] = {}
+def collect(box, prefix: str, since: float, want: int, deadline: float
+            ) -> dict[str, tuple[float, float]]:
+    """job -> (lateness s, the job's stamp) from the BENCHSTAMP lines in the journal."""
+    found: dict[str, tuple[float, float]] = {}
     while True:
         out = box.run(["journalctl", "--no-pager", "-q", "-o", "cat", f"--since=@{int(since)}"],
                       check=False).stdout
@@ -60,54 +61,44 @@ def collect(box, prefix: str, since: float, want: int, deadline: float) -> dict[
             parts = line.split()
             if len(parts) == 4 and parts[0] == "BENCHSTAMP" and parts[1].startswith(prefix):
                 sched = datetime.strptime(parts[2], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-                found.setdefault(parts[1], float(parts[3]) - sched.timestamp())
+                stamp = float(parts[3])
+                found.setdefault(parts[1], (stamp - sched.timestamp(), stamp))
         if len(found) >= want or time.time() > deadline:
             return found
         time.sleep(2)
 
 
-def trigger_split(box, prefix: str) -> list[tuple[float, float]]:
-    """(timer trigger - instant, service main start - trigger) per timer, from systemd itself."""
-    names = [f"market-{prefix}{i:02d}@*" for i in range(TIMERS)]
-    out = box.run(["systemctl", "show", "--timestamp=unix", "-p", "Id,LastTriggerUSec,"
-                   "ExecMainStartTimestamp,Environment", *names], check=False).stdout
-    # systemctl show with globs only shows loaded units; fall back gracefully.
-    rows = []
-    timers = box.run(["systemctl", "list-units", "--all", "--plain", "--no-legend",
-                      f"market-{prefix}*.timer"], check=False).stdout.split()
-    timers = [t for t in timers if t.endswith(".timer")]
-    if not timers:
-        return rows
-    services = [t.removesuffix(".timer") + ".service" for t in timers]
+def _ts(text: str) -> float | None:
+    for fmt in ("%a %Y-%m-%d %H:%M:%S.%f UTC", "%a %Y-%m-%d %H:%M:%S UTC"):
+        try:  # "Mon 2026-11-30 07:25:42.123456 UTC"
+            return datetime.strptime(text, fmt).replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            pass
+    return None
+
+
+def main_starts(box, prefix: str) -> dict[str, dict[str, str]]:
+    """job -> systemctl show of its timer and service (ExecMainStartTimestamp in us, state)."""
+    listed = box.run(["systemctl", "list-units", "--all", "--plain", "--no-legend",
+                      f"market-{prefix}*"], check=False).stdout.split()
+    units = [u for u in listed if u.startswith(f"market-{prefix}") and "@" in u
+             and u.endswith((".timer", ".service"))]
+    if not units:
+        return {}
     out = box.run(["systemctl", "show", "--timestamp=us+utc", "-p",
-                   "Id,LastTriggerUSec,ExecMainStartTimestamp", *timers, *services],
-                  check=False).stdout
-    props: dict[str, dict[str, str]] = {}
+                   "Id,ExecMainStartTimestamp,ActiveState,SubState,Result,ExecMainStatus,"
+                   "LastTriggerUSec", *units], check=False).stdout
+    result: dict[str, dict[str, str]] = {}
     for block in out.split("\n\n"):
         kv = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
         if "Id" in kv:
-            props[kv["Id"]] = kv
-
-    def ts(text: str) -> float | None:
-        try:  # "Mon 2026-11-30 07:25:42.123456 UTC"
-            return datetime.strptime(text, "%a %Y-%m-%d %H:%M:%S.%f UTC").replace(
-                tzinfo=UTC).timestamp()
-        except ValueError:
-            return None
-
-    for timer, service in zip(timers, services, strict=True):
-        hhmmss = timer.removesuffix(".timer")[-6:]
-        day = timer.split("@", 1)[1][:10]
-        instant = datetime.strptime(f"{day} {hhmmss}", "%Y-%m-%d %H%M%S").replace(
-            tzinfo=UTC).timestamp()
-        trig = ts(props.get(timer, {}).get("LastTriggerUSec", ""))
-        start = ts(props.get(service, {}).get("ExecMainStartTimestamp", ""))
-        if trig is not None and start is not None:
-            rows.append((trig - instant, start - trig))
-    return rows
+            job = kv["Id"].removeprefix("market-").split("@", 1)[0]
+            kind = "timer" if kv["Id"].endswith(".timer") else "service"
+            result.setdefault(job, {}).update({f"{kind}.{k}": v for k, v in kv.items()})
+    return result
 
 
-def one_round(box, prefix: str, default_accuracy: bool) -> tuple[list[float], list, str]:
+def one_round(box, prefix: str, default_accuracy: bool) -> tuple[dict, dict, str, float]:
     from bench.box import CONFIG, UNIT_DIR, clear_market_units, now_inside
 
     clear_market_units(box)
@@ -132,7 +123,7 @@ def one_round(box, prefix: str, default_accuracy: bool) -> tuple[list[float], li
     wait = last + (62 if default_accuracy else 3) - time.time()
     time.sleep(max(wait, 0))
     found = collect(box, prefix, first - LEAD_S - 5, TIMERS, time.time() + 30)
-    return sorted(found.values()), trigger_split(box, prefix), how
+    return found, main_starts(box, prefix), how, first
 
 
 def run(box) -> Section:
@@ -142,26 +133,45 @@ def run(box) -> Section:
     rows, results = [], {}
     for label, prefix, default in (("AccuracySec=1us (as rendered)", "lat", False),
                                    ("AccuracySec= default (1 min)", "acc", True)):
-        lat, split, how = one_round(box, prefix, default)
+        found, shown, how, first = one_round(box, prefix, default)
+        lat = sorted(late for late, _ in found.values())
         results[label] = lat
+        missing = [f"{prefix}{i:02d}" for i in range(TIMERS) if f"{prefix}{i:02d}" not in found]
+        for job in missing:
+            info = shown.get(job, {})
+            s.add(f"{label}: no stamp from {job}: timer "
+                  f"{info.get('timer.ActiveState')}/{info.get('timer.SubState')} last trigger "
+                  f"{info.get('timer.LastTriggerUSec')}; service "
+                  f"{info.get('service.ActiveState')}/{info.get('service.SubState')} result "
+                  f"{info.get('service.Result')} status {info.get('service.ExecMainStatus')}; "
+                  "journal: `" + box.run(["journalctl", "-q", "--no-pager", "-o", "cat",
+                                          f"SYSLOG_IDENTIFIER=market-{job}"],
+                                         check=False).stdout.strip()[-300:] + "`")
         if not lat:
-            rows.append([label, 0, "-", "-", "-", "-", "-", how])
+            rows.append([label, 0, "-", "-", "-", "-", "-", "-", how])
             continue
         st = summary([x * 1000 for x in lat])
-        trig = summary([a * 1000 for a, _ in split]) if split else None
-        spawn = summary([b * 1000 for _, b in split]) if split else None
+        pre, post = [], []
+        for job, (late, stamp) in found.items():
+            start = _ts(shown.get(job, {}).get("service.ExecMainStartTimestamp", ""))
+            if start is not None:
+                instant = stamp - late
+                pre.append((start - instant) * 1000)
+                post.append((stamp - start) * 1000)
+        trig = summary(pre) if pre else None
+        spawn = summary(post) if post else None
         rows.append([label, f"{st['n']}/{TIMERS}", st["p50"], st["p95"], st["p99"], st["max"],
                      f"{trig['p50']:.1f} / {trig['max']:.1f}" if trig else "-",
                      f"{spawn['p50']:.1f} / {spawn['max']:.1f}" if spawn else "-", how])
     s.add(table(["timers", "fired", "p50 ms", "p95 ms", "p99 ms", "max ms",
-                 "systemd trigger − instant p50/max ms", "main PID start − trigger p50/max ms",
+                 "instant → main PID start p50/max ms", "main PID start → job stamp p50/max ms",
                  "units installed by"], rows))
     s.add(f"{version}. Lateness = the job's first `time.time()` (a `/usr/bin/python3` script "
           "exec'd by `market-timers-run`, so both Python starts are included) − the scheduled "
-          "whole-second instant of its `OnCalendar=`. The split columns come from systemd's own "
-          "`LastTriggerUSec` and the service's `ExecMainStartTimestamp`; the rest of the "
-          "lateness (main PID start → first stamp) is the runner's and the job's Python start "
-          "plus the run record. The container shares the host's clock.")
+          "whole-second instant of its `OnCalendar=`. The split columns use the service's "
+          "`ExecMainStartTimestamp` (µs): instant → main PID start is systemd's part (timer "
+          "wake-up, fork, sandbox set-up); main PID start → stamp is the runner's Python start, "
+          "its run record and exec, then the job's own Python start. The container shares the host's clock.")
     tight = results.get("AccuracySec=1us (as rendered)") or []
     if tight:
         st = summary([x * 1000 for x in tight])
@@ -181,8 +191,7 @@ def run(box) -> Section:
         "(bench/fire_lateness.py:config_text)",
         "market-timers sync     # inside the container",
         "journalctl -o cat --since=@START | grep BENCHSTAMP",
-        "systemctl show --timestamp=us+utc -p Id,LastTriggerUSec,ExecMainStartTimestamp "
-        "market-lat*.timer market-lat*.service",
+        "systemctl show --timestamp=us+utc -p Id,ExecMainStartTimestamp market-lat*@*.service",
         "market-timers --config B render --out /var/tmp/bench-acc && sed -i '/^AccuracySec=/d' "
         "/var/tmp/bench-acc/*.timer && cp ... /etc/systemd/system && systemctl start ...",
     ]

@@ -49,7 +49,7 @@ def run_one(module, box) -> Section:
         section.add("```\n" + traceback.format_exc()[-3000:] + "\n```")
         print(traceback.format_exc(), file=sys.stderr)
     section.seconds = time.monotonic() - start
-    print(f"[bench] {module.NAME}: {section.seconds:.0f} s", flush=True)
+    print(f"[bench] {module.NAME}: {section.seconds:.0f} s\n{section.markdown()}", flush=True)
     return section
 
 
