@@ -201,3 +201,15 @@ def test_stopped_planned_timer_is_started_again(setup, tmp_path):
     sc.calls.clear()
     sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
     assert sc.calls == [("start", ("market-signal@2025-11-28-174500.timer",))]
+
+
+def test_disabled_planned_timer_is_enabled_again(setup, tmp_path):
+    """`apt remove` disables the session timers; the next sync enables and starts them again."""
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    link = cfg.unit_dir / "timers.target.wants" / "market-signal@2025-11-28-174500.timer"
+    link.unlink()
+    sc.active.discard(link.name)
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    assert link.is_symlink() and link.name in sc.active

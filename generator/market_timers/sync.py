@@ -126,8 +126,9 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         unit_dir.mkdir(parents=True, exist_ok=True)
         for name in result.written + result.rewritten:
             write_atomic(unit_dir / name, desired[name])
+        for name in desired:
             if name.endswith(".timer"):
-                _enable(unit_dir, name)
+                _enable(unit_dir, name)  # also after `apt remove` disabled them
         if result.reloaded:
             systemctl.daemon_reload()
         gone = result.removed + result.expired
