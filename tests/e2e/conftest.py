@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,12 @@ import pytest
 from .container import Container
 from .debpkg import REPO, ensure_deb
 from .rootfs import cache_dir, copy_rootfs, ensure_rootfs
+from .scenario import TOKEN, Scenario
+
+if str(REPO) not in sys.path:  # tests.fakes, also when the e2e tests run on their own
+    sys.path.insert(0, str(REPO))
+
+from tests.fakes.http_api import FakeApi  # noqa: E402
 
 PACKAGE = "market-timers"
 
@@ -118,6 +125,25 @@ def container(booted: Container, deb_inside: str) -> Container:
     if not is_installed(booted):
         install_package(booted, deb_inside)
     return booted
+
+
+@pytest.fixture(scope="session")
+def fake_api() -> Iterator[FakeApi]:
+    """Fake Telegram / Slack on the host's 127.0.0.1 (the container shares the host's network)."""
+    api = FakeApi(token=TOKEN).start()
+    yield api
+    api.stop()
+
+
+@pytest.fixture
+def scenario(container: Container, fake_api: FakeApi) -> Iterator[Scenario]:
+    """Job program, channel credentials and empty fakes; no job left behind afterwards."""
+    scene = Scenario(container, fake_api)
+    scene.install()
+    yield scene
+    if not container.running:
+        container.boot()
+    scene.teardown()
 
 
 @pytest.hookimpl(hookwrapper=True)
