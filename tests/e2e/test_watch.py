@@ -1,0 +1,72 @@
+"""The dead-man check and the refresh on a real systemd (issue 5, cases 6 and 8)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from .scenario import UNIT_DIR, Job, Scenario, instant_in, iso
+
+pytestmark = pytest.mark.e2e
+
+
+def test_run_whose_timer_was_removed_by_hand_is_reported_missed_once(
+    scenario: Scenario,
+) -> None:
+    box = scenario.box
+    # grace 1s + timeout 1s + [watch] slack_sec 2: missed 4 s after the instant.
+    job = Job("vanished", instant_in(5), ["ok"], {"grace": "1s", "timeout": "1s"})
+    scenario.schedule([job], horizon=2)
+    box.systemctl("stop", job.timer)
+    box.run(["rm", "-f", f"{UNIT_DIR}/{job.timer}", f"{UNIT_DIR}/{job.service}",
+             f"{UNIT_DIR}/timers.target.wants/{job.timer}"])
+    box.systemctl("daemon-reload")
+
+    time.sleep(max(0.0, job.instant.timestamp() + 5 - time.time()))
+    for _ in range(2):  # the packaged unit (as market-deadman.timer runs it), then by hand
+        box.systemctl("start", "market-deadman.service")
+        box.run(["market-timers", "deadman"])
+    alert = scenario.wait_message("telegram", "vanished did not run", timeout=30)["text"]
+    print(alert)
+    assert alert.startswith(f"[CRITICAL] vanished did not run for session {job.session}")
+    assert f"was due at {iso(job.instant)} and has no run record" in alert
+    for _ in range(2):
+        box.systemctl("start", "market-deadman.service")
+        box.run(["market-timers", "deadman"])
+    assert len(scenario.messages("telegram", "vanished did not run")) == 1
+    assert scenario.run_record(job) is None and scenario.journal_of(job).strip() == ""
+    assert box.show("market-deadman.service", "Result") == "success"
+
+
+def test_closure_added_to_the_config_removes_the_session_timer_unfired_and_alerts_the_diff(
+    scenario: Scenario,
+) -> None:
+    box = scenario.box
+    job = Job("closing", instant_in(15), ["ok"])
+    following = Job("closing", job.instant + timedelta(days=1), ["ok"])
+    scenario.schedule([job], horizon=2)
+    assert scenario.timer_row(job) is not None
+
+    closure = f'\n[overrides."24/7"]\nclosed = ["{job.session}"]\n'
+    scenario.write_config([job], horizon=2, extra=closure)
+    box.systemctl("start", "market-refresh.service")  # what market-refresh.timer runs daily
+    assert box.show("market-refresh.service", "Result") == "success"
+    assert time.time() < job.instant.timestamp(), "the refresh ended after the instant"
+
+    assert scenario.timer_row(job) is None, f"{job.timer} still listed"
+    assert not box.exists(f"{UNIT_DIR}/{job.timer}") and not box.exists(f"{UNIT_DIR}/{job.service}")
+    assert scenario.timer_row(following) is not None, "the next session's timer went too"
+
+    time.sleep(max(0.0, job.instant.timestamp() + 2 - time.time()))
+    assert scenario.run_record(job) is None, "the closed session's job ran"
+    assert scenario.journal_of(job).strip() == ""
+
+    # The refresh has no network: it spools, the outbox (timer, or by hand) delivers.
+    alert = scenario.wait_message("slack", "calendar changed", timeout=90,
+                                  poll=scenario.flush_outbox)["text"]
+    print(alert)
+    assert alert.startswith(f"[WARNING] 24/7 {job.session}: calendar changed")
+    assert (f"24/7 {job.session}: closed, was a session (closing was due {iso(job.instant)})"
+            in alert)
