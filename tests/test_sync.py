@@ -213,3 +213,15 @@ def test_disabled_planned_timer_is_enabled_again(setup, tmp_path):
     sc.active.discard(link.name)
     sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
     assert link.is_symlink() and link.name in sc.active
+
+
+def test_sync_just_before_a_fire_keeps_its_timer(setup, tmp_path):
+    """A refresh 1 s before an installed timer fires must not cancel that run."""
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    sc.calls.clear()
+    just_before = datetime(2025, 11, 26, 20, 44, 59, tzinfo=UTC)
+    result = sync.sync(cfg, now=just_before, systemctl=sc, stamp_dir=tmp_path)
+    assert "market-signal@2025-11-26-204500.timer" in names(cfg.unit_dir)
+    assert result.removed == [] and result.changes == [] and sc.calls == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import jinja2
@@ -33,8 +34,14 @@ def template_dir() -> Path:
 
 
 def _env() -> jinja2.Environment:
+    return _env_for(str(template_dir()))
+
+
+@lru_cache(maxsize=4)
+def _env_for(directory: str) -> jinja2.Environment:
+    """One environment per template directory: jinja2 compiles each template once."""
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir())),
+        loader=jinja2.FileSystemLoader(directory),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

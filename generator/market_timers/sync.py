@@ -97,10 +97,14 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     now = now or planning.utcnow()
     systemctl = systemctl or Systemctl()
     unit_dir = config.unit_dir
-    fires = planning.plan_ahead(config, now + MIN_LEAD)
-    desired = {u.name: u.text for u in render_all(config, fires)}
+    fires = planning.plan_ahead(config, now)
+    # A fire due within MIN_LEAD is not written anew (it could pass before systemd starts its
+    # timer, and then it would never fire), but an installed timer for it is kept as it is.
+    too_close = {f.unit_stem for f in fires if f.fire_utc <= now + MIN_LEAD}
     with _sync_lock(config.state_dir, dry_run):
         existing = _existing(unit_dir)
+        desired = {u.name: u.text for u in render_all(config, fires)
+                   if u.name.rsplit(".", 1)[0] not in too_close or u.name in existing}
         result = SyncResult(fires=fires)
         timers_now = {n for n in existing if n.endswith(".timer")}
         state = systemctl.show(sorted(timers_now | {n for n in desired if n.endswith(".timer")}),
