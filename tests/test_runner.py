@@ -182,3 +182,12 @@ def test_jobnotify_sends_to_the_notify_socket(tmp_path, monkeypatch):
     got = [sock.recv(256).decode() for _ in range(3)]
     sock.close()
     assert got == ["READY=1", "WATCHDOG=1", "STATUS=computing weights"]
+
+
+def test_start_record_is_valid_json_even_with_odd_characters(tmp_path):
+    from market_timers import runstart
+
+    fields = {"refused": 'a "quoted"\\ name\n', "late_sec": 1.5, "pid": 7, "result": None}
+    runstart.write_start(str(tmp_path / "state"), "signal", "2025-11-28", fields)
+    assert record(tmp_path, "signal", "2025-11-28") == {
+        "job": "signal", "session": "2025-11-28", **fields}

@@ -20,7 +20,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from . import runrecord
+from . import runstart
 from .exitcodes import OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
 
 ERR, WARNING, INFO = 3, 4, 6
@@ -105,17 +105,19 @@ def run(argv: list[str], env: dict) -> int:
 
 def _record(state_dir: str, job: str, session: str, scheduled: datetime, **fields) -> None:
     try:
-        runrecord.update(state_dir, job, session,
-                         scheduled_utc=scheduled.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                         started_utc=datetime.now(UTC).isoformat(timespec="milliseconds"),
-                         started_mono=time.monotonic(), invocation=os.environ.get("INVOCATION_ID"),
-                         result=None, **fields)
+        runstart.write_start(state_dir, job, session, dict(
+            scheduled_utc=scheduled.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            started_utc=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            started_mono=time.monotonic(), invocation=os.environ.get("INVOCATION_ID"),
+            result=None, **fields))
     except OSError as e:  # a record must never stop the job from running
         log(WARNING, f"cannot write the run record in {state_dir}: {e}")
 
 
 def record(env: dict) -> int:
     """ExecStopPost=: complete the run record with how the service ended."""
+    from . import runrecord
+
     job = env.get("MARKET_JOB")
     if not job:
         return 0

@@ -15,7 +15,9 @@ from pathlib import Path
 
 
 def path_for(state_dir: str | os.PathLike, job: str, session: str) -> Path:
-    return Path(state_dir) / "runs" / job / f"{session}.json"
+    from .runstart import record_path
+
+    return Path(record_path(os.fspath(state_dir), job, session))
 
 
 def read(state_dir: str | os.PathLike, job: str, session: str) -> dict | None:
