@@ -143,11 +143,14 @@ class Scenario:
         self.box = box
         self.api = api
         self.jobs: list[Job] = []
+        self.original_config: str | None = None
 
     # -- set-up ----------------------------------------------------------------------------
 
     def install(self) -> None:
         """Job program, channel credentials (0600 root in /etc/credstore), empty fakes."""
+        if self.box.exists(CONFIG):
+            self.original_config = self.box.read_file(CONFIG)
         self.box.write_file(JOB, JOB_SCRIPT, mode=0o755)
         self.box.write_file(f"{CREDSTORE}/market-timers.telegram-token", TOKEN + "\n", 0o600)
         self.box.write_file(f"{CREDSTORE}/market-timers.slack-webhook",
@@ -155,7 +158,7 @@ class Scenario:
         self.box.run(["chmod", "0700", CREDSTORE])
         self.api.reset()
 
-    def config_text(self, jobs: list[Job], horizon: int = 1, extra: str = "") -> str:
+    def config_text(self, jobs: list[Job], horizon: int = 2, extra: str = "") -> str:
         head = f"""\
 # e2e test config
 calendar = "24/7"
@@ -179,7 +182,7 @@ calendar_max_age_days = 0
 """
         return head + extra + "".join("\n" + j.toml() for j in jobs)
 
-    def write_config(self, jobs: list[Job], horizon: int = 1, extra: str = "") -> None:
+    def write_config(self, jobs: list[Job], horizon: int = 2, extra: str = "") -> None:
         self.jobs = list(jobs)
         self.box.write_file(CONFIG, self.config_text(jobs, horizon, extra))
 
@@ -189,7 +192,7 @@ calendar_max_age_days = 0
         print(f"[e2e] market-timers sync: {time.monotonic() - started:.1f}s")
         return out
 
-    def schedule(self, jobs: list[Job], horizon: int = 1, extra: str = "") -> str:
+    def schedule(self, jobs: list[Job], horizon: int = 2, extra: str = "") -> str:
         """Write the config and sync; every job must still be ahead once sync is done."""
         self.write_config(jobs, horizon, extra)
         out = self.sync()
@@ -200,8 +203,8 @@ calendar_max_age_days = 0
         return out
 
     def teardown(self) -> None:
-        """No job left: an empty config synced, then every generated unit stopped and deleted."""
-        self.box.write_file(CONFIG, self.config_text([]))
+        """The package's config back and synced, then every generated unit stopped and deleted."""
+        self.box.write_file(CONFIG, self.original_config or self.config_text([]))
         self.box.run(["market-timers", "sync"], check=False, timeout=120)
         self.box.run(
             f"units=$(grep -lsF '{GENERATED}' {UNIT_DIR}/market-*@*); "

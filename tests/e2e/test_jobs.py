@@ -55,6 +55,9 @@ def test_timer_fires_on_time_as_the_package_user_and_the_journal_finds_the_run(
     assert start[2] == "market-timers"
     assert start[3] == job.session.isoformat()
     assert "e2e-job finished fine" in lines
+    # StateDirectory= of the job unit keeps the package's mode (tmpfiles.d: 0750).
+    mode = scenario.box.run(["stat", "-c", "%a %U", "/var/lib/market-timers"]).stdout.strip()
+    assert mode == "750 market-timers"
 
     row = scenario.timer_row(job)
     print(row)
