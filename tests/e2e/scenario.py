@@ -200,6 +200,7 @@ calendar_max_age_days = 0
         for job in jobs:
             assert job.instant > now, (
                 f"sync finished after {job.name}'s instant: raise the test's lead time")
+            assert f"start {job.timer}" in out, f"sync did not start {job.timer}:\n{out}"
         return out
 
     def teardown(self) -> None:
