@@ -15,7 +15,7 @@ import pytest
 from market_timers import deadman, runrecord
 from market_timers import sync as sync_mod
 
-from .conftest import utc
+from .conftest import THANKSGIVING_CONFIG, utc
 
 WEEK = ["2025-11-24", "2025-11-25", "2025-11-26", "2025-11-28"]
 DUE = {"2025-11-24": "2025-11-24T20:45:00Z", "2025-11-25": "2025-11-25T20:45:00Z",
@@ -157,6 +157,21 @@ def test_nothing_planned_ahead_alerts_that_the_refresh_stopped(week, fake_system
         one_pass(week, fake_systemctl, alerts, now)
     nothing = [c for c in alerts.calls if c["kind"] == "not-scheduled"]
     assert len(nothing) == 1 and "market-refresh" in nothing[0]["text"]
+
+
+def test_nothing_ahead_right_after_the_last_fire_is_quiet_until_the_refresh_is_overdue(
+        make_config, fake_systemctl, alerts):
+    """horizon = 1: after the session's last fire nothing is ahead until the next daily refresh."""
+    config = make_config(THANKSGIVING_CONFIG.replace("horizon = 10", "horizon = 1"))
+    fake_systemctl.now = utc("2025-11-24T06:00:00Z")
+    sync_mod.sync(config, now=fake_systemctl.now, systemctl=fake_systemctl,
+                  stamp_dir=config.state_dir / "stamps")
+    record_run(config, "2025-11-24")
+    for now in every_15_min("2025-11-24T21:00:00Z", "2025-11-25T08:00:00Z"):
+        one_pass(config, fake_systemctl, alerts, now)
+    assert alerts.calls == []
+    one_pass(config, fake_systemctl, alerts, utc("2025-11-25T08:15:00Z"))
+    assert [c["kind"] for c in alerts.calls] == ["not-scheduled"]
 
 
 def test_no_plan_json_is_a_pass_error(make_config, fake_systemctl, alerts):
