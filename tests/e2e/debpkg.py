@@ -10,13 +10,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+# Never part of the package: editing a test or a benchmark does not make the .deb stale.
+NOT_PACKAGED = ("tests/", "bench/", ".ci/")
+
+
 def _source_files(repo: Path) -> list[Path]:
     """Files that go into the package: tracked plus untracked-but-not-ignored (as build-deb)."""
     out = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=repo, capture_output=True, text=True, check=True,
     ).stdout
-    return [repo / name for name in out.split("\0") if name]
+    return [repo / name for name in out.split("\0") if name and not name.startswith(NOT_PACKAGED)]
 
 
 def built_deb(repo: Path = REPO) -> Path | None:
