@@ -31,6 +31,7 @@ def ensure_rootfs(cache: Path | None = None) -> Path:
     cache = cache or cache_dir()
     final = cache / SUITE
     if final.is_dir():
+        os.chmod(final, 0o755)  # heal a cache built before prepare_rootfs set it
         return final
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
@@ -64,6 +65,9 @@ def _debootstrap(target: Path, log_path: Path) -> None:
 
 def prepare_rootfs(root: Path) -> None:
     """Make a debootstrapped tree boot unattended under systemd-nspawn."""
+    # The build dir comes from mkdtemp (0700): as the container's "/", it would keep every
+    # non-root user out (dbus-daemon as messagebus cannot even read its config: no boot).
+    os.chmod(root, 0o755)
     for unit in MASKED_UNITS:
         link = root / "etc/systemd/system" / unit
         link.unlink(missing_ok=True)
