@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,6 +31,19 @@ def context(tmp_path: Path, scheduled: datetime | None = None, **extra) -> dict:
 def run(env: dict, *command: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([*RUNNER, "--", *command], env=env, capture_output=True, text=True,
                           timeout=30, **kw)
+
+
+@contextmanager
+def running_job(tmp_path: Path, script: str, **extra):
+    """A run of the runner whose job is `sh -c script`, after its first line of output."""
+    proc = subprocess.Popen([*RUNNER, "--", "/bin/sh", "-c", script],
+                            env=context(tmp_path, **extra), stdout=subprocess.PIPE, text=True)
+    try:
+        proc.first_line = proc.stdout.readline().strip()
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def record(tmp_path: Path, job: str = "signal", session: str = "2025-11-28") -> dict:
@@ -64,21 +78,14 @@ def test_job_exit_status_passes_through(tmp_path):
 
 def test_runner_pid_is_the_job_pid(tmp_path):
     """exec in place: the unit's main PID is the job (WatchdogSec= needs NotifyAccess=main)."""
-    proc = subprocess.Popen([*RUNNER, "--", "/bin/sh", "-c", "echo $$; sleep 5"],
-                            env=context(tmp_path), stdout=subprocess.PIPE, text=True)
-    try:
-        assert int(proc.stdout.readline()) == proc.pid
+    with running_job(tmp_path, "echo $$; sleep 5") as proc:
+        assert int(proc.first_line) == proc.pid
         assert f"pid {proc.pid} " in (tmp_path / "run" / "orders.lock").read_text()
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_second_run_in_a_busy_lock_group_is_skipped_and_names_the_holder(tmp_path):
-    first = subprocess.Popen([*RUNNER, "--", "/bin/sh", "-c", "echo go; sleep 10"],
-                             env=context(tmp_path), stdout=subprocess.PIPE, text=True)
-    try:
-        assert first.stdout.readline().strip() == "go"  # holds the lock now
+    with running_job(tmp_path, "echo go; sleep 10") as first:
+        assert first.first_line == "go"  # holds the lock now
         marker = tmp_path / "second-ran"
         env = context(tmp_path, MARKET_JOB="closing-orders")
         proc = run(env, "/usr/bin/touch", str(marker))
@@ -87,33 +94,24 @@ def test_second_run_in_a_busy_lock_group_is_skipped_and_names_the_holder(tmp_pat
         assert f"held by pid {first.pid} job signal session 2025-11-28 since" in proc.stderr
         assert "dropped, not queued" in proc.stderr
         assert record(tmp_path, "closing-orders")["refused"] == "overlap-skipped"
-    finally:
-        first.kill()
-        first.wait()
 
 
 def test_lock_of_a_holder_killed_with_sigkill_is_freed(tmp_path):
     # `exec sleep`: a child would inherit the lock fd and keep the lock (under systemd the whole
     # cgroup is killed with the job, children included).
-    holder = subprocess.Popen([*RUNNER, "--", "/bin/sh", "-c", "echo go; exec sleep 30"],
-                              env=context(tmp_path), stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "go"
-    assert run(context(tmp_path), "/bin/true").returncode == exitcodes.OVERLAP_SKIPPED
-    os.kill(holder.pid, signal.SIGKILL)
-    holder.wait()
-    assert run(context(tmp_path), "/bin/true").returncode == 0
+    with running_job(tmp_path, "echo go; exec sleep 30") as holder:
+        assert holder.first_line == "go"
+        assert run(context(tmp_path), "/bin/true").returncode == exitcodes.OVERLAP_SKIPPED
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        assert run(context(tmp_path), "/bin/true").returncode == 0
 
 
 def test_different_lock_groups_run_side_by_side(tmp_path):
-    holder = subprocess.Popen([*RUNNER, "--", "/bin/sh", "-c", "echo go; sleep 10"],
-                              env=context(tmp_path), stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "go"
+    with running_job(tmp_path, "echo go; sleep 10") as holder:
+        assert holder.first_line == "go"
         proc = run(context(tmp_path, MARKET_LOCK_GROUP="broker"), "/bin/true")
         assert proc.returncode == 0
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_missing_program_is_a_runner_error(tmp_path):
