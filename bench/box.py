@@ -14,21 +14,12 @@ from bench.common import ensure_repo_on_path
 
 ensure_repo_on_path()
 
-from tests.e2e.container import Container  # noqa: E402
+from tests.e2e.container import Container, missing_prerequisite  # noqa: E402
 from tests.e2e.debpkg import ensure_deb  # noqa: E402
 from tests.e2e.rootfs import cache_dir, copy_rootfs, ensure_rootfs  # noqa: E402
 
 CONFIG = "/etc/market-timers/market-timers.toml"
 UNIT_DIR = "/etc/systemd/system"
-
-
-def missing_prerequisite() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (systemd-nspawn)"
-    for tool in ("systemd-nspawn", "nsenter", "debootstrap", "dpkg-buildpackage", "git"):
-        if shutil.which(tool) is None:
-            return f"needs {tool} on PATH"
-    return None
 
 
 def log(msg: str) -> None:

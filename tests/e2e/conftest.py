@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .container import Container
+from .container import Container, missing_prerequisite
 from .debpkg import REPO, ensure_deb
 from .rootfs import cache_dir, copy_rootfs, ensure_rootfs
 from .scenario import TOKEN, Scenario
@@ -32,19 +32,11 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def missing_prerequisite() -> str | None:
-    if os.geteuid() != 0:
-        return "e2e tests need root (systemd-nspawn)"
-    for tool in ("systemd-nspawn", "nsenter", "debootstrap", "dpkg-buildpackage", "git"):
-        if shutil.which(tool) is None:
-            return f"e2e tests need {tool} on PATH"
-    return None
-
-
 def require_e2e() -> None:
     reason = missing_prerequisite()
     if reason is None:
         return
+    reason = f"e2e tests {reason}"
     if in_ci():
         pytest.fail(f"{reason} (CI=true: a missing prerequisite is a failure)", pytrace=False)
     pytest.skip(reason)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -31,6 +32,16 @@ INSIDE_ENV = {
 
 class ContainerError(RuntimeError):
     pass
+
+
+def missing_prerequisite() -> str | None:
+    """Why a container cannot be booted here, or None (shared by the e2e tests and bench/)."""
+    if os.geteuid() != 0:
+        return "needs root (systemd-nspawn)"
+    for tool in ("systemd-nspawn", "nsenter", "debootstrap", "dpkg-buildpackage", "git"):
+        if shutil.which(tool) is None:
+            return f"needs {tool} on PATH"
+    return None
 
 
 class Container:
