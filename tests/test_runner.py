@@ -189,3 +189,9 @@ def test_start_record_is_valid_json_even_with_odd_characters(tmp_path):
     runstart.write_start(str(tmp_path / "state"), "signal", "2025-11-28", fields)
     assert record(tmp_path, "signal", "2025-11-28") == {
         "job": "signal", "session": "2025-11-28", **fields}
+
+
+def test_malformed_scheduled_instant_is_a_runner_error(tmp_path):
+    proc = run(context(tmp_path, MARKET_SCHEDULED_UTC="2025-11-28 17:45"), "/bin/true")
+    assert proc.returncode == exitcodes.RUNNER_ERROR
+    assert "MARKET_SCHEDULED_UTC='2025-11-28 17:45' is not YYYY-MM-DDTHH:MM:SSZ" in proc.stderr

@@ -35,8 +35,12 @@ def log(priority: int, message: str) -> None:
 def scheduled_instant(env: dict, now: datetime) -> datetime:
     """The instant this run was planned for: explicit, or today's (or yesterday's) daily time."""
     if env.get("MARKET_SCHEDULED_UTC"):
-        return datetime.strptime(env["MARKET_SCHEDULED_UTC"], "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=UTC)
+        # fromisoformat is C code; strptime would import _strptime (re, locale, calendar):
+        # about 5 ms of the runner's start.
+        text = env["MARKET_SCHEDULED_UTC"]
+        if len(text) != 20 or not text.endswith("Z"):
+            raise ValueError(f"MARKET_SCHEDULED_UTC={text!r} is not YYYY-MM-DDTHH:MM:SSZ")
+        return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
     hh, mm, ss = (int(x) for x in env["MARKET_DAILY_UTC"].split(":"))
     today = now.replace(hour=hh, minute=mm, second=ss, microsecond=0)
     return today if today <= now + timedelta(seconds=1) else today - timedelta(days=1)
