@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import time
 from collections.abc import Iterator
 
@@ -14,9 +13,8 @@ from bench.common import ensure_repo_on_path
 
 ensure_repo_on_path()
 
-from tests.e2e.container import Container, missing_prerequisite  # noqa: E402
+from tests.e2e.container import Container, fresh_container, missing_prerequisite  # noqa: E402
 from tests.e2e.debpkg import ensure_deb  # noqa: E402
-from tests.e2e.rootfs import cache_dir, copy_rootfs, ensure_rootfs  # noqa: E402
 
 CONFIG = "/etc/market-timers/market-timers.toml"
 UNIT_DIR = "/etc/systemd/system"
@@ -34,22 +32,12 @@ def shared_box() -> Iterator[Container]:
     start = time.monotonic()
     deb = ensure_deb()
     log(f"deb ready: {deb.name} ({time.monotonic() - start:.0f} s)")
-    root = copy_rootfs(ensure_rootfs(), cache_dir() / "runs")
-    box = Container(root, f"mt-bench-{os.getpid()}", root.parent / "console.log")
-    try:
-        log(f"booted in {box.boot():.1f} s ({root})")
-        inside = box.copy_in(deb)
-        cmd = ["apt-get", "install", "-y", "-q", inside]
-        if box.run(cmd, check=False, timeout=300).returncode != 0:
-            box.run(["apt-get", "update", "-q"], timeout=300)
-            box.run(cmd, timeout=300)
+    keep = os.environ.get("MARKET_TIMERS_BENCH_KEEP") == "1"
+    with fresh_container("mt-bench", keep=keep) as box:
+        log(f"booted in {box.boot_seconds:.1f} s ({box.root})")
+        box.apt_install(box.copy_in(deb))
         log("package installed")
         yield box
-    finally:
-        box.poweroff()
-        box.kill()
-        if os.environ.get("MARKET_TIMERS_BENCH_KEEP") != "1":
-            shutil.rmtree(root.parent, ignore_errors=True)
 
 
 def clear_market_units(box: Container) -> None:

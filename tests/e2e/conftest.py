@@ -7,7 +7,6 @@ Set MARKET_TIMERS_E2E_KEEP=1 to keep the container's rootfs after the session.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -15,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from .container import Container, missing_prerequisite
+from .container import Container, fresh_container, missing_prerequisite
 from .debpkg import REPO, ensure_deb
-from .rootfs import cache_dir, copy_rootfs, ensure_rootfs
 from .scenario import TOKEN, Scenario
 
 if str(REPO) not in sys.path:  # tests.fakes, also when the e2e tests run on their own
@@ -68,33 +66,19 @@ def deb_path(repo_timers: list[str]) -> Path:
 @pytest.fixture(scope="session")
 def booted(deb_path: Path) -> Iterator[Container]:
     """A fresh copy of the cached rootfs, booted, with the package installed once."""
+    keep = os.environ.get("MARKET_TIMERS_E2E_KEEP") == "1"
     start = time.monotonic()
-    cached = ensure_rootfs()
-    timed("rootfs ready", start)
-    start = time.monotonic()
-    root = copy_rootfs(cached, cache_dir() / "runs")
-    timed(f"rootfs copied to {root}", start)
-    box = Container(root, f"mt-e2e-{os.getpid()}", root.parent / "console.log")
-    try:
-        print(f"[e2e] boot: {box.boot():.1f}s")
+    with fresh_container("mt-e2e", keep=keep) as box:
+        timed(f"rootfs ready and booted in {box.boot_seconds:.1f}s ({box.root})", start)
         install_package(box, box.copy_in(deb_path))
         yield box
-    finally:
-        box.poweroff()
-        box.kill()
-        if os.environ.get("MARKET_TIMERS_E2E_KEEP") != "1":
-            shutil.rmtree(root.parent, ignore_errors=True)
-        else:
-            print(f"[e2e] kept {root}")
+    if keep:
+        print(f"[e2e] kept {box.root}")
 
 
 def install_package(box: Container, deb_inside: str, *extra: str) -> None:
-    """apt-get install the .deb inside; fetch package lists only if dependencies are missing."""
-    cmd = ["apt-get", "install", "-y", "-q", *extra, deb_inside]
     start = time.monotonic()
-    if box.run(cmd, check=False, timeout=300).returncode != 0:
-        box.run(["apt-get", "update", "-q"], timeout=300)
-        box.run(cmd, timeout=300)
+    box.apt_install(deb_inside, *extra)
     timed("apt-get install " + " ".join(extra), start)
 
 

@@ -13,7 +13,8 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -34,6 +35,24 @@ class ContainerError(RuntimeError):
     pass
 
 
+@contextmanager
+def fresh_container(prefix: str, keep: bool = False) -> Iterator[Container]:
+    """A booted copy of the cached rootfs (built first if missing); powered off and deleted
+    afterwards unless keep. `box.boot_seconds` says how long the boot took."""
+    from .rootfs import cache_dir, copy_rootfs, ensure_rootfs
+
+    root = copy_rootfs(ensure_rootfs(), cache_dir() / "runs")
+    box = Container(root, f"{prefix}-{os.getpid()}", root.parent / "console.log")
+    try:
+        box.boot_seconds = box.boot()
+        yield box
+    finally:
+        box.poweroff()
+        box.kill()
+        if not keep:
+            shutil.rmtree(root.parent, ignore_errors=True)
+
+
 def missing_prerequisite() -> str | None:
     """Why a container cannot be booted here, or None (shared by the e2e tests and bench/)."""
     if os.geteuid() != 0:
@@ -51,6 +70,7 @@ class Container:
         self.console_log = console_log
         self._nspawn: subprocess.Popen[bytes] | None = None
         self.pid: int | None = None  # PID (host view) of the container's systemd
+        self.boot_seconds: float | None = None  # of the last boot by fresh_container()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -162,6 +182,13 @@ class Container:
 
     def exists(self, path: str) -> bool:
         return self.run(["test", "-e", path], check=False).returncode == 0
+
+    def apt_install(self, deb_inside: str, *extra: str) -> None:
+        """apt-get install a .deb inside; fetch package lists only if dependencies are missing."""
+        cmd = ["apt-get", "install", "-y", "-q", *extra, deb_inside]
+        if self.run(cmd, check=False, timeout=300).returncode != 0:
+            self.run(["apt-get", "update", "-q"], timeout=300)
+            self.run(cmd, timeout=300)
 
     def copy_in(self, host_path: Path, inside_dir: str = "/var/tmp") -> str:
         """Copy a host file into the rootfs (not a tmpfs); return its path inside."""
