@@ -42,12 +42,16 @@ def update(state_dir: str | os.PathLike, job: str, session: str, **fields) -> di
 
 
 def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[dict]:
+    """Every readable record (of one job, or of all), oldest session first within a job."""
     root = Path(state_dir) / "runs"
     pattern = f"{job}/*.json" if job else "*/*.json"
     out = []
-    for p in sorted(root.glob(pattern)):
+    for path in sorted(root.glob(pattern)) if root.is_dir() else []:
         try:
-            out.append(json.loads(p.read_text()))
-        except ValueError:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             continue
+        if isinstance(record, dict) and record.get("job"):
+            record.setdefault("session", path.stem)
+            out.append(record)
     return out

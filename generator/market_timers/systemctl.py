@@ -48,8 +48,3 @@ class Systemctl:
     def daemon_reload(self) -> None:
         self.reloads += 1
         self._run("daemon-reload")
-
-    def list_unit_names(self, pattern: str) -> list[str]:
-        out = self._run("list-units", "--all", "--plain", "--no-legend", "--", pattern,
-                        check=False)
-        return [line.split()[0] for line in out.splitlines() if line.strip()]

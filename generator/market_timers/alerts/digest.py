@@ -9,11 +9,11 @@ under `<state_dir>/runs/<job>/<session>.json` (runrecord.py: `duration_sec`, or 
 
 from __future__ import annotations
 
-import json
 import statistics
 from datetime import datetime
 from pathlib import Path
 
+from market_timers import runrecord
 from market_timers.alerts.model import Alert, iso, make_id
 
 RECENT = 10
@@ -31,24 +31,10 @@ def _record_duration(rec: dict) -> float | None:
         return None
 
 
-def run_records(state_dir: Path) -> list[dict]:
-    runs = Path(state_dir) / "runs"
-    out = []
-    for path in sorted(runs.glob("*/*.json")) if runs.is_dir() else []:
-        try:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(rec, dict) and rec.get("job"):
-            rec.setdefault("session", path.stem)
-            out.append(rec)
-    return out
-
-
 def run_durations(state, state_dir: Path) -> dict[str, dict[str, float]]:
     """job -> session -> duration (s), from run records and session events."""
     out: dict[str, dict[str, float]] = {}
-    for rec in run_records(state_dir):
+    for rec in runrecord.all_records(state_dir):
         if (d := _record_duration(rec)) is not None:
             out.setdefault(rec["job"], {})[str(rec["session"])] = d
     for session in state.sessions():
@@ -75,7 +61,7 @@ def build(ctx, session: str) -> str:
                 notices.append(f"  {ev.get('at', '')[11:16]}Z {ev.get('title', ev.get('kind'))}")
             elif ev["event"] == "alert":
                 alerts.append(ev)
-    for rec in run_records(ctx.state_dir):  # runs no handler reported (e.g. no alerts config)
+    for rec in runrecord.all_records(ctx.state_dir):  # runs no handler reported (e.g. no alerts config)
         if rec["session"] == session and rec["job"] not in results:
             results[rec["job"]] = [str(rec.get("result") or "started, no result")]
     lines = [f"market-timers digest for session {session}", "", "Jobs:"]
