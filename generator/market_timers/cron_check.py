@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from .instants import iso
+
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
 
@@ -101,10 +103,6 @@ class CronCheckResult:
 
 def _hm_local(t: datetime) -> str:
     return f"{t:%H:%M} {t.tzname()}"
-
-
-def _utc_z(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,11 +256,11 @@ def to_json(result: CronCheckResult) -> dict:
         "wrong_fires": [
             {
                 "kind": w.kind,
-                "fire_utc": _utc_z(w.fire_utc),
+                "fire_utc": iso(w.fire_utc),
                 "fire_local": w.fire_local.isoformat(),
                 "local_date": w.fire_local.date().isoformat(),
                 "session": w.session.isoformat() if w.session else None,
-                "expected_utc": _utc_z(w.expected_utc) if w.expected_utc else None,
+                "expected_utc": iso(w.expected_utc) if w.expected_utc else None,
                 "calendar_says": w.calendar_says(),
             }
             for w in result.wrong

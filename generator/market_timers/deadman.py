@@ -28,10 +28,11 @@ import logging
 import os
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from . import logsetup, runrecord
+from .instants import iso, parse_iso
 from .systemctl import Systemctl
 from .watch_alert import send_alert
 from .watch_config import WatchConfig, watch_of
@@ -41,7 +42,6 @@ log = logging.getLogger("market_timers.watch")
 
 PLAN_FILE = "plan.json"
 STATE_FILE = "deadman.json"
-ISO = "%Y-%m-%dT%H:%M:%SZ"
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,6 @@ class PassResult:
     def failed(self) -> bool:
         """What the heartbeat reports as /fail: a new problem, or a pass that could not look."""
         return bool(self.new or self.errors)
-
-
-def parse_iso(text: str) -> datetime:
-    return datetime.strptime(text, ISO).replace(tzinfo=UTC)
-
-
-def iso(t: datetime) -> str:
-    return t.astimezone(UTC).strftime(ISO)
 
 
 def read_plan(state_dir: Path) -> dict | None:

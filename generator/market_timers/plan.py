@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 from . import calendars
 from .config import Config, Job
 from .durations import format_offset
+from .instants import iso
 
 DAILY = "at"  # the event of a job at a fixed UTC time; its calendar is "UTC"
 
@@ -42,7 +43,7 @@ class Fire:
 
     @property
     def fire_iso(self) -> str:
-        return self.fire_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return iso(self.fire_utc)
 
     def local(self) -> datetime:
         if self.is_daily:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from . import plan as planning
 from .config import Config
+from .instants import iso, parse_iso
 from .render import Unit, is_generated, render_all, write_atomic
 from .systemctl import Systemctl
 
@@ -153,7 +154,7 @@ def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.
         job, _, instance = name.removesuffix(".timer").removeprefix("market-").partition("@")
         session = instance[:10]
         instant = instant_of(existing[name])
-        old = instant.strftime("%Y-%m-%dT%H:%M:%SZ") if instant else "?"
+        old = iso(instant) if instant else "?"
         service = existing.get(name.removesuffix(".timer") + ".service", "")
         calendar = next((line.split("=", 2)[2] for line in service.splitlines()
                          if line.startswith("Environment=MARKET_CALENDAR=")), "")
@@ -189,7 +190,7 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime) -> No
     merged = {}
     for entry in previous:
         key = (entry["job"], entry["session"])
-        instant = datetime.strptime(entry["fire_utc"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        instant = parse_iso(entry["fire_utc"])
         # An entry still ahead but not in the plan any more was cancelled (closure, skip...).
         if instant > now and key not in current:
             continue
@@ -199,7 +200,7 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime) -> No
         job = jobs[f.job]
         merged[key] = {**f.to_json(), "grace_sec": job.grace, "timeout_sec": job.timeout,
                        "severity": job.severity}
-    doc = {"generated_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    doc = {"generated_utc": iso(now),
            "fires": sorted(merged.values(), key=lambda e: (e["fire_utc"], e["job"]))}
     write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 

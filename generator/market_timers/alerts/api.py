@@ -14,9 +14,10 @@ from market_timers.alerts.classify import FAILURE_KINDS
 from market_timers.alerts.classify import title as default_title
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import try_now
-from market_timers.alerts.model import Alert, iso, make_id
+from market_timers.alerts.model import Alert, make_id
 from market_timers.alerts.outbox import atomic_write_json, read_json
 from market_timers.alerts.router import chain_for, effective_severity
+from market_timers.instants import iso
 
 log = logging.getLogger("market_timers.alerts")
 

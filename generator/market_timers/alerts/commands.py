@@ -21,7 +21,8 @@ from market_timers.alerts import digest as digest_mod
 from market_timers.alerts.channels.base import DeliveryError
 from market_timers.alerts.config import CHANNELS
 from market_timers.alerts.context import context_from
-from market_timers.alerts.model import UNDELIVERABLE, Alert, iso, make_id
+from market_timers.alerts.model import UNDELIVERABLE, Alert, make_id
+from market_timers.instants import iso
 
 log = logging.getLogger("market_timers.alerts")
 

@@ -14,7 +14,8 @@ from datetime import datetime
 from pathlib import Path
 
 from market_timers import runrecord
-from market_timers.alerts.model import Alert, iso, make_id
+from market_timers.alerts.model import Alert, make_id
+from market_timers.instants import iso
 
 RECENT = 10
 

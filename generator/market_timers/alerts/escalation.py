@@ -15,8 +15,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers.alerts.model import PENDING, Alert, iso, parse_iso
+from market_timers.alerts.model import PENDING, Alert, parse_iso
 from market_timers.alerts.outbox import Outbox, atomic_write_json, fsync_dir, read_json
+from market_timers.instants import iso
 
 
 class Escalations:

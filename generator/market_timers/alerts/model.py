@@ -11,24 +11,20 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
+from market_timers import instants
+
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 
 PENDING = "pending"
 UNDELIVERABLE = "undeliverable"
 
 
-def iso(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def parse_iso(s: str | None) -> datetime | None:
-    if not s:
-        return None
-    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return instants.parse_iso(s) if s else None
 
 
 def make_id(kind: str, key: str, created: datetime, salt: str = "") -> str:
-    digest = hashlib.sha256(f"{kind}|{key}|{iso(created)}|{salt}".encode()).hexdigest()[:8]
+    digest = hashlib.sha256(f"{kind}|{key}|{instants.iso(created)}|{salt}".encode()).hexdigest()[:8]
     return f"{created.astimezone(UTC):%m%d}-{digest}"
 
 

@@ -15,8 +15,9 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers.alerts.model import iso, parse_iso
+from market_timers.alerts.model import parse_iso
 from market_timers.alerts.outbox import atomic_write_json, open_lock, read_json
+from market_timers.instants import iso
 
 
 def _safe(name: str) -> str:
