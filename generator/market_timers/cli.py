@@ -181,11 +181,11 @@ def _calendar_call(fn, *a):
 
 
 def cmd_render(args) -> int:
-    from . import plan, sync
+    from . import plan, render, sync
 
     cfg = _config(args)
     fires = _calendar_call(plan.plan_ahead, cfg, _now(args) + sync.MIN_LEAD)
-    units = sync.render_into(cfg, args.out, fires)
+    units = render.render_into(cfg, args.out, fires)
     print(f"wrote {len(units)} units for {len(fires)} fires into {args.out}")
     return 0
 

@@ -164,3 +164,12 @@ def is_generated(path: Path) -> bool:
             return f.readline().startswith(GENERATED_MARK)
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def render_into(config: Config, out: Path, fires: list[Fire]) -> list[Unit]:
+    """`market-timers render --out DIR`: just the files, no systemd."""
+    units = render_all(config, fires)
+    out.mkdir(parents=True, exist_ok=True)
+    for u in units:
+        write_atomic(out / u.name, u.text)
+    return units

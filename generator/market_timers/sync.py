@@ -23,7 +23,7 @@ from pathlib import Path
 from . import plan as planning
 from .config import Config
 from .instants import iso, parse_iso
-from .render import Unit, is_generated, render_all, write_atomic
+from .render import is_generated, render_all, write_atomic
 from .systemctl import Systemctl
 
 STAMP_DIR = Path("/var/lib/systemd/timers")
@@ -224,12 +224,3 @@ class _sync_lock:
     def __exit__(self, *exc):
         if self.fd is not None:
             os.close(self.fd)
-
-
-def render_into(config: Config, out: Path, fires: list[planning.Fire]) -> list[Unit]:
-    """`market-timers render --out DIR`: just the files, no systemd."""
-    units = render_all(config, fires)
-    out.mkdir(parents=True, exist_ok=True)
-    for u in units:
-        write_atomic(out / u.name, u.text)
-    return units
