@@ -17,8 +17,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .alerts.credentials import OVERRIDE
+
 CREDSTORES = ("/etc/credstore", "/run/credstore", "/usr/lib/credstore")
-OVERRIDE = "MARKET_TIMERS_CREDENTIALS_DIRECTORY"
 
 
 def credential_names(config) -> list[str]:
