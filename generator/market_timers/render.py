@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jinja2
 
+from .cluster_config import DSN_CREDENTIAL
 from .config import Config, Job, default_runner
 from .durations import format_offset
 from .plan import Fire
@@ -104,6 +105,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
                    ("MARKET_LOCK_GROUP", job.lock),
                    ("MARKET_LOCK_DIR", str(config.runtime_dir)),
                    ("MARKET_STATE_DIR", str(config.state_dir)),
+                   *_cluster_environment(config),
                    ("PYTHONFAULTHANDLER", "1"), *job.environment]
     service = env.get_template("job.service.j2").render(
         header=header, description=plain(f"market-timers job {description}"),
@@ -111,6 +113,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         environment=[quote_env(k, v) for k, v in environment],
         exec_start=" ".join(quote_arg(a) for a in (runner, "--", *job.command)),
         exec_stop_post=f"{quote_arg(runner)} --record",
+        credentials=[DSN_CREDENTIAL] if config.cluster else [],
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
         timeout=f"{job.timeout}s", log_fields=log_fields,
         read_write_paths=" ".join(quote_arg(f"-{p}") for p in (
@@ -121,6 +124,15 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         on_calendar=on_calendar, service=f"{stem}.service",
     )
     return [Unit(f"{stem}.timer", timer), Unit(f"{stem}.service", service)]
+
+
+def _cluster_environment(config: Config) -> list[tuple[str, str]]:
+    """What the runner needs to claim in the cluster ledger (the DSN is a credential)."""
+    if config.cluster is None:
+        return []
+    return [("MARKET_LEDGER", "postgresql"), ("MARKET_NODE", config.cluster.node),
+            ("MARKET_STANDBY_DELAY_SEC", str(config.cluster.standby_delay)),
+            ("MARKET_ON_DB_UNREACHABLE", config.cluster.on_db_unreachable)]
 
 
 def render_all(config: Config, fires: list[Fire], runner: str | None = None) -> list[Unit]:

@@ -44,7 +44,14 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from . import ledger
-from .exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
+from .exitcodes import (
+    ALREADY_RAN,
+    LEDGER_UNREACHABLE,
+    OVERLAP_SKIPPED,
+    RUNNER_ERROR,
+    STALE_START,
+)
+from .ledger.errors import DatabaseError
 
 USAGE = """\
 usage: market-timers-run -- COMMAND [ARG...]
@@ -139,15 +146,46 @@ def run(argv: list[str], env: dict) -> int:
         scheduled = scheduled_instant(env, now)
         session = env.get("MARKET_SESSION") or scheduled.date().isoformat()
         key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
-        book = ledger.open_ledger(env)
     except (KeyError, ValueError) as e:
         log(ERR, f"bad or missing context in the environment ({e}); run me from a unit made "
                  "by `market-timers render`")
         return RUNNER_ERROR
-    late = (now - scheduled).total_seconds()
+    try:
+        book = ledger.open_ledger(env)
+    except ValueError as e:  # an unknown MARKET_LEDGER
+        log(ERR, f"{e}; run me from a unit made by `market-timers render`")
+        return RUNNER_ERROR
+    except DatabaseError as e:  # the cluster ledger's DSN credential is missing or empty
+        return _unreachable(argv, env, e, key, now, scheduled, grace)
+    try:
+        return _start(argv, env, book, key, now, scheduled, grace)
+    except DatabaseError as e:
+        return _unreachable(argv, env, e, key, now, scheduled, grace)
+
+
+def _unreachable(argv, env, error, key, now, scheduled, grace) -> int:
+    """The cluster ledger cannot be reached (or failed): [cluster] on_db_unreachable decides."""
+    if env.get("MARKET_ON_DB_UNREACHABLE", "skip") != "run":
+        log(ERR, f"cannot reach the cluster ledger ({error}); not running {key.job} for session "
+                 f"{key.session}: on_db_unreachable = skip (another node may run it)")
+        return LEDGER_UNREACHABLE
+    log(WARNING, f"cannot reach the cluster ledger ({error}); running {key.job} for session "
+                 f"{key.session} anyway (on_db_unreachable = run): another node may run it too")
+    return _start(argv, env, _local(env), key, now, scheduled, grace)
+
+
+def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: datetime,
+           grace: int) -> int:
+    job, session = key.job, key.session
     base = dict(scheduled_utc=_utc(scheduled), host=os.uname().nodename, pid=os.getpid(),
                 invocation=env.get("INVOCATION_ID"))
     how, by = "timer", None
+    delay = int(env.get("MARKET_STANDBY_DELAY_SEC") or 0)
+    if delay and not env.get("MARKET_TICKET") and hasattr(book, "lock_group"):
+        # A standby gives the preferred node `standby_delay` to claim first (issue 10).
+        time.sleep(max(0.0, delay - (datetime.now(UTC) - now).total_seconds()))
+        now = datetime.now(UTC)
+    late = (now - scheduled).total_seconds()
     try:
         if env.get("MARKET_TICKET"):
             ticket = book.take_ticket(env["MARKET_TICKET"], key)
@@ -180,14 +218,39 @@ def run(argv: list[str], env: dict) -> int:
     if lock is None:
         _refuse(book, key, base, "overlap-skipped")
         return OVERLAP_SKIPPED
+    fence = None
+    if hasattr(book, "lock_group"):  # the cluster ledger: the group is locked cluster-wide too
+        group = env.get("MARKET_LOCK_GROUP", job)
+        try:
+            held = book.lock_group(group, key)
+        except BaseException:
+            os.close(lock)
+            raise
+        if held is None:
+            os.close(lock)
+            holder = book.lock_holder(group) or {}
+            log(WARNING, f"lock group '{group}' is busy on node {holder.get('node', '?')} "
+                         f"({holder.get('job', '?')} {holder.get('session', '?')} since "
+                         f"{holder.get('since', '?')}); this run of {job} for session {session} "
+                         "is dropped, not queued")
+            _refuse(book, key, base, "overlap-skipped")
+            return OVERLAP_SKIPPED
+        # The advisory lock lives on this connection: the job inherits its socket, so the lock
+        # is released exactly when the job's process ends (ledger/postgresql.py).
+        sock, fence = held
+        os.set_inheritable(sock, True)
     try:
         claim = book.claim(key, how, dict(base, started_utc=_now_text(),
                                           started_mono=time.monotonic(), late_sec=round(late, 3),
                                           by=by))
     except OSError as e:
+        os.close(lock)
         log(ERR, f"cannot record the start of {job} for session {session} in the run ledger "
                  f"({e}); not running it: without its claim it could run twice")
         return RUNNER_ERROR
+    except BaseException:
+        os.close(lock)
+        raise
     if not claim.ok:
         os.close(lock)
         return _already_ran(book, key, claim.holder or {}, base)
@@ -195,8 +258,8 @@ def run(argv: list[str], env: dict) -> int:
     child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1",
                      MARKET_SCHEDULED_UTC=_utc(scheduled), MARKET_ATTEMPT=str(claim.attempt))
     child_env.pop("MARKET_TICKET", None)
-    if claim.fence:
-        child_env["MARKET_FENCE"] = claim.fence
+    if fence or claim.fence:
+        child_env["MARKET_FENCE"] = str(fence or claim.fence)
     try:
         os.execve(argv[0], argv, child_env)
     except OSError as e:
@@ -217,7 +280,7 @@ def _already_ran(book, key, holder: dict, base: dict) -> int:
 def _refuse(book, key, base: dict, why: str, **fields) -> None:
     try:
         book.refuse(key, dict(base, refused=why, started_utc=_now_text(), **fields))
-    except OSError as e:  # the note must never change the outcome; the journal has the log line
+    except (OSError, DatabaseError) as e:  # a note never changes the outcome; the journal has it
         log(WARNING, f"cannot note the {why} in the run ledger: {e}")
 
 
@@ -230,13 +293,28 @@ def record(env: dict) -> int:
     try:
         session = env.get("MARKET_SESSION") or scheduled_instant(env, now).date().isoformat()
         key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
-        ledger.open_ledger(env).finish(key, env.get("INVOCATION_ID"), dict(
+        book = ledger.open_ledger(env) if not _ran_locally(env, key) else _local(env)
+        book.finish(key, env.get("INVOCATION_ID"), dict(
             result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
             exit_status=env.get("EXIT_STATUS"),
             finished_utc=now.isoformat(timespec="milliseconds").replace("+00:00", "Z")))
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, DatabaseError) as e:
         log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
     return 0
+
+
+def _local(env: dict):
+    from .ledger.local import LocalLedger
+
+    return LocalLedger(env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR)
+
+
+def _ran_locally(env: dict, key) -> bool:
+    """A cluster node's start that fell back to the local ledger (on_db_unreachable = run)."""
+    if (env.get("MARKET_LEDGER") or "local") == "local":
+        return False
+    invocation = env.get("INVOCATION_ID")
+    return any(a.get("invocation") == invocation for a in _local(env).attempts(key))
 
 
 def main(argv: list[str] | None = None) -> int:

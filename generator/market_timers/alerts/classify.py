@@ -1,7 +1,8 @@
 """What happened to a run, from systemd's MONITOR_* variables and the runner's exit codes.
 
 MONITOR_SERVICE_RESULT is the unit's Result: `exit-code` (then MONITOR_EXIT_STATUS is the status:
-170 stale start, 171 overlap skip and 173 already ran come from the runner, 172 is a runner error,
+170 stale start, 171 overlap skip, 173 already ran and 174 ledger unreachable come from the
+runner, 172 is a runner error,
 anything else is the job's own), `signal` / `core-dump` (killed: MONITOR_EXIT_STATUS is the signal name),
 `watchdog` (hang: killed with SIGABRT), `timeout` (RuntimeMaxSec), `oom-kill`, and a few
 start-up failures. A success handler still checks the status in case 170/171 were declared
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 from market_timers import exitcodes
 
-FAILURE_KINDS = ("failed", "killed", "watchdog", "timeout", "stale-start", "runner-error")
+FAILURE_KINDS = ("failed", "killed", "watchdog", "timeout", "stale-start", "runner-error",
+                 "ledger-unreachable")
 
 TITLES = {
     "failed": "{job} failed with exit status {status}",
@@ -23,6 +25,8 @@ TITLES = {
     "overlap-skipped": "{job} skipped: the previous run still holds its lock",
     "runner-error": "{job} could not be started by the runner",
     "already-ran": "{job} already ran for session {session}: this second start was refused",
+    "ledger-unreachable": "{job} did not run for session {session}: the cluster ledger "
+                          "(PostgreSQL) cannot be reached (on_db_unreachable = skip)",
     "missed": "{job} did not run for session {session}",
     "not-scheduled": "{job}: no timer is scheduled for session {session}",
     "recovery": "{job} recovered: session {session} ran fine",
@@ -43,6 +47,8 @@ def classify(result: str, exit_code: str, exit_status: str, success: bool = Fals
             return "runner-error"
         if code == exitcodes.ALREADY_RAN:
             return "already-ran"
+        if code == exitcodes.LEDGER_UNREACHABLE:
+            return "ledger-unreachable"
     if success or result == "success":
         return "ok"
     if result == "watchdog":

@@ -122,12 +122,19 @@ def open_ledger(env) -> Ledger:
         from .local import LocalLedger
 
         return LocalLedger(env.get("MARKET_STATE_DIR") or DEFAULT_STATE_DIR)
-    # The seam for issue 10 section 2: "postgresql" -> a backend in ledger/postgresql.py.
-    raise ValueError(f"MARKET_LEDGER={kind!r}: unknown ledger backend (known: local)")
+    if kind == "postgresql":  # libpq through ctypes: a few ms, see ledger/libpq.py
+        from .postgresql import PostgresLedger, read_dsn
+
+        return PostgresLedger(read_dsn(env), env.get("MARKET_NODE") or os.uname().nodename)
+    raise ValueError(f"MARKET_LEDGER={kind!r}: unknown ledger backend (known: local, postgresql)")
 
 
 def for_config(config) -> Ledger:
     """The readers' backend (sync, status, deadman, `run`), from the config."""
+    if getattr(config, "cluster", None) is not None:
+        from .postgresql import PostgresLedger, read_dsn
+
+        return PostgresLedger(read_dsn(os.environ), config.cluster.node)
     from .local import LocalLedger
 
     return LocalLedger(os.fspath(config.state_dir))

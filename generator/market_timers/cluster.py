@@ -1,0 +1,100 @@
+"""`market-timers cluster init|status` and `market-timers fence check`: the cluster ledger's CLI.
+
+    cluster init      create or migrate the ledger's schema (idempotent, versioned)
+    cluster status    nodes (last seen) and, per (job, session), which node ran it, when, result
+    fence check       inside a job: exit 0 while $MARKET_FENCE is still its lock group's token,
+                      1 once superseded (another node holds the group: do not act)
+
+The DSN comes from the credential market-timers.cluster-dsn: $CREDENTIALS_DIRECTORY inside a
+unit, /etc/credstore/ for an administrator (or --dsn-file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .exitcodes import FAILURE, OK, USAGE
+from .ledger import postgresql as pg
+from .ledger.libpq import DatabaseError
+
+
+def _dsn(dsn_file: str | None) -> str:
+    env = dict(os.environ)
+    if dsn_file:
+        env["MARKET_CLUSTER_DSN_FILE"] = dsn_file
+    return pg.read_dsn(env)
+
+
+def _node(cfg) -> str:
+    return cfg.cluster.node if cfg is not None and cfg.cluster else os.uname().nodename
+
+
+def init(cfg, dsn_file: str | None) -> int:
+    try:
+        with pg.connect(_dsn(dsn_file)) as conn:
+            before, after = pg.init_schema(conn)
+    except DatabaseError as e:
+        print(f"market-timers cluster init: {e}", file=sys.stderr)
+        return FAILURE
+    if before == after:
+        print(f"ledger schema is up to date (version {after})")
+    elif before == 0:
+        print(f"ledger schema created (version {after})")
+    else:
+        print(f"ledger schema migrated from version {before} to {after}")
+    return OK
+
+
+def status(cfg, dsn_file: str | None, as_json: bool, limit: int = 50) -> int:
+    ledger = pg.PostgresLedger(_dsn(dsn_file), _node(cfg))
+    try:
+        if pg.schema_version(ledger.conn) == 0:
+            print("market-timers cluster status: no ledger schema; run `market-timers cluster "
+                  "init`", file=sys.stderr)
+            return FAILURE
+        nodes, runs = ledger.nodes(), ledger.runs(limit)
+    except DatabaseError as e:
+        print(f"market-timers cluster status: {e}", file=sys.stderr)
+        return FAILURE
+    finally:
+        ledger.close()
+    if as_json:
+        print(json.dumps({"nodes": nodes, "runs": runs}, indent=2))
+        return OK
+    print("NODE                 LAST SEEN                      LAST ACTION")
+    for n in nodes:
+        print(f"{n['node']:<20} {n['last_seen']:<30} {n['what']}")
+    print()
+    print("JOB                  SESSION      ATTEMPT NODE                 STARTED"
+          "                        RESULT")
+    for r in runs:
+        session = f"{r['session']}+{r['slot']}" if r["slot"] else r["session"]
+        print(f"{r['job']:<20} {session:<12} {r['attempt']:>7} {r['node']:<20} "
+              f"{r['claimed_at']:<30} {r['result'] or 'running or unrecorded'}")
+    return OK
+
+
+def fence_check(cfg, dsn_file: str | None) -> int:
+    token, group = os.environ.get("MARKET_FENCE"), os.environ.get("MARKET_LOCK_GROUP")
+    if not token or not group:
+        print("market-timers fence check: no $MARKET_FENCE / $MARKET_LOCK_GROUP: run it from a "
+              "job started by the cluster ledger", file=sys.stderr)
+        return USAGE
+    ledger = pg.PostgresLedger(_dsn(dsn_file), _node(cfg))
+    try:
+        if ledger.check_fence(group, token):
+            print(f"fence {token} holds lock group {group}")
+            return OK
+        holder = ledger.lock_holder(group) or {}
+    except DatabaseError as e:
+        print(f"market-timers fence check: cannot reach the ledger ({e}): do not act",
+              file=sys.stderr)
+        return FAILURE
+    finally:
+        ledger.close()
+    print(f"fence {token} is superseded: lock group {group} is held by node "
+          f"{holder.get('node', '?')} (fence {holder.get('fence', '?')}, {holder.get('job', '?')}"
+          f" {holder.get('session', '?')}); do not act", file=sys.stderr)
+    return FAILURE

@@ -1,0 +1,363 @@
+"""The cluster ledger: the run ledger in PostgreSQL, shared by every node of a cluster.
+
+Exactly once across nodes is PostgreSQL's unique key: attempt 1 of a (job, session, slot) is one
+row, inserted with ON CONFLICT DO NOTHING, so of any number of nodes racing for a key exactly one
+insert returns a row (the others read the holder and exit 173). No home-made protocol: the database
+serialises, the same way Airflow's HA schedulers coordinate through row locks.
+
+Lock groups are cluster-wide with a session-level advisory lock on the runner's connection. The
+runner execs the job with that connection's socket inherited (as it does with the flock fd), so
+the lock lives exactly as long as the job's process: when the job ends or is killed, the kernel
+closes the socket and PostgreSQL releases the lock at once. When the whole node dies without
+closing it (power cut, network gone), the server notices through TCP keepalives set on the session
+(idle 5 s, 3 probes 5 s apart) and tcp_user_timeout (10 s): the lock is released within
+HOLDER_DEATH_BOUND_SEC = 20 s.
+
+Fencing: every acquisition of a lock group takes the next number of the sequence mt_fence and
+writes it, with the holder's backend pid and start time, into mt_locks. The job receives it as
+MARKET_FENCE; `market-timers fence check` (check_fence) answers true only while that row still
+names this token and its backend is still alive. A node that lost its lock (its connection was
+cut, another node took the group) is refused: its token is superseded, forever, since tokens only
+grow.
+
+Schema: versioned in mt_schema, created or migrated by `market-timers cluster init` (MIGRATIONS;
+idempotent, serialised by a transaction-level advisory lock).
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import Claim, Key, Ledger, format_fields, parse_fields
+from .errors import DatabaseError, Unreachable
+from .libpq import UNIQUE_VIOLATION, Connection
+
+HOLDER_DEATH_BOUND_SEC = 20
+# Per-session server settings: how fast PostgreSQL notices a dead node (see module doc).
+SESSION_SETTINGS = (
+    "SET tcp_keepalives_idle = 5", "SET tcp_keepalives_interval = 5",
+    "SET tcp_keepalives_count = 3", "SET tcp_user_timeout = 10000",
+    "SET statement_timeout = 10000", "SET lock_timeout = 5000",
+)
+CONNECT_TIMEOUT_SEC = 3
+INIT_LOCK = 7305210  # pg_advisory_xact_lock key serialising `cluster init`
+LOCK_NAMESPACE = "market-timers lock group "
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (1, """
+CREATE TABLE mt_nodes (
+    node text PRIMARY KEY,
+    last_seen timestamptz NOT NULL DEFAULT now(),
+    what text NOT NULL DEFAULT ''
+);
+CREATE SEQUENCE mt_fence;
+CREATE TABLE mt_runs (
+    job text NOT NULL,
+    session text NOT NULL,
+    slot text NOT NULL DEFAULT '',
+    attempt integer NOT NULL CHECK (attempt >= 1),
+    how text NOT NULL,
+    node text NOT NULL,
+    fence bigint NOT NULL,
+    invocation text,
+    claimed_at timestamptz NOT NULL DEFAULT now(),
+    fields text NOT NULL,
+    finished_at timestamptz,
+    result text,
+    PRIMARY KEY (job, session, slot, attempt)
+);
+CREATE TABLE mt_refusals (
+    id bigserial PRIMARY KEY,
+    job text NOT NULL,
+    session text NOT NULL,
+    slot text NOT NULL DEFAULT '',
+    node text NOT NULL,
+    invocation text,
+    at timestamptz NOT NULL DEFAULT now(),
+    fields text NOT NULL,
+    result text
+);
+CREATE INDEX mt_refusals_key ON mt_refusals (job, session, slot);
+CREATE TABLE mt_tickets (
+    nonce text PRIMARY KEY,
+    job text NOT NULL,
+    session text NOT NULL,
+    fields text NOT NULL
+);
+CREATE TABLE mt_locks (
+    grp text PRIMARY KEY,
+    fence bigint NOT NULL,
+    node text NOT NULL,
+    job text NOT NULL,
+    session text NOT NULL,
+    backend_pid integer NOT NULL,
+    backend_start timestamptz NOT NULL,
+    since timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE mt_misses (
+    job text NOT NULL,
+    session text NOT NULL,
+    slot text NOT NULL DEFAULT '',
+    node text NOT NULL,
+    at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (job, session, slot)
+);
+"""),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def connect(dsn: str) -> Connection:
+    """A connection with the session settings above (Unreachable when no host answers)."""
+    if "connect_timeout" not in dsn:
+        dsn = _with_param(dsn, "connect_timeout", str(CONNECT_TIMEOUT_SEC))
+    conn = Connection(dsn)
+    try:
+        for statement in SESSION_SETTINGS:
+            conn.execute(statement)
+    except DatabaseError:
+        conn.close()
+        raise
+    return conn
+
+
+def _with_param(url: str, name: str, value: str) -> str:
+    if "://" not in url:
+        return f"{url} {name}={value}".strip()
+    return f"{url}{'&' if '?' in url else '?'}{name}={value}"
+
+
+def read_dsn(env) -> str:
+    """The DSN from the unit's credential (LoadCredential=market-timers.cluster-dsn)."""
+    path = env.get("MARKET_CLUSTER_DSN_FILE") or os.path.join(
+        env.get("CREDENTIALS_DIRECTORY") or "/etc/credstore", "market-timers.cluster-dsn")
+    try:
+        with open(path, encoding="utf-8") as f:
+            dsn = f.read().strip()
+    except OSError as e:
+        raise Unreachable(f"cannot read the cluster DSN credential {path}: {e.strerror}") from None
+    if not dsn:
+        raise Unreachable(f"the cluster DSN credential {path} is empty")
+    return dsn
+
+
+def init_schema(conn: Connection) -> tuple[int, int]:
+    """Create or migrate the schema; (version before, version after). Idempotent."""
+    conn.execute("BEGIN")
+    try:
+        conn.execute("SELECT pg_advisory_xact_lock($1)", INIT_LOCK)
+        conn.execute("CREATE TABLE IF NOT EXISTS mt_schema (version integer NOT NULL)")
+        rows = conn.execute("SELECT version FROM mt_schema")
+        before = int(rows[0][0]) if rows else 0
+        if not rows:
+            conn.execute("INSERT INTO mt_schema VALUES (0)")
+        if before > SCHEMA_VERSION:
+            raise DatabaseError(f"the ledger's schema is version {before}, newer than this "
+                                f"market-timers knows ({SCHEMA_VERSION}): upgrade the package")
+        for version, sql in MIGRATIONS:
+            if version > before:
+                for statement in filter(None, (s.strip() for s in sql.split(";"))):
+                    conn.execute(statement)
+                conn.execute("UPDATE mt_schema SET version = $1", version)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return before, max(before, SCHEMA_VERSION)
+
+
+def schema_version(conn: Connection) -> int:
+    rows = conn.execute("SELECT to_regclass('mt_schema') IS NOT NULL")
+    if rows[0][0] != "t":
+        return 0
+    rows = conn.execute("SELECT version FROM mt_schema")
+    return int(rows[0][0]) if rows else 0
+
+
+class PostgresLedger(Ledger):
+    """The Ledger calls on one connection (opened lazily; `close` when done)."""
+
+    def __init__(self, dsn: str, node: str):
+        self.dsn, self.node = dsn, node
+        self._conn: Connection | None = None
+
+    @property
+    def conn(self) -> Connection:
+        if self._conn is None:
+            self._conn = connect(self.dsn)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def seen(self, what: str) -> None:
+        self.conn.execute(
+            "INSERT INTO mt_nodes (node, last_seen, what) VALUES ($1, now(), $2) "
+            "ON CONFLICT (node) DO UPDATE SET last_seen = now(), what = $2", self.node, what)
+
+    # -- the runner's calls ------------------------------------------------------------------
+
+    def holder(self, key: Key) -> dict | None:
+        rows = self.conn.execute(
+            "SELECT fields, node, fence FROM mt_runs WHERE job = $1 AND session = $2 "
+            "AND slot = $3 AND attempt = 1", key.job, key.session, key.slot)
+        return _record(rows[0]) if rows else None
+
+    def claim(self, key: Key, how: str, fields: dict) -> Claim:
+        fields = dict(fields, host=self.node, node=self.node)  # the node is the cluster's name
+        if how in ("timer", "operator"):
+            attempts = [1]
+        else:
+            rows = self.conn.execute(
+                "SELECT attempt, result FROM mt_runs WHERE job = $1 AND session = $2 AND "
+                "slot = $3 ORDER BY attempt DESC LIMIT 1", key.job, key.session, key.slot)
+            last = int(rows[0][0]) if rows else 0
+            if how == "retry" and (not rows or rows[0][1] in (None, "success")):
+                return Claim(False, holder=self.holder(key))
+            attempts = range(last + 1, last + 100)
+        for attempt in attempts:
+            text = format_fields({"job": key.job, "session": key.session,
+                                  "slot": key.slot or None, "attempt": attempt, "how": how,
+                                  **fields})
+            rows = self.conn.execute(
+                "INSERT INTO mt_runs (job, session, slot, attempt, how, node, fence, invocation,"
+                " fields) VALUES ($1, $2, $3, $4, $5, $6, nextval('mt_fence'), $7, $8) "
+                "ON CONFLICT DO NOTHING RETURNING fence",
+                key.job, key.session, key.slot, attempt, how, self.node,
+                fields.get("invocation"), text)
+            if rows:
+                self.seen(f"ran {key.job} {key.name}")
+                return Claim(True, attempt, fence=rows[0][0])
+            if how in ("timer", "operator"):
+                return Claim(False, holder=self.holder(key) or {})
+        raise DatabaseError(f"no free attempt number for {key!r}")
+
+    def refuse(self, key: Key, fields: dict) -> None:
+        self.conn.execute(
+            "INSERT INTO mt_refusals (job, session, slot, node, invocation, fields) "
+            "VALUES ($1, $2, $3, $4, $5, $6)", key.job, key.session, key.slot, self.node,
+            fields.get("invocation"),
+            format_fields({"job": key.job, "session": key.session, "slot": key.slot or None,
+                           "node": self.node, **fields}))
+
+    def finish(self, key: Key, invocation: str | None, fields: dict) -> None:
+        text = format_fields(fields)
+        rows = self.conn.execute(
+            "UPDATE mt_runs SET finished_at = now(), result = $5, fields = fields || $6 "
+            "WHERE job = $1 AND session = $2 AND slot = $3 AND invocation = $4 "
+            "AND finished_at IS NULL RETURNING attempt",
+            key.job, key.session, key.slot, invocation, fields.get("result"), text)
+        if rows:
+            return
+        rows = self.conn.execute(
+            "UPDATE mt_refusals SET result = $5, fields = fields || $6 WHERE id = (SELECT max(id)"
+            " FROM mt_refusals WHERE job = $1 AND session = $2 AND slot = $3 AND invocation = $4"
+            " AND result IS NULL) RETURNING id",
+            key.job, key.session, key.slot, invocation, fields.get("result"), text)
+        if not rows:  # the runner stopped before it wrote anything
+            status = str(fields.get("exit_status") or "")
+            self.refuse(key, dict(fields, invocation=invocation,
+                                  refused="runner-error" if status == "174" or status == "172"
+                                  else "unrecorded"))
+
+    def take_ticket(self, nonce: str, key: Key) -> dict | None:
+        rows = self.conn.execute(
+            "DELETE FROM mt_tickets WHERE nonce = $1 AND job = $2 AND session = $3 "
+            "RETURNING fields", nonce, key.job, key.session)
+        return parse_fields(rows[0][0]) if rows else None
+
+    def write_ticket(self, nonce: str, fields: dict, owner=None) -> None:
+        self.conn.execute("INSERT INTO mt_tickets (nonce, job, session, fields) VALUES "
+                          "($1, $2, $3, $4)", nonce, fields.get("job"), fields.get("session"),
+                          format_fields(fields))
+
+    # -- cluster-wide lock groups and fencing --------------------------------------------------
+
+    def lock_group(self, group: str, key: Key) -> tuple[int, str] | None:
+        """Take the group's advisory lock: (socket fd to inherit, fence token), or None (busy)."""
+        conn = self.conn
+        rows = conn.execute("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+                            LOCK_NAMESPACE + group)
+        if rows[0][0] != "t":
+            return None
+        rows = conn.execute(
+            "INSERT INTO mt_locks (grp, fence, node, job, session, backend_pid, backend_start) "
+            "SELECT $1, nextval('mt_fence'), $2, $3, $4, pg_backend_pid(), backend_start "
+            "FROM pg_stat_activity WHERE pid = pg_backend_pid() "
+            "ON CONFLICT (grp) DO UPDATE SET fence = excluded.fence, node = excluded.node, "
+            "job = excluded.job, session = excluded.session, backend_pid = excluded.backend_pid,"
+            " backend_start = excluded.backend_start, since = now() RETURNING fence",
+            group, self.node, key.job, key.name)
+        return conn.socket(), rows[0][0]
+
+    def lock_holder(self, group: str) -> dict | None:
+        rows = self.conn.execute(
+            "SELECT node, job, session, since, fence FROM mt_locks WHERE grp = $1", group)
+        if not rows:
+            return None
+        node, job, session, since, fence = rows[0]
+        return {"node": node, "job": job, "session": session, "since": since, "fence": fence}
+
+    def check_fence(self, group: str, token: str) -> bool:
+        """True while `token` is the group's current fence and its holder's session lives."""
+        rows = self.conn.execute(
+            "SELECT count(*) FROM mt_locks l JOIN pg_stat_activity a ON a.pid = l.backend_pid "
+            "AND a.backend_start = l.backend_start WHERE l.grp = $1 AND l.fence = $2",
+            group, token)
+        return rows[0][0] == "1"
+
+    # -- readers -----------------------------------------------------------------------------
+
+    def attempts(self, key: Key) -> list[dict]:
+        rows = self.conn.execute(
+            "SELECT fields, node, fence FROM mt_runs WHERE job = $1 AND session = $2 AND "
+            "slot = $3 ORDER BY attempt", key.job, key.session, key.slot)
+        return [_record(r) for r in rows]
+
+    def refusals(self, key: Key) -> list[dict]:
+        rows = self.conn.execute(
+            "SELECT fields, node, NULL FROM mt_refusals WHERE job = $1 AND session = $2 AND "
+            "slot = $3 ORDER BY id", key.job, key.session, key.slot)
+        return [_record(r) for r in rows]
+
+    def keys(self, job: str | None = None) -> list[Key]:
+        rows = self.conn.execute(
+            "SELECT DISTINCT job, session, slot FROM (SELECT job, session, slot FROM mt_runs "
+            "UNION SELECT job, session, slot FROM mt_refusals) k WHERE $1::text IS NULL "
+            "OR job = $1 ORDER BY 1, 2, 3", job)
+        return [Key(*r) for r in rows]
+
+    def note_miss(self, key: Key) -> bool:
+        """True for the one node that reports this miss first (cluster-wide dedup)."""
+        rows = self.conn.execute(
+            "INSERT INTO mt_misses (job, session, slot, node) VALUES ($1, $2, $3, $4) "
+            "ON CONFLICT DO NOTHING RETURNING node", key.job, key.session, key.slot, self.node)
+        return bool(rows)
+
+    def nodes(self) -> list[dict]:
+        rows = self.conn.execute(
+            "SELECT node, last_seen, what FROM mt_nodes ORDER BY node")
+        return [{"node": n, "last_seen": s, "what": w} for n, s, w in rows]
+
+    def runs(self, limit: int = 200) -> list[dict]:
+        rows = self.conn.execute(
+            "SELECT job, session, slot, attempt, how, node, claimed_at, finished_at, result "
+            "FROM mt_runs ORDER BY claimed_at DESC LIMIT $1", limit)
+        names = ("job", "session", "slot", "attempt", "how", "node", "claimed_at", "finished_at",
+                 "result")
+        return [dict(zip(names, r, strict=True)) for r in rows]
+
+
+def _record(row: tuple) -> dict:
+    fields, node, fence = row
+    record = parse_fields(fields)
+    record.setdefault("node", node)
+    if fence is not None:
+        record.setdefault("fence", fence)
+    return record
+
+
+__all__ = ["PostgresLedger", "connect", "init_schema", "read_dsn", "UNIQUE_VIOLATION",
+           "Unreachable", "DatabaseError", "HOLDER_DEATH_BOUND_SEC"]

@@ -1,0 +1,142 @@
+"""The runner on the cluster ledger: one run per (job, session) across nodes, standby delay,
+cluster-wide lock groups with fencing, and what a node does when PostgreSQL is unreachable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tests.fakes.pgserver import free_port
+
+from market_timers import exitcodes
+from market_timers.ledger import Key
+from market_timers.ledger import postgresql as pg
+
+RUNNER = [sys.executable, "-m", "market_timers.runner"]
+SESSION = "2025-11-26"
+
+
+def node_env(tmp_path: Path, dsn: str, node: str, delay: int = 0, job: str = "closing-orders",
+             group: str = "orders", mode: str = "skip") -> dict:
+    dsn_file = tmp_path / f"dsn-{node}"
+    dsn_file.write_text(dsn + "\n")
+    env = dict(os.environ)
+    env.pop("JOURNAL_STREAM", None)
+    env.update(MARKET_JOB=job, MARKET_SESSION=SESSION, MARKET_GRACE_SEC="60",
+               MARKET_SCHEDULED_UTC=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               MARKET_LOCK_GROUP=group, MARKET_LOCK_DIR=str(tmp_path / node / "run"),
+               MARKET_STATE_DIR=str(tmp_path / node / "state"), MARKET_LEDGER="postgresql",
+               MARKET_NODE=node, MARKET_STANDBY_DELAY_SEC=str(delay),
+               MARKET_ON_DB_UNREACHABLE=mode, MARKET_CLUSTER_DSN_FILE=str(dsn_file),
+               INVOCATION_ID=f"inv-{node}-{job}")
+    return env
+
+
+def start(env: dict, script: str) -> subprocess.Popen:
+    return subprocess.Popen([*RUNNER, "--", "/bin/sh", "-c", script], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_nodes_one_run_and_the_preferred_node_claims_it(tmp_path, dsn):
+    log = tmp_path / "orders.log"
+    job = f'echo "$MARKET_NODE fence=$MARKET_FENCE" >> {log}'
+    standby = start(node_env(tmp_path, dsn, "ny4-b", delay=2), job)
+    primary = start(node_env(tmp_path, dsn, "ny4-a"), job)
+    _, primary_err = primary.communicate(timeout=30)
+    _, standby_err = standby.communicate(timeout=30)
+    assert primary.returncode == 0, primary_err
+    assert standby.returncode == exitcodes.ALREADY_RAN == 173, standby_err
+    assert "on host ny4-a" in standby_err
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ny4-a fence=")
+    holder = pg.PostgresLedger(dsn, "x").holder(Key("closing-orders", SESSION))
+    assert holder["node"] == "ny4-a"
+
+
+def test_the_standby_runs_when_the_preferred_node_does_not(tmp_path, dsn):
+    log = tmp_path / "orders.log"
+    t0 = time.monotonic()
+    standby = start(node_env(tmp_path, dsn, "ny4-b", delay=2), f"echo ran >> {log}")
+    _, err = standby.communicate(timeout=30)
+    assert standby.returncode == 0, err
+    assert time.monotonic() - t0 >= 2  # it gave the preferred node its standby_delay
+    assert log.read_text() == "ran\n"
+    assert pg.PostgresLedger(dsn, "x").holder(Key("closing-orders", SESSION))["node"] == "ny4-b"
+
+
+def test_a_lock_group_is_busy_across_nodes_and_the_fence_is_handed_over(tmp_path, dsn):
+    first = start(node_env(tmp_path, dsn, "ny4-a", job="closing-orders"),
+                  'echo "fence $MARKET_FENCE"; exec sleep 30')
+    try:
+        fence = first.stdout.readline().split()[1]
+        other = subprocess.run(
+            [*RUNNER, "--", "/bin/true"], capture_output=True, text=True, timeout=30,
+            env=node_env(tmp_path, dsn, "ny4-b", job="opening-orders"))
+        assert other.returncode == exitcodes.OVERLAP_SKIPPED == 171, other.stderr
+        assert "busy on node ny4-a" in other.stderr
+        ledger = pg.PostgresLedger(dsn, "x")
+        assert ledger.check_fence("orders", fence)
+    finally:
+        first.kill()  # the job dies: its inherited connection closes, the lock is free
+        first.wait()
+    deadline = time.monotonic() + pg.HOLDER_DEATH_BOUND_SEC
+    while ledger.check_fence("orders", fence) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    later = subprocess.run(
+        [*RUNNER, "--", "/bin/sh", "-c", 'echo "$MARKET_FENCE"'], capture_output=True,
+        text=True, timeout=30, env=node_env(tmp_path, dsn, "ny4-b", job="reconcile"))
+    assert later.returncode == 0, later.stderr
+    assert int(later.stdout.strip()) > int(fence)
+    assert not ledger.check_fence("orders", fence)
+
+
+def test_database_unreachable_skip_does_not_run_and_exits_174(tmp_path):
+    down = f"host=127.0.0.1 port={free_port()} dbname=mt user=mt password=pw"
+    marker = tmp_path / "ran"
+    proc = subprocess.run([*RUNNER, "--", "/usr/bin/touch", str(marker)], capture_output=True,
+                          text=True, timeout=30, env=node_env(tmp_path, down, "ny4-a"))
+    assert proc.returncode == exitcodes.LEDGER_UNREACHABLE == 174
+    assert not marker.exists()
+    assert "on_db_unreachable = skip" in proc.stderr and "password=pw" not in proc.stderr
+
+
+def test_database_unreachable_run_runs_it_locally_and_says_so(tmp_path):
+    down = f"host=127.0.0.1 port={free_port()} dbname=mt user=mt password=pw"
+    marker = tmp_path / "ran"
+    env = node_env(tmp_path, down, "ny4-a", mode="run")
+    proc = subprocess.run([*RUNNER, "--", "/usr/bin/touch", str(marker)], capture_output=True,
+                          text=True, timeout=30, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists()
+    assert "another node may run it too" in proc.stderr
+    again = subprocess.run([*RUNNER, "--", "/usr/bin/touch", str(marker)], capture_output=True,
+                           text=True, timeout=30, env=env)
+    assert again.returncode == exitcodes.ALREADY_RAN  # the local ledger still holds it once
+    env.update(SERVICE_RESULT="success", EXIT_CODE="exited", EXIT_STATUS="0")
+    subprocess.run([*RUNNER, "--record"], env=env, timeout=30, check=True)
+    from market_timers.ledger.local import LocalLedger
+
+    (attempt,) = LocalLedger(env["MARKET_STATE_DIR"]).attempts(Key("closing-orders", SESSION))
+    assert attempt["result"] == "success"
+
+
+def test_a_missing_dsn_credential_is_unreachable_not_a_crash(tmp_path, dsn):
+    env = node_env(tmp_path, dsn, "ny4-a")
+    env["MARKET_CLUSTER_DSN_FILE"] = str(tmp_path / "nope")
+    proc = subprocess.run([*RUNNER, "--", "/bin/true"], capture_output=True, text=True,
+                          timeout=30, env=env)
+    assert proc.returncode == exitcodes.LEDGER_UNREACHABLE
+    assert "cluster DSN credential" in proc.stderr
+
+
+def test_record_finishes_the_cluster_attempt(tmp_path, dsn):
+    env = node_env(tmp_path, dsn, "ny4-a")
+    assert subprocess.run([*RUNNER, "--", "/bin/false"], env=env, timeout=30).returncode == 1
+    env.update(SERVICE_RESULT="exit-code", EXIT_CODE="exited", EXIT_STATUS="1")
+    subprocess.run([*RUNNER, "--record"], env=env, timeout=30, check=True)
+    (attempt,) = pg.PostgresLedger(dsn, "x").attempts(Key("closing-orders", SESSION))
+    assert attempt["result"] == "exit-code" and attempt["exit_status"] == "1"

@@ -1,0 +1,97 @@
+"""A throwaway PostgreSQL server on 127.0.0.1 for the cluster ledger's tests.
+
+Debian's server binaries (package postgresql-15 on Debian 12, postgresql-17 on Debian 13) run
+from a temporary data directory owned by the `postgres` user (the server refuses to run as root),
+with password (scram-sha-256) authentication on loopback only. `.ci/run` installs the package.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+PASSWORD = "ledger-test-pw"
+USER = "mt"
+DB = "mt"
+
+
+def server_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"),
+                   key=lambda p: int(Path(p).parts[4]))
+    return Path(found[-1]).parent if found else None
+
+
+def missing() -> str | None:
+    if server_bin() is None:
+        return "PostgreSQL server binaries are not installed (apt-get install postgresql)"
+    if os.geteuid() != 0:
+        return "needs root (the server runs as the postgres user)"
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        return "no postgres user"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PgServer:
+    def __init__(self, port: int | None = None):
+        self.bin = server_bin()
+        self.port = port or free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="mt-pg-"))
+        self.data = self.dir / "data"
+        os.chmod(self.dir, 0o755)
+        pw = pwd.getpwnam("postgres")
+        os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+
+    def _as_postgres(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(["runuser", "-u", "postgres", "--", *argv], capture_output=True,
+                              text=True, check=check, cwd=self.dir)
+
+    def start(self) -> PgServer:
+        pwfile = self.dir / "pw"
+        pwfile.write_text(PASSWORD + "\n")
+        pw = pwd.getpwnam("postgres")
+        os.chown(pwfile, pw.pw_uid, pw.pw_gid)
+        self._as_postgres(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
+                          "--auth-local=trust", "--auth-host=scram-sha-256",
+                          f"--pwfile={pwfile}", "-E", "UTF8", "--locale=C.UTF-8")
+        with open(self.data / "postgresql.conf", "a") as f:
+            f.write(f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
+                    f"unix_socket_directories = '{self.dir}'\nfsync = off\n"
+                    "max_connections = 200\n")
+        self.resume()
+        self.psql(f"CREATE ROLE {USER} LOGIN PASSWORD '{PASSWORD}'")
+        self.psql(f"CREATE DATABASE {DB} OWNER {USER}")
+        return self
+
+    def resume(self) -> None:
+        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l",
+                          str(self.dir / "log"), "-w", "-t", "30", "start")
+
+    def stop(self) -> None:
+        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
+                          "stop", check=False)
+
+    def psql(self, sql: str, db: str = "postgres") -> str:
+        return self._as_postgres("psql", "-h", str(self.dir), "-p", str(self.port), "-d", db,
+                                 "-Atc", sql).stdout
+
+    @property
+    def dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.port} dbname={DB} user={USER} password={PASSWORD}"
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
