@@ -114,7 +114,7 @@ def test_database_unreachable_run_runs_it_locally_and_says_so(tmp_path):
     assert marker.exists()
     assert "another node may run it too" in proc.stderr
     again = subprocess.run([*RUNNER, "--", "/usr/bin/touch", str(marker)], capture_output=True,
-                           text=True, timeout=30, env=env)
+                           text=True, timeout=30, env=dict(env, INVOCATION_ID="inv-second"))
     assert again.returncode == exitcodes.ALREADY_RAN  # the local ledger still holds it once
     env.update(SERVICE_RESULT="success", EXIT_CODE="exited", EXIT_STATUS="0")
     subprocess.run([*RUNNER, "--record"], env=env, timeout=30, check=True)
