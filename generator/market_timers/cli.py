@@ -102,6 +102,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("deadman", help="compare the plan with what ran; alert on misses "
                                    "(run every minute by market-deadman.timer)")
 
+    s = sub.add_parser("cluster", help="the PostgreSQL run ledger shared by a cluster's nodes")
+    s.add_argument("action", choices=["init", "status"],
+                   help="init: create or migrate the ledger's schema (idempotent); status: "
+                        "nodes and which node ran each (job, session)")
+    s.add_argument("--dsn-file", metavar="PATH",
+                   help="file holding the DSN (default: the credential "
+                        "market-timers.cluster-dsn, /etc/credstore/ for an administrator)")
+    s.add_argument("--json", action="store_true", help="status as JSON")
+
+    s = sub.add_parser("fence", help="inside a job: is its fencing token still current?")
+    s.add_argument("action", choices=["check"],
+                   help="exit 0 while $MARKET_FENCE holds $MARKET_LOCK_GROUP, 1 once superseded")
+    s.add_argument("--dsn-file", metavar="PATH", help="file holding the DSN (as for cluster)")
+
     s = sub.add_parser("status", help="each session's jobs: timer, result, duration, alerts")
     s.add_argument("--session", type=_date, metavar="DATE")
     s.add_argument("--json", action="store_true")
@@ -276,6 +290,21 @@ def cmd_digest(args) -> int:
     return commands.digest(_as_service_user(_config(args, check_calendars=False)), session)
 
 
+def cmd_cluster(args) -> int:
+    from . import cluster
+
+    cfg = _config(args, check_calendars=False)
+    if args.action == "init":
+        return cluster.init(cfg, args.dsn_file)
+    return cluster.status(cfg, args.dsn_file, args.json)
+
+
+def cmd_fence(args) -> int:
+    from . import cluster
+
+    return cluster.fence_check(_config(args, check_calendars=False), args.dsn_file)
+
+
 COMMANDS = {
     "plan": cmd_plan,
     "render": cmd_render,
@@ -290,6 +319,8 @@ COMMANDS = {
     "refresh": cmd_refresh,
     "deadman": _delegate("deadman", "command", "now", service_user=True),
     "status": _delegate("status", "command", "session", "json", "now"),
+    "cluster": cmd_cluster,
+    "fence": cmd_fence,
 }
 
 
