@@ -26,7 +26,7 @@ if __package__ in (None, ""):
 
 from bench.common import REPO, Check, Section, machine
 
-ORDER = ["runner_overhead", "plan_render", "fire_lateness", "sync_systemd", "alert_latency",
+ORDER = ["runner_overhead", "cluster_claim", "plan_render", "fire_lateness", "sync_systemd", "alert_latency",
          "miss_detection"]
 RESULTS = REPO / "bench" / "RESULTS.md"
 PREREQUISITES = {"hyperfine": "apt-get install hyperfine", "/usr/bin/time": "apt-get install time"}

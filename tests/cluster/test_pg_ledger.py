@@ -187,3 +187,15 @@ def test_nodes_are_seen_and_runs_listed(dsn):
     (run,) = ledger.runs()
     assert (run["job"], run["session"], run["node"], run["attempt"]) == (
         KEY.job, KEY.session, "ny4-a", "1")
+
+
+def test_session_settings_arrive_in_the_startup_packet_or_by_set(dsn):
+    with pg.connect(dsn) as conn:
+        assert conn.execute("SHOW tcp_keepalives_idle")[0][0] == "5"
+        assert conn.execute("SHOW statement_timeout")[0][0] == "10s"
+    with pg.connect(dsn + " options='-c application_name=x'") as conn:  # the DSN's own options
+        assert conn.execute("SHOW tcp_user_timeout")[0][0] == "10000"
+    uri = "postgresql://mt:{pw}@127.0.0.1:{port}/mt".format(
+        pw=dsn.split("password=")[1], port=dsn.split("port=")[1].split()[0])
+    with pg.connect(uri) as conn:
+        assert conn.execute("SHOW lock_timeout")[0][0] == "5s"

@@ -12,7 +12,6 @@ target_session_attrs=read-write, TLS, authentication, connect_timeout. (bench/ m
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 from .errors import DatabaseError, Unreachable
@@ -30,7 +29,11 @@ def _load():
     global _lib
     if _lib is not None:
         return _lib
-    name = ctypes.util.find_library("pq") if not os.path.exists(_DEBIAN) else _DEBIAN
+    name = _DEBIAN
+    if not os.path.exists(name):  # not Debian's amd64 path: ask ctypes (imports subprocess, re)
+        from ctypes.util import find_library
+
+        name = find_library("pq")
     if not name:
         raise Unreachable("libpq is not installed (Debian package libpq5)")
     lib = ctypes.CDLL(name)

@@ -33,11 +33,12 @@ from .errors import DatabaseError, Unreachable
 from .libpq import UNIQUE_VIOLATION, Connection
 
 HOLDER_DEATH_BOUND_SEC = 20
-# Per-session server settings: how fast PostgreSQL notices a dead node (see module doc).
+# Per-session server settings: how fast PostgreSQL notices a dead node (see module doc), and
+# bounds on every statement. Sent in the start-up packet (libpq's `options`): no round trip.
 SESSION_SETTINGS = (
-    "SET tcp_keepalives_idle = 5", "SET tcp_keepalives_interval = 5",
-    "SET tcp_keepalives_count = 3", "SET tcp_user_timeout = 10000",
-    "SET statement_timeout = 10000", "SET lock_timeout = 5000",
+    ("tcp_keepalives_idle", "5"), ("tcp_keepalives_interval", "5"),
+    ("tcp_keepalives_count", "3"), ("tcp_user_timeout", "10000"),
+    ("statement_timeout", "10000"), ("lock_timeout", "5000"),
 )
 CONNECT_TIMEOUT_SEC = 3
 INIT_LOCK = 7305210  # pg_advisory_xact_lock key serialising `cluster init`
@@ -111,20 +112,28 @@ def connect(dsn: str) -> Connection:
     """A connection with the session settings above (Unreachable when no host answers)."""
     if "connect_timeout" not in dsn:
         dsn = _with_param(dsn, "connect_timeout", str(CONNECT_TIMEOUT_SEC))
+    in_startup = "options" not in dsn  # the DSN's own `options` wins; then SET them one by one
+    if in_startup:
+        dsn = _with_param(dsn, "options", " ".join(f"-c {k}={v}" for k, v in SESSION_SETTINGS))
     conn = Connection(dsn)
-    try:
-        for statement in SESSION_SETTINGS:
-            conn.execute(statement)
-    except DatabaseError:
-        conn.close()
-        raise
+    if not in_startup:
+        try:
+            for name, value in SESSION_SETTINGS:
+                conn.execute(f"SET {name} = {value}")
+        except DatabaseError:
+            conn.close()
+            raise
     return conn
 
 
-def _with_param(url: str, name: str, value: str) -> str:
-    if "://" not in url:
-        return f"{url} {name}={value}".strip()
-    return f"{url}{'&' if '?' in url else '?'}{name}={value}"
+def _with_param(dsn: str, name: str, value: str) -> str:
+    """Add a parameter to a keyword=value DSN or a postgresql:// URI."""
+    if "://" not in dsn:
+        quoted = value.replace("\\", "\\\\").replace("'", "\\'")
+        return f"{dsn} {name}='{quoted}'".strip()
+    from urllib.parse import quote  # administrators' path only: a URI DSN
+
+    return f"{dsn}{'&' if '?' in dsn else '?'}{name}={quote(value, safe='')}"
 
 
 def read_dsn(env) -> str:
@@ -221,14 +230,16 @@ class PostgresLedger(Ledger):
             text = format_fields({"job": key.job, "session": key.session,
                                   "slot": key.slot or None, "attempt": attempt, "how": how,
                                   **fields})
+            # One round trip: the claim, and this node's "last seen" when it won.
             rows = self.conn.execute(
-                "INSERT INTO mt_runs (job, session, slot, attempt, how, node, fence, invocation,"
-                " fields) VALUES ($1, $2, $3, $4, $5, $6, nextval('mt_fence'), $7, $8) "
-                "ON CONFLICT DO NOTHING RETURNING fence",
+                "WITH claim AS (INSERT INTO mt_runs (job, session, slot, attempt, how, node, "
+                "fence, invocation, fields) VALUES ($1, $2, $3, $4, $5, $6, nextval('mt_fence'),"
+                " $7, $8) ON CONFLICT DO NOTHING RETURNING fence), seen AS (INSERT INTO mt_nodes"
+                " (node, last_seen, what) SELECT $6, now(), $9 FROM claim ON CONFLICT (node) DO "
+                "UPDATE SET last_seen = now(), what = $9) SELECT fence FROM claim",
                 key.job, key.session, key.slot, attempt, how, self.node,
-                fields.get("invocation"), text)
+                fields.get("invocation"), text, f"ran {key.job} {key.name}")
             if rows:
-                self.seen(f"ran {key.job} {key.name}")
                 return Claim(True, attempt, fence=rows[0][0])
             if how in ("timer", "operator"):
                 return Claim(False, holder=self.holder(key) or {})
