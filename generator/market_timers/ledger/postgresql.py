@@ -112,6 +112,8 @@ def connect(dsn: str) -> Connection:
     """A connection with the session settings above (Unreachable when no host answers)."""
     if "connect_timeout" not in dsn:
         dsn = _with_param(dsn, "connect_timeout", str(CONNECT_TIMEOUT_SEC))
+    if "gssencmode" not in dsn:  # with "prefer", libpq probes for Kerberos credentials: ~3 ms
+        dsn = _with_param(dsn, "gssencmode", "disable")
     in_startup = "options" not in dsn  # the DSN's own `options` wins; then SET them one by one
     if in_startup:
         dsn = _with_param(dsn, "options", " ".join(f"-c {k}={v}" for k, v in SESSION_SETTINGS))
