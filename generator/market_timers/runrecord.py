@@ -74,3 +74,24 @@ def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[di
             record.setdefault("session", path.stem)
             out[(record["job"], path.stem)] = record
     return [out[k] for k in sorted(out)]
+
+
+RESULT_FIELDS = ("result", "exit_code", "exit_status", "finished_utc", "duration_sec")
+
+
+def update(state_dir: str | os.PathLike, job: str, session: str, **fields) -> dict | None:
+    """Record a run in the ledger the way the runner and --record would (tools and tests):
+    `refused=KIND` notes a refused start; otherwise the fields claim attempt 1 (if nobody has)
+    and the result fields (result, exit_status...) finish it."""
+    book = LocalLedger(os.fspath(state_dir))
+    key = Key(job, session)
+    if fields.get("refused"):
+        book.refuse(key, fields)
+    else:
+        start = {k: v for k, v in fields.items() if k not in RESULT_FIELDS}
+        if book.holder(key) is None:
+            book.claim(key, "timer", start)
+        done = {k: v for k, v in fields.items() if k in RESULT_FIELDS}
+        if done:
+            book.finish(key, start.get("invocation"), done)
+    return read(state_dir, job, session)

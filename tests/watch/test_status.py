@@ -13,7 +13,8 @@ from market_timers import sync as sync_mod
 from .conftest import utc
 
 JOB_KEYS = {"job", "calendar", "event", "fire_utc", "unit", "timer", "result", "exit_status",
-            "duration_sec", "started_utc", "finished_utc", "alerts"}
+            "duration_sec", "started_utc", "finished_utc", "attempts", "host", "refused_starts",
+            "alerts"}
 
 
 @pytest.fixture
