@@ -87,10 +87,10 @@ def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]
 
 
 def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
+    if record.get("refused"):  # no attempt: the start was refused (its result is the 17x exit)
+        return record["refused"]
     if record.get("result"):
         return record["result"]
-    if record.get("refused"):
-        return record["refused"]
     if record.get("started_utc"):
         return "running"
     if parse_iso(entry["fire_utc"]) > now:
