@@ -50,7 +50,9 @@ def hyperfine(commands: list[str], env: dict[str, str], out: Path,
     return {r["command"]: r for r in json.loads(out.read_text())["results"]}
 
 
-def peak_rss_kb(argv: list[str], env: dict[str, str]) -> int:
+def peak_rss_kb(argv: list[str], env: dict[str, str], before: Path | None = None) -> int:
+    if before is not None:  # a fresh session for the runner (see run())
+        shutil.rmtree(before, ignore_errors=True)
     proc = subprocess.run(["/usr/bin/time", "-v", *argv], env=env, capture_output=True,
                           text=True, check=True)
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
@@ -91,9 +93,11 @@ def run(_box=None) -> Section:
         med_py = res[f"{PY} -S -c pass"]["median"] * 1000
         r_run, r_true = res[f"{runner} -- /bin/true"], res["/bin/true"]
         med_run, med_true = r_run["median"] * 1000, r_true["median"] * 1000
-        rss = [peak_rss_kb([runner, "--", "/bin/true"], env) for _ in range(RSS_RUNS)]
+        rss = [peak_rss_kb([runner, "--", "/bin/true"], env, before=session_dir)
+               for _ in range(RSS_RUNS)]
         rss_py = [peak_rss_kb([PY, "-c", "pass"], env) for _ in range(RSS_RUNS)]
         rss_true = [peak_rss_kb(["/bin/true"], env) for _ in range(RSS_RUNS)]
+        shutil.rmtree(session_dir, ignore_errors=True)
         mods = imported_modules(env, runner)
     heavy = sorted({m.split(".")[0] for m in mods if m.split(".")[0] in HEAVY})
     ours = sorted(m for m in mods if m.startswith("market_timers"))
