@@ -81,15 +81,15 @@ RESULT_FIELDS = ("result", "exit_code", "exit_status", "finished_utc", "duration
 
 def update(state_dir: str | os.PathLike, job: str, session: str, **fields) -> dict | None:
     """Record a run in the ledger the way the runner and --record would (tools and tests):
-    `refused=KIND` notes a refused start; otherwise the fields claim attempt 1 (if nobody has)
-    and the result fields (result, exit_status...) finish it."""
+    `refused=KIND` notes a refused start; otherwise the start fields claim attempt 1 (if nobody
+    has) and the result fields (result, exit_status...) finish the latest unfinished entry."""
     book = LocalLedger(os.fspath(state_dir))
     key = Key(job, session)
     if fields.get("refused"):
         book.refuse(key, fields)
     else:
         start = {k: v for k, v in fields.items() if k not in RESULT_FIELDS}
-        if book.holder(key) is None:
+        if start and book.holder(key) is None:
             book.claim(key, "timer", start)
         done = {k: v for k, v in fields.items() if k in RESULT_FIELDS}
         if done:
