@@ -325,3 +325,17 @@ def test_a_waiting_timer_of_a_session_run_early_by_hand_is_withdrawn(write_confi
     again = sync.sync(cfg, now=datetime(2025, 11, 26, 12, 6, tzinfo=UTC), systemctl=sc,
                       stamp_dir=tmp_path)
     assert waiting not in names(cfg.unit_dir) and not again.changed_anything
+
+
+def test_a_run_recorded_before_the_ledger_existed_counts_as_started(write_config, tmp_path):
+    """The day of the upgrade: the morning's run left only the old run record."""
+    cfg = config.load(write_config(CLOSING.format(offset="-10min")))
+    sync.sync(cfg, now=WED, systemctl=RecordingSystemctl(), stamp_dir=tmp_path)
+    old = cfg.state_dir / "runs" / "closing-orders" / "2025-11-26.json"
+    old.parent.mkdir(parents=True)
+    old.write_text('{"job": "closing-orders", "session": "2025-11-26", "pid": 7, '
+                   '"started_utc": "2025-11-26T20:50:00.010Z", "result": "success"}\n')
+    cfg = config.load(write_config(CLOSING.format(offset="-5min")))
+    sync.sync(cfg, now=datetime(2025, 11, 26, 20, 52, tzinfo=UTC),
+              systemctl=RecordingSystemctl(), stamp_dir=tmp_path)
+    assert "market-closing-orders@2025-11-26-205500.timer" not in names(cfg.unit_dir)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from . import ledger
+from . import ledger, runrecord
 from . import plan as planning
 from .config import Config
 from .instants import iso, parse_iso
@@ -195,6 +195,11 @@ def _already_started(config: Config, fires: list[planning.Fire]) -> dict[tuple[s
         if f.is_daily:
             continue
         holder = book.holder(ledger.Key(f.job, f.session.isoformat()))
+        if holder is None:  # a run recorded before the ledger existed (the day of the upgrade)
+            old = runrecord.read(config.state_dir, f.job, f.session.isoformat()) or {}
+            if old.get("started_utc") and not old.get("refused"):
+                holder = {**old, "host": old.get("host", "this host"), "attempt": 1,
+                          "how": "timer"}
         if holder is not None:
             out[(f.job, f.session.isoformat())] = holder
     return out
