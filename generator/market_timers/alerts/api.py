@@ -15,7 +15,6 @@ from market_timers.alerts.classify import title as default_title
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import try_now
 from market_timers.alerts.model import Alert, make_id
-from market_timers.alerts.outbox import atomic_write_json, read_json
 from market_timers.alerts.router import chain_for, effective_severity
 from market_timers.instants import iso
 
@@ -99,11 +98,10 @@ def _count_suppressed(ctx, alert_id: str) -> None:
         if spooled.id == alert_id:
             spooled.suppressed += 1
             ctx.outbox.put(spooled)
-    path = ctx.escalations.dir / f"{alert_id}.json"
-    record = read_json(path)
-    if isinstance(record, dict):
+    record = ctx.escalations.record(alert_id)
+    if record is not None:
         record["alert"]["suppressed"] = record["alert"].get("suppressed", 0) + 1
-        atomic_write_json(path, record)
+        ctx.escalations.save(alert_id, record)
 
 
 def record_success(config, *, job: str, session: str = "", details: dict | None = None,
