@@ -26,7 +26,6 @@ import fcntl
 import json
 import logging
 import os
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -287,20 +286,32 @@ def summary(result: PassResult) -> str:
 
 
 def send_ping(url: str, *, fail: bool, body: str = "", timeout: float = 5.0) -> bool:
-    """healthchecks.io style: POST to the URL, or to URL/fail. Never raises; never logs the URL."""
+    """healthchecks.io style: POST to the URL, or to URL/fail, within `timeout` seconds in all.
+
+    Never raises. Nothing derived from the URL is logged (it is a secret): neither the URL nor
+    an exception text that could embed it (a control character in the URL used to put the
+    whole URL into the journal through the exception text). A 3xx is not a ping received.
+    """
+    from .alerts.httppost import PostError, post
+
     target = url.rstrip("/") + "/fail" if fail else url
-    request = urllib.request.Request(target, data=body.encode()[:10000], method="POST",
-                                     headers={"User-Agent": "market-timers-deadman",
-                                              "Content-Type": "text/plain; charset=utf-8"})
+    what = " /fail" if fail else ""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            response.read(1024)
-        return True
-    except Exception as e:  # network down, DNS, TLS, HTTP error, timeout, bad URL
-        reason = str(getattr(e, "reason", "") or e).replace(url, "[ping url]")
-        log.warning("deadman: heartbeat ping%s failed: %s: %s", " /fail" if fail else "",
-                    type(e).__name__, reason.replace(target, "[ping url]"))
+        response = post(target, body.encode()[:10000],
+                        {"User-Agent": "market-timers-deadman",
+                         "Content-Type": "text/plain; charset=utf-8"}, timeout)
+    except PostError as e:
+        log.warning("deadman: heartbeat ping%s failed: %s", what, str(e).replace(url, "[url]"))
         return False
+    except Exception as e:  # a bug must not fail the pass; its text could hold the URL
+        log.warning("deadman: heartbeat ping%s failed: %s", what, type(e).__name__)
+        return False
+    if 200 <= response.status < 300:
+        return True
+    log.warning("deadman: heartbeat ping%s failed: the monitor answered HTTP %d%s", what,
+                response.status, " (a redirect: not followed; configure the final URL)"
+                if 300 <= response.status < 400 else "")
+    return False
 
 
 # CLI --------------------------------------------------------------------------------------------
