@@ -75,7 +75,7 @@ def test_a_trickling_smtp_server_cannot_hold_an_email_past_its_timeout(make_ctx)
     from market_timers.alerts.channels.email import EmailChannel
     from market_timers.alerts.config import EmailConfig
 
-    with TrickleServer(every=0.3) as server:
+    with TrickleServer(every=0.3, wait_request=False) as server:
         port = int(server.url.rsplit(":", 1)[1])
         channel = EmailChannel(EmailConfig(host="127.0.0.1", port=port, sender="a@b.c",
                                            to=["ops@b.c"], timeout=1.0), env={})

@@ -55,8 +55,9 @@ class TrickleServer:
 
     ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
-    def __init__(self, every: float = 0.5):
+    def __init__(self, every: float = 0.5, wait_request: bool = True):
         self.every = every
+        self.wait_request = wait_request  # False: trickle at once (an SMTP greeting)
         self.sock = socket.socket()
         self.sock.bind((LOOPBACK, 0))
         self.sock.listen(8)
@@ -78,7 +79,8 @@ class TrickleServer:
         with conn:
             conn.settimeout(1)
             try:
-                conn.recv(65536)
+                if self.wait_request:
+                    conn.recv(65536)
                 for byte in self.ANSWER:
                     if self.stop.wait(self.every):
                         return
