@@ -44,13 +44,27 @@ class EmailChannel(Channel):
         deadline = _Deadline(s.timeout)  # `timeout` bounds the whole attempt, not each read
         deadline.timer.start()
         try:
+            refused = self._exchange(deadline, msg, recipients, password)
+        except DeliveryError:
+            if deadline.expired:  # whatever smtplib made of the shut socket
+                raise DeliveryError(f"email: no complete exchange within the {s.timeout:g} s "
+                                    "deadline", permanent=False) from None
+            raise
+        finally:
+            deadline.timer.cancel()
+        if refused:
+            log.warning("email %s: recipients refused: %s", ident, ", ".join(sorted(refused)))
+
+    def _exchange(self, deadline, msg, recipients, password) -> dict:
+        s = self.settings
+        try:
             with _smtp(deadline)(s.host, s.port, timeout=s.timeout) as smtp:
                 if s.starttls:
                     context = ssl.create_default_context(cafile=s.tls_ca_file or None)
                     smtp.starttls(context=context)
                 if s.username:
                     smtp.login(s.username, password)
-                refused = smtp.send_message(msg, to_addrs=recipients)
+                return smtp.send_message(msg, to_addrs=recipients)
         except smtplib.SMTPRecipientsRefused as e:
             raise DeliveryError(f"email: all recipients refused ({', '.join(e.recipients)})",
                                 permanent=True) from None
@@ -65,14 +79,7 @@ class EmailChannel(Channel):
             raise DeliveryError("email: server certificate not trusted (see tls_ca_file)",
                                 permanent=True) from None
         except (smtplib.SMTPException, OSError) as e:
-            if deadline.expired:
-                raise DeliveryError(f"email: no complete exchange within the {s.timeout:g} s "
-                                    "deadline", permanent=False) from None
             raise DeliveryError(f"email: {type(e).__name__}", permanent=False) from None
-        finally:
-            deadline.timer.cancel()
-        if refused:
-            log.warning("email %s: recipients refused: %s", ident, ", ".join(sorted(refused)))
 
 
 def _smtp(deadline: _Deadline):
