@@ -235,13 +235,21 @@ def _as_service_user(cfg):
     return cfg
 
 
+def _alert_config(args):
+    """The alert path's config: a broken file falls back to the last good snapshot."""
+    from . import config
+    from .alerts import snapshot
+
+    return snapshot.load(config.config_path(args.config))
+
+
 def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
-              service_user: bool = False):
+              service_user: bool = False, alert_path: bool = False):
     def command(args) -> int:
         import importlib
 
         mod = importlib.import_module(f"market_timers.{module}")
-        cfg = _config(args, check_calendars)
+        cfg = _alert_config(args) if alert_path else _config(args, check_calendars)
         if service_user:
             _as_service_user(cfg)
         return getattr(mod, function)(cfg, *extra_args(args))
@@ -262,7 +270,7 @@ def cmd_refresh(args) -> int:
 def cmd_outbox(args) -> int:
     from .alerts import commands
 
-    cfg = _as_service_user(_config(args, check_calendars=False))
+    cfg = _as_service_user(_alert_config(args))
     if args.action == "list":
         return commands.outbox_list(cfg, args.json)
     return commands.outbox_flush(cfg)
@@ -273,7 +281,7 @@ def cmd_digest(args) -> int:
 
     # Run as the built-in digest job, the runner hands over the session in $MARKET_SESSION.
     session = args.session.isoformat() if args.session else os.environ.get("MARKET_SESSION")
-    return commands.digest(_as_service_user(_config(args, check_calendars=False)), session)
+    return commands.digest(_as_service_user(_alert_config(args)), session)
 
 
 COMMANDS = {
@@ -282,13 +290,15 @@ COMMANDS = {
     "verify": cmd_verify,
     "sync": cmd_sync,
     "check-cron": cmd_check_cron,
-    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True),
-    "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit"),
+    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True,
+                       alert_path=True),
+    "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit",
+                               alert_path=True),
     "outbox": cmd_outbox,
-    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True),
+    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True, alert_path=True),
     "digest": cmd_digest,
     "refresh": cmd_refresh,
-    "deadman": _delegate("deadman", "command", "now", service_user=True),
+    "deadman": _delegate("deadman", "command", "now", service_user=True, alert_path=True),
     "status": _delegate("status", "command", "session", "json", "now"),
 }
 

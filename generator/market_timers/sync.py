@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -143,7 +144,19 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
         systemctl.start(result.started)
         _write_plan(config, fires, now)
+        _write_alert_snapshot(config, now)
         return result
+
+
+def _write_alert_snapshot(config: Config, now: datetime) -> None:
+    """The last-good copy of what alerting needs, used while the live config is broken."""
+    from .alerts import snapshot
+
+    try:
+        snapshot.write(config, now)
+    except (OSError, TypeError, ValueError) as e:
+        print(f"market-timers sync: warning: cannot write the alert snapshot: {e}",
+              file=sys.stderr)
 
 
 def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.Fire]

@@ -47,6 +47,8 @@ def raise_alert(config, *, kind: str, job: str = "", session: str = "", text: st
 def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, details, chain,
            deliver):
     now = ctx.now()
+    if ctx.note:
+        text = f"{text}\n\n{ctx.note}" if text else ctx.note
     key = key or f"{kind}:{job or session}"
     sev = severity or effective_severity(ctx.cfg, kind, job, job_severity)
     if chain is None:
