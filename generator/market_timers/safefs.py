@@ -129,9 +129,7 @@ def write_atomic(path: os.PathLike | str, data: bytes | str, *, base: os.PathLik
                      mode, dir_fd=dfd)
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                _write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -143,6 +141,12 @@ def write_atomic(path: os.PathLike | str, data: bytes | str, *, base: os.PathLik
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def write_json(path: os.PathLike | str, doc, *, base: os.PathLike | str, mode: int = 0o640
