@@ -96,10 +96,14 @@ def _rows(ctx) -> list[dict]:
 def outbox_list(config, as_json: bool = False) -> int:
     ctx = context_from(config)
     rows = _rows(ctx)
+    bad = [{"spool": b.name, "state": "malformed", "reason": b.reason,
+            "where": str(ctx.outbox.dir)} for b in ctx.outbox.bad]
+    bad += [{"spool": b.name, "state": "quarantined", "reason": b.reason,
+             "where": str(ctx.outbox.quarantine_dir)} for b in ctx.outbox.quarantined()]
     if as_json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps(rows + bad, indent=1))
         return 0
-    if not rows:
+    if not rows and not bad:
         print("outbox empty: every alert was delivered")
         return 0
     for r in rows:
@@ -108,6 +112,8 @@ def outbox_list(config, as_json: bool = False) -> int:
               f"tries={r['attempts']} next>={r['not_before'] or 'now'} {r['title']}")
         if r["last_error"]:
             print(f"{'':<20} last error: {r['last_error']}")
+    for b in bad:
+        print(f"{b['spool']:<20} {b['state']:<13} {b['reason']} (in {b['where']})")
     return 0
 
 

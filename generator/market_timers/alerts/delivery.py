@@ -111,15 +111,39 @@ def attempt(ctx, alert: Alert) -> str:
 
 
 def flush(ctx) -> dict[str, int]:
-    """The outbox timer's pass: queue due critical repeats, then try every spooled alert once."""
-    counts = {DELIVERED: 0, WAITING: 0, RETRY: 0, GAVE_UP: 0, "busy": 0}
+    """The outbox timer's pass: queue due critical repeats, set aside malformed files (one alert
+    each), then try every spooled alert once."""
+    counts = {DELIVERED: 0, WAITING: 0, RETRY: 0, GAVE_UP: 0, "busy": 0, "quarantined": 0}
     with ctx.outbox.lock(wait=True):
         if ctx.cfg.repeat_minutes > 0:
             ctx.escalations.due_repeats(ctx.outbox, ctx.now(), ctx.cfg.repeat_minutes,
                                         ctx.cfg.escalate_after, ctx.cfg.escalation_channel)
-        for alert in ctx.outbox.load_all():
+        alerts = ctx.outbox.load_all()
+        if ctx.outbox.bad:
+            counts["quarantined"] = len(_quarantine(ctx))
+            alerts = ctx.outbox.load_all()
+        for alert in alerts:
             counts[attempt(ctx, alert)] += 1
     return counts
+
+
+def _quarantine(ctx) -> list:
+    """Move the malformed outbox files aside and raise one critical alert for each."""
+    from market_timers.alerts.api import raise_alert
+
+    moved = ctx.outbox.quarantine()
+    for bad in moved:
+        log.error("outbox: %s is not a valid alert (%s): moved to %s", bad.name, bad.reason,
+                  ctx.outbox.quarantine_dir)
+        raise_alert(ctx, kind="outbox-quarantined", severity="critical",
+                    key=f"outbox-quarantined:{bad.name}",
+                    title=f"an outbox file was malformed and set aside: {bad.name}",
+                    text=(f"{ctx.outbox.dir}/{bad.name.split('.json')[0]}.json was not a valid "
+                          f"alert ({bad.reason}) and was moved to {ctx.outbox.quarantine_dir}/"
+                          f"{bad.name}. It may have been an alert that was never delivered: "
+                          "look at it (`market-timers outbox list` shows the quarantine)."),
+                    deliver=False)
+    return moved
 
 
 def try_now(ctx, alert: Alert) -> str:
