@@ -212,7 +212,7 @@ def cmd_sync(args) -> int:
     cfg = _config(args)
     try:
         result = _calendar_call(lambda: sync.sync(cfg, now=args.now, dry_run=args.dry_run))
-    except (SystemctlError, PermissionError) as e:
+    except (SystemctlError, OSError) as e:  # OSError: also a refused symlink in state_dir
         print(f"market-timers sync: {e}", file=sys.stderr)
         return FAILURE
     print("\n".join(result.lines(dry_run=args.dry_run)))

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from . import logsetup, runrecord
+from . import logsetup, runrecord, safefs
 from .instants import iso, parse_iso
 from .systemctl import Systemctl
 from .watch_alert import send_alert
@@ -70,7 +70,7 @@ class PassResult:
 def read_plan(state_dir: Path) -> dict | None:
     """plan.json as written by sync, or None when sync has never run."""
     try:
-        return json.loads((Path(state_dir) / PLAN_FILE).read_text())
+        return json.loads(safefs.read_bytes(Path(state_dir) / PLAN_FILE, base=state_dir))
     except FileNotFoundError:
         return None
 
@@ -222,7 +222,7 @@ def _not_scheduled(entry: dict, what: str) -> Finding:
 def _sync_running(state_dir: Path) -> bool:
     """True while sync holds its lock (it starts timers with --no-block: let them settle)."""
     try:
-        fd = os.open(state_dir / "sync.lock", os.O_RDONLY)
+        fd = safefs.open_file(state_dir / "sync.lock", os.O_RDONLY | os.O_NONBLOCK, base=state_dir)
     except OSError:
         return False
     try:
@@ -236,9 +236,12 @@ def _sync_running(state_dir: Path) -> bool:
 
 def _load_state(state_dir: Path) -> dict:
     try:
-        doc = json.loads((state_dir / STATE_FILE).read_text())
+        doc = json.loads(safefs.read_bytes(state_dir / STATE_FILE, base=state_dir))
         return doc if isinstance(doc, dict) else {}
     except FileNotFoundError:
+        return {}
+    except OSError as e:
+        log.error("deadman: cannot read %s (%s); starting afresh", state_dir / STATE_FILE, e)
         return {}
     except ValueError:
         log.error("deadman: %s is not valid JSON; starting afresh", state_dir / STATE_FILE)
@@ -247,10 +250,8 @@ def _load_state(state_dir: Path) -> dict:
 
 def _save_state(state_dir: Path, state: dict) -> None:
     path = state_dir / STATE_FILE
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        safefs.write_json(path, state, base=state_dir)
     except OSError as e:
         # The alerts still go out (the alert layer's dedup window holds back repeats).
         log.error("deadman: cannot write %s: %s", path, e)

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from . import plan as planning
+from . import safefs
 from .config import Config
 from .instants import iso, parse_iso
 from .render import is_generated, render_all, write_atomic
@@ -193,10 +194,8 @@ def _delete(unit_dir: Path, timer: str, stamp_dir: Path) -> None:
 def _write_plan(config: Config, fires: list[planning.Fire], now: datetime) -> None:
     """<state_dir>/plan.json: every fire planned while it was still ahead, for deadman/status."""
     path = config.state_dir / "plan.json"
-    try:
-        previous = json.loads(path.read_text()).get("fires", [])
-    except (FileNotFoundError, ValueError):
-        previous = []
+    doc = safefs.read_json(path, base=config.state_dir)  # a planted symlink is not followed
+    previous = doc.get("fires", []) if isinstance(doc, dict) else []
     jobs = {j.name: j for j in config.jobs}
     current = {(f.job, f.session.isoformat()): f for f in fires}
     keep_after = now - timedelta(days=config.retention_days)
@@ -215,7 +214,8 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime) -> No
                        "severity": job.severity}
     doc = {"generated_utc": iso(now),
            "fires": sorted(merged.values(), key=lambda e: (e["fire_utc"], e["job"]))}
-    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    safefs.write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n",
+                        base=config.state_dir, mode=0o644)
 
 
 class _sync_lock:
@@ -229,8 +229,10 @@ class _sync_lock:
     def __enter__(self):
         if self.dry_run:
             return self
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # state_dir is writable by every job: never follow a planted sync.lock symlink (root
+        # would create or truncate its target).
+        self.fd = safefs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o644,
+                                   base=self.path.parent, create_dirs=True)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
