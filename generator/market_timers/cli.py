@@ -154,8 +154,10 @@ def _now(args) -> datetime:
 
 def cmd_plan(args) -> int:
     from . import plan, planview
+    from .alerts.config import print_route_warnings
 
     cfg = _config(args)
+    print_route_warnings(cfg)
     if args.from_ or args.to:
         start = args.from_ or _now(args).date()
         end = args.to or start

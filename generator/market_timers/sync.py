@@ -152,7 +152,9 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
 def _write_alert_snapshot(config: Config, now: datetime) -> None:
     """The last-good copy of what alerting needs, used while the live config is broken."""
     from .alerts import snapshot
+    from .alerts.config import print_route_warnings
 
+    print_route_warnings(config)
     try:
         snapshot.write(config, now)
     except (OSError, TypeError, ValueError) as e:

@@ -160,6 +160,14 @@ def digest(config, session: str | None = None, now=None) -> int:
         return 0
     ctx.outbox.put(alert)
     outcome = delivery.try_now(ctx, alert)
+    if outcome == delivery.GAVE_UP:
+        [spooled] = [a for a in ctx.outbox.load_all() if a.spool_name == alert.spool_name] or [alert]
+        print(f"market-timers digest {session}: undeliverable ({spooled.last_error or 'no channel'})"
+              "; kept in the outbox (market-timers outbox list)", file=sys.stderr)
+        return 1
+    if outcome != delivery.DELIVERED:
+        print(f"digest {session}: {outcome}; kept in the outbox, market-outbox.timer retries it")
+        return 0
     print(f"digest {session}: {outcome}")
     return 0
 
