@@ -28,13 +28,14 @@ class SymlinkRefused(OSError):
 
 
 def _parts(path: Path, base: Path) -> tuple[str, ...]:
+    # OSError, not ValueError: callers treat it like any other file they cannot open.
     try:
         rel = Path(path).relative_to(base)
     except ValueError:
-        raise ValueError(f"{path} is not under {base}") from None
+        raise OSError(errno.EINVAL, f"{path} is not under {base}") from None
     parts = rel.parts
     if any(p in ("..", ".") for p in parts):
-        raise ValueError(f"{path}: '..' or '.' below {base}")
+        raise OSError(errno.EINVAL, f"{path}: '..' or '.' below {base}")
     return parts
 
 

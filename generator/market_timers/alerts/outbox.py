@@ -25,6 +25,7 @@ from market_timers import safefs
 from market_timers.alerts.model import SEVERITY_RANK, Alert
 
 QUARANTINE = "quarantine"
+_ID_RE = re.compile(r"[0-9]{4}-[0-9a-f]{8}")  # model.make_id
 _NAME_RE = re.compile(r"^[0-9]{4}-[0-9a-f]{8}(\.r[0-9]+(\.esc)?)?\.json$")
 
 
@@ -50,6 +51,8 @@ def check_alert(data: object) -> str | None:
     for key in ("id", "kind", "key", "title"):
         if not isinstance(data.get(key), str) or not data.get(key):
             return f"field {key!r} missing or not a string"
+    if not _ID_RE.fullmatch(data["id"]):
+        return "field 'id' is not an alert id"
     if data.get("severity") not in SEVERITY_RANK:
         return "field 'severity' missing or not critical/warning/info"
     types = {"text": str, "job": str, "session": str, "created": str, "details": dict,
