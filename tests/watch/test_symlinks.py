@@ -72,13 +72,19 @@ def test_sync_replaces_a_planted_symlink_never_writes_through_it(make_config, fa
     assert not path.is_symlink() and json.loads(path.read_text())
 
 
-def test_sync_cli_reports_the_refused_symlink(make_config, tmp_path, target, capsys):
+def test_sync_cli_reports_the_refused_symlink(make_config, fake_systemctl, tmp_path, target,
+                                              capsys, monkeypatch):
     from market_timers.cli import main
 
     make_config(THANKSGIVING_CONFIG)
     plant(tmp_path / "state" / "sync.lock", target)
-    code = main(["--config", str(tmp_path / "market-timers.toml"), "sync", "--dry-run"])
-    assert code == 0  # a dry run takes no lock
+    real = sync_mod.sync
+    monkeypatch.setattr(sync_mod, "sync", lambda cfg, **kw: real(
+        cfg, now=NOW, dry_run=kw.get("dry_run", False), systemctl=fake_systemctl,
+        stamp_dir=tmp_path / "st"))
+    code = main(["--config", str(tmp_path / "market-timers.toml"), "sync"])
+    assert code == 1
+    assert "refusing to follow a symlink" in capsys.readouterr().err
     assert not target.exists()
 
 
