@@ -75,3 +75,23 @@ def test_list_json_shows_the_quarantine(make_ctx, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert {"spool": "1130-deadbeef.json", "state": "quarantined"}.items() <= next(
         r for r in rows if r["state"] == "quarantined").items()
+
+
+@pytest.mark.parametrize("rel,text", [
+    ("alerts/dedup.json", "[1, 2]"),
+    ("alerts/dedup.json", '{"failed:signal": "not a dict"}'),
+    ("alerts/channels.json", '{"telegram": 5}'),
+    ("alerts/channels.json", '"x"'),
+    ("alerts/active/1130-0123abcd.json", '{"alert": {"id": 5}, "next": 3}'),
+    ("alerts/active/1130-0123abcd.json", "{"),
+])
+def test_a_corrupted_state_file_neither_drops_an_alert_nor_stops_the_flush(make_ctx, api,
+                                                                            tmp_path, rel, text):
+    """The same class as a malformed outbox file: state files are as writable by the jobs."""
+    ctx = make_ctx(repeat_minutes=1)
+    path = tmp_path / "state" / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    raise_alert(ctx, kind="failed", job="signal", text="boom")
+    assert [m for m in api.received("telegram") if "signal failed" in m["text"]]
+    delivery.flush(ctx)  # does not raise

@@ -92,15 +92,15 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
             ctx.state.add_event(session, event)
             if sev == "critical" and kind != "recovery" and ctx.cfg.repeat_minutes > 0:
                 ctx.escalations.open(alert, now, ctx.cfg.repeat_minutes)
-    except OSError as e:  # a full or broken spool/state filesystem must not drop the alert
+    except Exception as e:  # a full spool, a broken or corrupted state must not drop the alert
         if spooled:
             log.error("alerts: alert %s is spooled but its state could not be kept (%s)",
-                      alert.id, e.strerror or type(e).__name__)
+                      alert.id, getattr(e, "strerror", None) or type(e).__name__)
         elif sev is not None and ctx.cfg.enabled and chain:
             return _deliver_unspooled(ctx, alert, e)
         else:
             log.error("alerts: could not record %s for %s: %s", kind, job or "-",
-                      e.strerror or type(e).__name__)
+                      getattr(e, "strerror", None) or type(e).__name__)
             return None
     log.info("alert %s (%s, %s) spooled for %s: %s", alert.id, kind, sev, ",".join(chain),
              alert.title)
@@ -109,11 +109,11 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
     return alert
 
 
-def _deliver_unspooled(ctx, alert: Alert, error: OSError) -> Alert:
+def _deliver_unspooled(ctx, alert: Alert, error: Exception) -> Alert:
     """The outbox could not persist the alert (ENOSPC...): send it now, once, best effort, and
     say so in the same message. Nothing was left behind in the spool (safefs removes its temp
     file on any failure)."""
-    reason = error.strerror or type(error).__name__
+    reason = getattr(error, "strerror", None) or type(error).__name__
     alert.text = (f"{alert.text}\n\n" if alert.text else "") + (
         f"WARNING: the outbox could not save this alert ({reason}, {ctx.outbox.dir}): it is "
         "sent once, directly, and will not be retried or repeated. Free the spool filesystem "

@@ -47,7 +47,7 @@ class Escalations:
     def active(self) -> list[dict]:
         records = [safefs.read_json(self.dir / n, base=self.base)
                    for n in safefs.listdir(self.dir, base=self.base) if n.endswith(".json")]
-        return [r for r in records if isinstance(r, dict) and "alert" in r]
+        return [r for r in records if _valid(r)]
 
     def close(self, alert_id: str) -> bool:
         return safefs.unlink(self._path(alert_id), base=self.base)
@@ -95,3 +95,12 @@ class Escalations:
             if alert.id in ids and alert.repeat:
                 with contextlib.suppress(OSError):
                     outbox.remove(alert)
+
+
+def _valid(record) -> bool:
+    """A repeat record we can act on (a corrupted one is skipped, never stops the flush)."""
+    from market_timers.alerts.outbox import check_alert
+
+    return (isinstance(record, dict) and check_alert(record.get("alert")) is None
+            and isinstance(record.get("next"), str) and isinstance(record.get("repeats"), int)
+            and not isinstance(record.get("repeats"), bool))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,8 +178,9 @@ def announce(config, now=None, env=None) -> object:
     if broken is None:
         seen = ctx.state.read(marker)
         if seen is not None:  # fixed: a new break alerts again; stop the old alert's repeats
-            if isinstance(seen, dict) and isinstance(seen.get("alert_id"), str):
-                ctx.escalations.close(seen["alert_id"])
+            alert_id = seen.get("alert_id") if isinstance(seen, dict) else None
+            if isinstance(alert_id, str) and re.fullmatch(r"[0-9]{4}-[0-9a-f]{8}", alert_id):
+                ctx.escalations.close(alert_id)
             safefs.unlink(marker, base=ctx.state.base)
             log.info("alerts: the config loads again; the broken-config alert is closed")
         return None

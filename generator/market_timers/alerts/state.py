@@ -24,13 +24,25 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name) or "_"
 
 
+def _instant(value) -> datetime | None:
+    try:
+        return parse_iso(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 class AlertState:
     def __init__(self, state_dir: str | os.PathLike):
         self.base = Path(state_dir)
         self.dir = self.base / "alerts"
 
     def read(self, path: Path, default=None):
-        return safefs.read_json(path, base=self.base, default=default)
+        """The JSON document; `default` when missing, unreadable, or not of default's type (a
+        corrupted state file must not stop an alert)."""
+        doc = safefs.read_json(path, base=self.base, default=default)
+        if isinstance(default, dict) and not isinstance(doc, dict):
+            return default
+        return doc
 
     def write(self, path: Path, doc) -> None:
         safefs.write_json(path, doc, base=self.base)
@@ -52,10 +64,13 @@ class AlertState:
         path = self.dir / "dedup.json"
         table = self.read(path, {})
         entry = table.get(key)
-        sent = parse_iso(entry.get("sent")) if entry else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            return None
+        sent = _instant(entry.get("sent"))
         if sent is None or now - sent >= timedelta(minutes=window_minutes):
             return None
-        entry["count"] = entry.get("count", 0) + 1
+        count = entry.get("count", 0)
+        entry["count"] = (count if isinstance(count, int) else 0) + 1
         self.write(path, table)
         return entry["id"]
 
@@ -63,7 +78,8 @@ class AlertState:
         path = self.dir / "dedup.json"
         table = self.read(path, {})
         horizon = now - timedelta(minutes=max(window_minutes, 1) * 4)
-        table = {k: v for k, v in table.items() if (parse_iso(v.get("sent")) or now) > horizon}
+        table = {k: v for k, v in table.items()
+                 if isinstance(v, dict) and (_instant(v.get("sent")) or now) > horizon}
         table[key] = {"id": alert_id, "sent": iso(now), "count": 0}
         self.write(path, table)
 
@@ -77,7 +93,7 @@ class AlertState:
 
     # channel rate limits --------------------------------------------------------------------
     def channel_not_before(self, channel: str) -> datetime | None:
-        return parse_iso(self.read(self.dir / "channels.json", {}).get(channel))
+        return _instant(self.read(self.dir / "channels.json", {}).get(channel))
 
     def set_channel_not_before(self, channel: str, when: datetime) -> None:
         path = self.dir / "channels.json"
