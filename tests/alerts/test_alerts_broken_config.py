@@ -175,3 +175,18 @@ def test_the_snapshot_holds_no_secret_and_is_readable(env, tmp_path, creds):
     assert oct(path.stat().st_mode & 0o777) == "0o644"
     for f in creds.iterdir():
         assert f.read_text().strip() not in text
+
+
+def test_no_snapshot_and_a_toml_syntax_error_elsewhere_still_alerts(tmp_path, api, creds,
+                                                                    monkeypatch):
+    """Before the first sync, a syntax error in a job must not cost the [alerts] table."""
+    monkeypatch.setenv(OVERRIDE, str(creds))
+    path = tmp_path / "market-timers.toml"
+    text = good_text(tmp_path, api).replace('command = ["/bin/true"]', 'command = ["/bin/true"')
+    path.write_text(text + '\n[watch]\nslack_sec = 5\n[overrides.XNYS]\nclosed = [2026-13-45]\n')
+    assert failure(path, monkeypatch) == 0
+    texts = [m["text"] for m in api.received("telegram")]
+    assert any("signal failed" in t and "no snapshot" in t for t in texts)
+    assert any(t.startswith("[CRITICAL] config ") and "not valid TOML" in t for t in texts)
+    cfg = snapshot.load(path)
+    assert cfg.watch.slack_sec == 5 and str(cfg.state_dir) == f"{tmp_path}/state"

@@ -110,8 +110,8 @@ def _sha256(path) -> str:
 
 
 def _lenient_raw(path) -> dict:
-    """The TOML document; if it does not parse, its top-level keys before the first table (so
-    `state_dir` is still found); else {}."""
+    """The TOML document; if it does not parse, what does of its top-level keys (so `state_dir`
+    is still found) and of its [alerts...] and [watch] tables, each section on its own; else {}."""
     try:
         with open(path, "rb") as f:
             text = f.read().decode("utf-8", "replace")
@@ -121,15 +121,34 @@ def _lenient_raw(path) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         pass
-    top = []
+    sections: list[tuple[str, list[str]]] = [("", [])]
     for line in text.splitlines():
-        if line.lstrip().startswith("["):
-            break
-        top.append(line)
+        head = line.strip()
+        if head.startswith("["):
+            sections.append((head.strip("[] \t").split("#")[0].strip(), [line]))
+        else:
+            sections[-1][1].append(line)
+    wanted = [lines for name, lines in sections
+              if name == "" or name.split(".")[0].strip('"') in ("alerts", "watch")]
     try:
-        return tomllib.loads("\n".join(top))
+        return tomllib.loads("\n".join(line for lines in wanted for line in lines))
     except tomllib.TOMLDecodeError:
-        return {}
+        pass
+    raw: dict = {}
+    for lines in wanted:  # one by one: a broken section costs only itself
+        try:
+            _merge(raw, tomllib.loads("\n".join(lines)))
+        except tomllib.TOMLDecodeError:
+            continue
+    return raw
+
+
+def _merge(into: dict, doc: dict) -> None:
+    for key, value in doc.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        elif key not in into:
+            into[key] = value
 
 
 def _valid_alone(raw: dict, table: str) -> bool:
