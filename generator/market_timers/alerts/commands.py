@@ -93,13 +93,21 @@ def _rows(ctx) -> list[dict]:
             for a in ctx.outbox.load_all()]
 
 
+def _bad_row(bad, state: str, where) -> dict:
+    """A file that is not a valid alert, in the same shape as the alerts' rows."""
+    return {"id": "", "spool": bad.name, "kind": "", "severity": "", "job": "", "session": "",
+            "created": "", "state": state, "channel": None, "chain": [], "attempts": 0,
+            "not_before": "", "last_error": bad.reason, "errors": [], "repeat": 0,
+            "suppressed": 0, "title": f"not a valid alert: {bad.reason}", "reason": bad.reason,
+            "where": str(where)}
+
+
 def outbox_list(config, as_json: bool = False) -> int:
     ctx = context_from(config)
     rows = _rows(ctx)
-    bad = [{"spool": b.name, "state": "malformed", "reason": b.reason,
-            "where": str(ctx.outbox.dir)} for b in ctx.outbox.bad]
-    bad += [{"spool": b.name, "state": "quarantined", "reason": b.reason,
-             "where": str(ctx.outbox.quarantine_dir)} for b in ctx.outbox.quarantined()]
+    bad = [_bad_row(b, "malformed", ctx.outbox.dir) for b in ctx.outbox.bad]
+    bad += [_bad_row(b, "quarantined", ctx.outbox.quarantine_dir)
+            for b in ctx.outbox.quarantined()]
     if as_json:
         print(json.dumps(rows + bad, indent=1))
         return 0
