@@ -80,7 +80,11 @@ def load(path: str | os.PathLike):
 
 def degraded(path: str | os.PathLike, problems: tuple[str, ...] = ()):
     raw = _lenient_raw(path)
-    lenient = config_mod.parse(raw, Problems(str(path)))  # every valid piece, problems ignored
+    try:
+        lenient = config_mod.parse(raw, Problems(str(path)))  # every valid piece kept
+    except Exception:  # the validator itself tripped on this input: the defaults, then
+        log.exception("alerts: cannot read even part of %s", path)
+        lenient = config_mod.Config(source=str(path))
     snap = _read_snapshot(Path(lenient.state_dir))
     if snap is not None:
         cfg, how = snap, (f"the last good snapshot written by sync at {snap.snapshot_utc} "
