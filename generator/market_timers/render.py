@@ -122,8 +122,13 @@ class Unit:
     text: str
 
 
-def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[Unit]:
-    """The timer and service of one fire (or of a daily job when fire is None)."""
+def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
+              try_id: str | None = None) -> list[Unit]:
+    """The timer and service of one fire (or of a daily job when fire is None).
+
+    try_id: a one-off run (`market-timers try`) with this session id instead of the fire's
+    session: no Persistent= stamp, no OnSuccess= (a try must not close a real run's alerts).
+    """
     env = _env()
     header = (f"{GENERATED_MARK} from {comment(config.source)}.\n"
               "# Do not edit: change the config and run `market-timers sync`.")
@@ -132,13 +137,17 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         when = f"{local:%H:%M:%S}" if local.second else f"{local:%H:%M}"
         when += f" {local.tzname()}"
         what = f"{fire.event} {format_offset(fire.offset)}"
-        description = f"{job.name} {fire.calendar} {fire.session} {what} at {when}"
+        session = try_id or fire.session.isoformat()
+        description = f"{job.name} {fire.calendar} {session} {what} at {when}"
         stem = fire.unit_stem
-        context = [("MARKET_SESSION", fire.session.isoformat()),
+        if try_id:
+            description = f"{job.name} {session} (a try, not a session's run) at {when}"
+            stem = f"market-{job.name}@{try_id}"
+        context = [("MARKET_SESSION", session),
                    ("MARKET_CALENDAR", fire.calendar), ("MARKET_EVENT", fire.event),
                    ("MARKET_SCHEDULED_UTC", fire.fire_iso)]
         on_calendar = f"{fire.fire_utc:%Y-%m-%d %H:%M:%S} UTC"
-        log_fields = [f"MARKET_JOB={job.name}", f"MARKET_SESSION={fire.session.isoformat()}"]
+        log_fields = [f"MARKET_JOB={job.name}", f"MARKET_SESSION={session}"]
     else:
         at = f"{job.at_utc:%H:%M:%S}"
         description = f"{job.name} daily at {at} UTC"
@@ -165,10 +174,12 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         timeout=f"{job.timeout}s", log_fields=log_fields,
         read_write_paths=" ".join(quote_path(p) for p in (
             str(config.state_dir), str(config.runtime_dir), *job.read_write_paths)),
+        on_success=not try_id,
     )
     timer = env.get_template("job.timer.j2").render(
         header=header, description=plain(f"market-timers {description}"),
         on_calendar=on_calendar, service=f"{stem}.service",
+        persistent="false" if try_id else "true",
     )
     return [Unit(f"{stem}.timer", timer), Unit(f"{stem}.service", service)]
 
@@ -216,10 +227,38 @@ def is_generated(path: Path) -> bool:
         return False
 
 
-def render_into(config: Config, out: Path, fires: list[Fire]) -> list[Unit]:
+@dataclass
+class RenderReport:
+    """What `render --out DIR` did: files new, changed, unchanged, and other units left there."""
+
+    units: list[Unit]
+    new: list[str]
+    changed: list[str]
+    unchanged: list[str]
+    stale: list[str]  # market-*@* files in DIR that this plan does not hold (left alone)
+
+    def summary(self, fires: int, out: Path) -> str:
+        counts = (f"{len(self.new)} new, {len(self.changed)} changed, "
+                  f"{len(self.unchanged)} unchanged")
+        if not self.new and not self.changed:
+            line = f"nothing changed in {out}: {len(self.units)} units for {fires} fires"
+        else:
+            line = f"wrote {out}: {counts} ({len(self.units)} units for {fires} fires)"
+        if self.stale:
+            line += (f"; {len(self.stale)} other market-* unit(s) there are not in this plan "
+                     "(left alone)")
+        return line
+
+
+def render_into(config: Config, out: Path, fires: list[Fire]) -> RenderReport:
     """`market-timers render --out DIR`: just the files, no systemd."""
     units = render_all(config, fires)
+    existed = {p.name for p in out.glob("market-*@*")} if out.is_dir() else set()
     out.mkdir(parents=True, exist_ok=True)
+    report = RenderReport(units, [], [], [], sorted(existed - {u.name for u in units}))
     for u in units:
-        write_atomic(out / u.name, u.text)
-    return units
+        if write_atomic(out / u.name, u.text):
+            (report.changed if u.name in existed else report.new).append(u.name)
+        else:
+            report.unchanged.append(u.name)
+    return report
