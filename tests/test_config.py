@@ -345,3 +345,18 @@ def test_bad_offset_is_one_problem_with_a_signed_example(write_config, value):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"-15min"', value))
     [line] = problems_of(path)
     assert "job[0].offset:" in line and '"-15min"' in line
+
+
+@pytest.mark.parametrize("minutes", ["1440", "99999999"])
+def test_digest_offset_beyond_a_day_is_refused(write_config, minutes):
+    """The digest is a derived job: its offset (alerts.digest_offset_minutes) is bounded too."""
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + f"""
+[alerts]
+digest_offset_minutes = {minutes}
+[alerts.email]
+host = "127.0.0.1"
+from = "market-timers@example.org"
+to = ["ops@example.org"]
+""")
+    [line] = problems_of(path)
+    assert "alerts.digest_offset_minutes: must be at most 1439" in line
