@@ -203,9 +203,7 @@ def parse(raw: dict, problems: Problems) -> Config:
             value = _str(raw, key, problems, key)
             if value is not None and not value.startswith("/"):
                 problems.add(key, "must be an absolute path", value)
-            elif value is not None and not _normal_path(value, key, problems):
-                pass
-            elif value is not None:
+            elif value is not None and _normal_path(value, key, problems):
                 setattr(cfg, key, Path(value))
     jobs = raw.get("job", [])
     if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
