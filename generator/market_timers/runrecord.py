@@ -45,15 +45,30 @@ def read(state_dir: str | os.PathLike, job: str, session: str) -> dict | None:
         found = summary(LocalLedger(os.fspath(state_dir)), Key(job, session))
     except ValueError:
         return None
-    return found if found is not None else _legacy(legacy_path(state_dir, job, session))
+    except OSError:  # a symlink planted in the ledger (never followed), an unreadable entry
+        found = None
+    return found if found is not None else _legacy(legacy_path(state_dir, job, session),
+                                                    state_dir)
 
 
-def _legacy(path: Path) -> dict | None:
+def _legacy(path: Path, state_dir) -> dict | None:
+    """Root (deadman, status, sync) reads these: no symlink is followed (safefs)."""
+    from .safefs import read_bytes
+
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(read_bytes(path, base=state_dir))
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def _names(directory: Path, state_dir) -> list[str]:
+    from .safefs import listdir
+
+    try:
+        return listdir(directory, base=state_dir)
+    except OSError:  # missing, or a symlink or a file where a directory should be
+        return []
 
 
 def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[dict]:
@@ -68,8 +83,11 @@ def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[di
         if record is not None:
             out[(key.job, key.name)] = record
     root = Path(state_dir) / "runs"
-    for path in sorted(root.glob(f"{job}/*.json" if job else "*/*.json")) if root.is_dir() else []:
-        record = _legacy(path)
+    jobs = [job] if job else _names(root, state_dir)
+    paths = [root / j / n for j in jobs if "/" not in j and j not in (".", "..")
+             for n in _names(root / j, state_dir) if n.endswith(".json")]
+    for path in sorted(paths):
+        record = _legacy(path, state_dir)
         if record and record.get("job") and (record["job"], path.stem) not in out:
             record.setdefault("session", path.stem)
             out[(record["job"], path.stem)] = record

@@ -21,11 +21,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from . import ledger, runrecord
+from . import ledger, runrecord, safefs
 from . import plan as planning
 from .config import Config
 from .instants import iso, parse_iso
@@ -83,6 +84,7 @@ class SyncResult:
     dropped: list[Dropped] = field(default_factory=list)  # already ran: no timer
     reloaded: bool = False
     fires: list[planning.Fire] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)  # planned names held by hand-made files
 
     @property
     def changed_anything(self) -> bool:
@@ -101,6 +103,9 @@ class SyncResult:
         out += [f"{verb}delete {n} (elapsed, past retention)" for n in self.expired]
         out += [f"{'would ' if dry_run else ''}daemon-reload"] if self.reloaded else []
         out += [f"change: {c.describe()}" for c in self.changes]
+        out += [f"warning: left {n} alone: that file was not written by market-timers (no "
+                "generated header), so this fire is not installed; rename or remove the file"
+                for n in self.foreign]
         return out or ["nothing to do"]
 
 
@@ -139,7 +144,10 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         desired = {u.name: u.text for u in render_all(config, fires)
                    if (u.name.rsplit(".", 1)[0] not in too_close or u.name in existing)
                    and u.name.rsplit(".", 1)[0] not in ran_stems}
-        result = SyncResult(fires=fires)
+        result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing))
+        for stem in {n.rsplit(".", 1)[0] for n in result.foreign}:  # both units of that fire
+            desired.pop(f"{stem}.timer", None)
+            desired.pop(f"{stem}.service", None)
         for stem, (job, session) in sorted(ran_stems.items()):  # fires are all ahead of now
             timer = f"{stem}.timer"
             result.dropped.append(Dropped(timer, job, session, ran[(job, session)],
@@ -169,12 +177,15 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         result.reloaded = bool(result.rewritten)
         if dry_run:
             return result
-        unit_dir.mkdir(parents=True, exist_ok=True)
-        for name in result.written + result.rewritten:
-            write_atomic(unit_dir / name, desired[name])
-        for name in desired:
-            if name.endswith(".timer"):
-                _enable(unit_dir, name)  # also after `apt remove` disabled them
+        try:
+            unit_dir.mkdir(parents=True, exist_ok=True)
+            for name in result.written + result.rewritten:
+                write_atomic(unit_dir / name, desired[name])
+            for name in desired:
+                if name.endswith(".timer"):
+                    _enable(unit_dir, name)  # also after `apt remove` disabled them
+        except OSError as e:
+            raise SyncError(f"cannot write units into {unit_dir}: {e.strerror or e}") from None
         if result.reloaded:
             systemctl.daemon_reload()
         gone = result.removed + result.expired
@@ -184,6 +195,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
         systemctl.start(result.started)
         _write_plan(config, fires, now, set(ran))
+        _write_alert_snapshot(config, now)
         return result
 
 
@@ -194,7 +206,12 @@ def _already_started(config: Config, fires: list[planning.Fire]) -> dict[tuple[s
     for f in fires:
         if f.is_daily:
             continue
-        holder = book.holder(ledger.Key(f.job, f.session.isoformat()))
+        try:
+            holder = book.holder(ledger.Key(f.job, f.session.isoformat()))
+        except OSError as e:  # e.g. a symlink planted in the ledger: the runner decides then
+            print(f"market-timers sync: warning: cannot read the run ledger of {f.job} "
+                  f"{f.session}: {e}", file=sys.stderr)
+            holder = None
         if holder is None:  # a run recorded before the ledger existed (the day of the upgrade)
             old = runrecord.read(config.state_dir, f.job, f.session.isoformat()) or {}
             if old.get("started_utc") and not old.get("refused"):
@@ -229,6 +246,29 @@ def _moved(existing: dict[str, str], fires: list[planning.Fire], written: set[st
                                  if line.startswith("Environment=MARKET_CALENDAR=")), f.calendar)
                 out.append(Change(f.job, key[1], iso(instant), f.fire_iso, calendar, note))
     return out
+
+
+def _write_alert_snapshot(config: Config, now: datetime) -> None:
+    """The last-good copy of what alerting needs, used while the live config is broken."""
+    from .alerts import snapshot
+    from .alerts.config import print_route_warnings
+
+    print_route_warnings(config)
+    try:
+        snapshot.write(config, now)
+    except (OSError, TypeError, ValueError) as e:
+        print(f"market-timers sync: warning: cannot write the alert snapshot: {e}",
+              file=sys.stderr)
+
+
+class SyncError(Exception):
+    """The unit directory cannot be written (read-only, permissions): a message, not a trace."""
+
+
+def _foreign(unit_dir: Path, desired: dict[str, str], existing: dict[str, str]) -> list[str]:
+    """Planned unit names already taken by files market-timers did not write: never overwrite."""
+    return sorted(n for n in desired if n not in existing
+                  and ((unit_dir / n).exists() or (unit_dir / n).is_symlink()))
 
 
 def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.Fire]
@@ -268,10 +308,8 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
 
     A (job, session) that already ran keeps the entry of the instant it ran at."""
     path = config.state_dir / "plan.json"
-    try:
-        previous = json.loads(path.read_text()).get("fires", [])
-    except (FileNotFoundError, ValueError):
-        previous = []
+    doc = safefs.read_json(path, base=config.state_dir)  # a planted symlink is not followed
+    previous = doc.get("fires", []) if isinstance(doc, dict) else []
     jobs = {j.name: j for j in config.jobs}
     current = {(f.job, f.session.isoformat()): f for f in fires}
     keep_after = now - timedelta(days=config.retention_days)
@@ -292,7 +330,8 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
                        "severity": job.severity}
     doc = {"generated_utc": iso(now),
            "fires": sorted(merged.values(), key=lambda e: (e["fire_utc"], e["job"]))}
-    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    safefs.write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n",
+                        base=config.state_dir, mode=0o644)
 
 
 class _sync_lock:
@@ -306,8 +345,10 @@ class _sync_lock:
     def __enter__(self):
         if self.dry_run:
             return self
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # state_dir is writable by every job: never follow a planted sync.lock symlink (root
+        # would create or truncate its target).
+        self.fd = safefs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o644,
+                                   base=self.path.parent, create_dirs=True)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 

@@ -239,10 +239,12 @@ calendar_max_age_days = 0
 
     def run_record(self, job: Job) -> dict | None:
         """What status and the deadman read: the run ledger's record of (job, session)."""
+        return self.record_of(job.name, job.session.isoformat())
+
+    def record_of(self, job: str, session: str) -> dict | None:
         return self._package_python(
             "from market_timers import runrecord; "
-            f"print(json.dumps(runrecord.read({STATE_DIR!r}, {job.name!r}, "
-            f"{job.session.isoformat()!r})))")
+            f"print(json.dumps(runrecord.read({STATE_DIR!r}, {job!r}, {session!r})))")
 
     def ledger(self, job: Job) -> dict:
         """Every attempt and refused start of (job, session) in the run ledger."""

@@ -11,11 +11,12 @@ directory just made on the way) are fsync'd before `claim` returns, so a claim s
 that follows the job's start. Every path component below the state directory is opened with
 O_NOFOLLOW relative to its parent's fd: a planted symlink is an error, never followed.
 
-Imports nothing but `os`: the runner calls this before every job.
+Imports nothing but `os` (and `errno`): the runner calls this before every job.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 
 from . import Claim, Key, Ledger, format_fields, parse_fields
@@ -72,6 +73,10 @@ class LocalLedger(Ledger):
             fd = os.open(name, _READ, dir_fd=dir_fd)
         except FileNotFoundError:
             return None
+        except OSError as e:
+            if e.errno == errno.ELOOP:  # a symlink planted in place of an entry: not ours
+                return None
+            raise
         try:
             chunks = []
             while chunk := os.read(fd, 65536):
