@@ -186,7 +186,7 @@ def test_two_override_tables_for_one_exchange_are_refused(write_config):
         [overrides.XNYS]
         closed = ["2027-01-08"]
         [overrides.NYSE]
-        closed = ["2027-01-09"]
+        closed = ["2027-01-11"]
     """)
     [line] = problems_of(path)
     assert "overrides.NYSE: a second table for XNYS (also overrides.XNYS)" in line

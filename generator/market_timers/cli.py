@@ -153,7 +153,7 @@ def _now(args) -> datetime:
 
 
 def cmd_plan(args) -> int:
-    from . import plan, planview
+    from . import calendars, plan, planview
 
     cfg = _config(args)
     if args.from_ or args.to:
@@ -161,14 +161,23 @@ def cmd_plan(args) -> int:
         end = args.to or start
         if end < start:
             raise UsageError(f"--from {start} is after --to {end}")
-        fires = _calendar_call(plan.plan_between, cfg, start, end)
+        _calendar_call(calendars.check_range, start, end)
+        result = plan.plan_between_partial(cfg, start, end)
     else:
-        fires = _calendar_call(plan.plan_ahead, cfg, _now(args))
+        result = plan.plan_ahead_partial(cfg, _now(args))
     if args.json:
-        print(json.dumps([f.to_json() for f in fires], indent=2))
+        print(json.dumps([f.to_json() for f in result.fires], indent=2))
     else:
-        print(planview.table(fires, cfg))
-    return 0
+        print(planview.table(result.fires, cfg))
+    return _report_failures(args.command, result.failures)
+
+
+def _report_failures(command: str, failures) -> int:
+    """A calendar that could not be planned costs only its own jobs: the rest is printed (or
+    installed) as usual, the failure goes to stderr and the exit status is 1."""
+    for f in failures:
+        print(f"market-timers {command}: {f.line()}", file=sys.stderr)
+    return FAILURE if failures else 0
 
 
 def _calendar_call(fn, *a):
@@ -184,10 +193,10 @@ def cmd_render(args) -> int:
     from . import plan, render, sync
 
     cfg = _config(args)
-    fires = _calendar_call(plan.plan_ahead, cfg, _now(args) + sync.MIN_LEAD)
-    units = render.render_into(cfg, args.out, fires)
-    print(f"wrote {len(units)} units for {len(fires)} fires into {args.out}")
-    return 0
+    result = plan.plan_ahead_partial(cfg, _now(args) + sync.MIN_LEAD)
+    units = render.render_into(cfg, args.out, result.fires)
+    print(f"wrote {len(units)} units for {len(result.fires)} fires into {args.out}")
+    return _report_failures(args.command, result.failures)
 
 
 def cmd_verify(args) -> int:
@@ -216,7 +225,7 @@ def cmd_sync(args) -> int:
         print(f"market-timers sync: {e}", file=sys.stderr)
         return FAILURE
     print("\n".join(result.lines(dry_run=args.dry_run)))
-    return 0
+    return _report_failures(args.command, result.failures)
 
 
 def cmd_check_cron(args) -> int:
