@@ -308,7 +308,7 @@ def check_override(canonical: str, override: Override, path: str, problems: Prob
     sched = cal.schedule
     for key, day, at in dates:
         where = f"{path}.{key}" + (f".{day}" if at is not None else "")
-        value = day.isoformat() if at is None else at.isoformat()
+        value = day.isoformat() if at is None else _hm(at)
         label = _label(day)
         if label not in sched.index:
             problems.add(where, f"not a session of {canonical}: {_why_not(cal, day)}; "
@@ -330,11 +330,15 @@ def check_override(canonical: str, override: Override, path: str, problems: Prob
     for day, at in override.late_open:
         if day in early and not at < early[day]:
             problems.add(f"{path}.late_open.{day}", f"the late open is not before the early "
-                         f"close of the same day ({early[day]:%H:%M})", at.isoformat())
+                         f"close of the same day ({early[day]:%H:%M})", _hm(at))
     for day in sorted(override.closed & ({d for d, _ in override.early_close}
                                          | {d for d, _ in override.late_open})):
         problems.add(f"{path}.closed", f"{day} is closed and also has an early close or late "
                      "open: keep one", day.isoformat())
+
+
+def _hm(at: time) -> str:
+    return at.isoformat(timespec="minutes" if at.second == 0 else "seconds")
 
 
 def _label(day: date):
