@@ -434,7 +434,7 @@ def next_sessions(name: str, after: datetime, count: int, override: Override | N
     stop = min(last, policy_end) if last is not None else policy_end
     start = (after - timedelta(days=2)).date()
     if start > stop:
-        raise _out_of_data(canonical, start, start + timedelta(days=max(14, count * 2)))
+        raise _none_after(canonical, after, last)
     out: list[Session] = []
     span = max(14, count * 2)
     while len(out) < count and start <= stop:
@@ -443,5 +443,16 @@ def next_sessions(name: str, after: datetime, count: int, override: Override | N
                    if s.close > after and s not in out)
         start = end + timedelta(days=1)
     if not out and last is not None and last <= after.date():
-        raise _out_of_data(canonical, after.date(), after.date() + timedelta(days=span))
+        raise _none_after(canonical, after, last)
     return out[:count]
+
+
+def _none_after(canonical: str, after: datetime, last: date | None) -> CalendarError:
+    if last is not None and last <= after.date():
+        return CalendarError(f"{canonical}: exchange_calendars {version()} records "
+                             f"{canonical}'s holidays up to {last} only: no session after "
+                             f"{after:%Y-%m-%d %H:%M} UTC is known. Upgrade exchange_calendars "
+                             "(the market-timers package)")
+    lo, hi = supported_range()
+    return CalendarError(f"{canonical}: {after:%Y-%m-%d} is outside the dates market-timers "
+                         f"plans ({lo} to {hi})")

@@ -123,8 +123,8 @@ def _plan_each(config: Config, fires_of) -> Plan:
         try:
             fires.extend(fires_of(cal, jobs))
         except Exception as e:  # noqa: BLE001 - any failure of one calendar is reported
-            reason = str(e) if isinstance(e, calendars.CalendarError) else \
-                f"planning failed: {type(e).__name__}: {e}"
+            reason = str(e).removeprefix(f"{cal}: ") if isinstance(
+                e, calendars.CalendarError) else f"planning failed: {type(e).__name__}: {e}"
             failures.append(CalendarFailure(cal, tuple(j.name for j in jobs), reason))
     return Plan(fires, failures)
 
