@@ -19,6 +19,7 @@ inside two limits that are said out loud when a request crosses them:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import warnings
 from dataclasses import dataclass, replace
@@ -292,6 +293,10 @@ def check_override(canonical: str, override: Override, path: str, problems: Prob
     # A date outside the calendar's data (or the planned range) can never be planned, so an
     # override there changes nothing either way: it is left unchecked.
     first, last = supported_range()
+    inside = [d for _, d, _ in dates if first <= d <= last]
+    if inside:  # built first, so that the data's bounds come without a default-window build
+        with contextlib.suppress(CalendarError):
+            calendar_for(canonical, min(inside), max(inside))
     try:
         data_first, data_last = data_limits(canonical)
     except CalendarError:
@@ -429,14 +434,16 @@ def next_sessions(name: str, after: datetime, count: int, override: Override | N
     """The next `count` sessions whose close is after `after` (the current session included),
     fewer when the calendar's data ends first. CalendarError when it has none at all."""
     canonical = resolve(name)
+    start = (after - timedelta(days=2)).date()
+    span = max(14, count * 2)
+    with contextlib.suppress(CalendarError):  # the first window: it also tells the data's bounds
+        calendar_for(canonical, start, start + timedelta(days=span))
     _, last = data_limits(canonical)
     _, policy_end = supported_range()
     stop = min(last, policy_end) if last is not None else policy_end
-    start = (after - timedelta(days=2)).date()
     if start > stop:
         raise _none_after(canonical, after, last)
     out: list[Session] = []
-    span = max(14, count * 2)
     while len(out) < count and start <= stop:
         end = min(stop, start + timedelta(days=span))
         out.extend(s for s in sessions(canonical, start, end, override)
