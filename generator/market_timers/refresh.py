@@ -242,7 +242,12 @@ def calendar_end_warnings(config, now: datetime, last_session_of=None, warn_days
     for cal in names:
         if cal in skip:
             continue
-        text = end_warning(cal, last_session_of(cal), now.date(), warn_days)
+        try:
+            text = end_warning(cal, last_session_of(cal), now.date(), warn_days)
+        except Exception as e:  # one calendar's check must not hide the others' warnings
+            log.warning("refresh: cannot tell where %s's data ends: %s: %s", cal,
+                        type(e).__name__, e)
+            continue
         if text:
             out.append((cal, text))
     return out
