@@ -242,8 +242,10 @@ def _now(args) -> datetime:
 
 def cmd_plan(args) -> int:
     from . import calendars, plan, planview
+    from .alerts.config import print_route_warnings
 
     cfg = _config(args)
+    print_route_warnings(cfg)
     if args.from_ or args.to:
         start = args.from_ or _now(args).date()
         end = args.to or start
@@ -319,7 +321,7 @@ def cmd_sync(args) -> int:
     cfg = _config(args)
     try:
         result = _calendar_call(lambda: sync.sync(cfg, now=args.now, dry_run=args.dry_run))
-    except (SystemctlError, sync.SyncError, OSError) as e:
+    except (SystemctlError, sync.SyncError, OSError) as e:  # OSError: also a refused symlink in state_dir
         print(f"market-timers sync: {e}", file=sys.stderr)
         return FAILURE
     lines = result.lines(dry_run=args.dry_run)
@@ -363,13 +365,21 @@ def _as_service_user(cfg):
     return cfg
 
 
+def _alert_config(args):
+    """The alert path's config: a broken file falls back to the last good snapshot."""
+    from . import config
+    from .alerts import snapshot
+
+    return snapshot.load(config.config_path(args.config))
+
+
 def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
-              service_user: bool = False):
+              service_user: bool = False, alert_path: bool = False):
     def command(args) -> int:
         import importlib
 
         mod = importlib.import_module(f"market_timers.{module}")
-        cfg = _config(args, check_calendars)
+        cfg = _alert_config(args) if alert_path else _config(args, check_calendars)
         if service_user:
             _as_service_user(cfg)
         return getattr(mod, function)(cfg, *extra_args(args))
@@ -390,7 +400,7 @@ def cmd_refresh(args) -> int:
 def cmd_outbox(args) -> int:
     from .alerts import commands
 
-    cfg = _as_service_user(_config(args, check_calendars=False))
+    cfg = _as_service_user(_alert_config(args))
     if args.action == "list":
         return commands.outbox_list(cfg, args.json)
     return commands.outbox_flush(cfg)
@@ -401,7 +411,7 @@ def cmd_digest(args) -> int:
 
     # Run as the built-in digest job, the runner hands over the session in $MARKET_SESSION.
     session = args.session.isoformat() if args.session else os.environ.get("MARKET_SESSION")
-    return commands.digest(_as_service_user(_config(args, check_calendars=False)), session)
+    return commands.digest(_as_service_user(_alert_config(args)), session)
 
 
 COMMANDS = {
@@ -411,13 +421,15 @@ COMMANDS = {
     "sync": cmd_sync,
     "try": cmd_try,
     "check-cron": cmd_check_cron,
-    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True),
-    "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit"),
+    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True,
+                       alert_path=True),
+    "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit",
+                               alert_path=True),
     "outbox": cmd_outbox,
-    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True),
+    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True, alert_path=True),
     "digest": cmd_digest,
     "refresh": cmd_refresh,
-    "deadman": _delegate("deadman", "command", "now", service_user=True),
+    "deadman": _delegate("deadman", "command", "now", service_user=True, alert_path=True),
     "status": _delegate("status", "command", "session", "json", "now"),
 }
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from . import plan as planning
+from . import safefs
 from .config import Config
 from .instants import iso, parse_iso
 from .render import is_generated, render_all, write_atomic
@@ -159,7 +161,21 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
         systemctl.start(result.started)
         _write_plan(config, fires, now, kept)
+        _write_alert_snapshot(config, now)
         return result
+
+
+def _write_alert_snapshot(config: Config, now: datetime) -> None:
+    """The last-good copy of what alerting needs, used while the live config is broken."""
+    from .alerts import snapshot
+    from .alerts.config import print_route_warnings
+
+    print_route_warnings(config)
+    try:
+        snapshot.write(config, now)
+    except (OSError, TypeError, ValueError) as e:
+        print(f"market-timers sync: warning: cannot write the alert snapshot: {e}",
+              file=sys.stderr)
 
 
 def _job_of(unit: str) -> str:
@@ -211,10 +227,8 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
                 kept: set[str] = frozenset()) -> None:
     """<state_dir>/plan.json: every fire planned while it was still ahead, for deadman/status."""
     path = config.state_dir / "plan.json"
-    try:
-        previous = json.loads(path.read_text()).get("fires", [])
-    except (FileNotFoundError, ValueError):
-        previous = []
+    doc = safefs.read_json(path, base=config.state_dir)  # a planted symlink is not followed
+    previous = doc.get("fires", []) if isinstance(doc, dict) else []
     jobs = {j.name: j for j in config.jobs}
     current = {(f.job, f.session.isoformat()): f for f in fires}
     keep_after = now - timedelta(days=config.retention_days)
@@ -233,7 +247,8 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
                        "severity": job.severity}
     doc = {"generated_utc": iso(now),
            "fires": sorted(merged.values(), key=lambda e: (e["fire_utc"], e["job"]))}
-    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    safefs.write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n",
+                        base=config.state_dir, mode=0o644)
 
 
 class _sync_lock:
@@ -247,8 +262,10 @@ class _sync_lock:
     def __enter__(self):
         if self.dry_run:
             return self
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # state_dir is writable by every job: never follow a planted sync.lock symlink (root
+        # would create or truncate its target).
+        self.fd = safefs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o644,
+                                   base=self.path.parent, create_dirs=True)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
