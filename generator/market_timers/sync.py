@@ -84,6 +84,8 @@ class SyncResult:
     dropped: list[Dropped] = field(default_factory=list)  # already ran: no timer
     reloaded: bool = False
     fires: list[planning.Fire] = field(default_factory=list)
+    # calendars that could not be planned: their jobs' installed timers are left as they are
+    failures: list[planning.CalendarFailure] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)  # planned names held by hand-made files
 
     @property
@@ -132,7 +134,8 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     now = now or planning.utcnow()
     systemctl = systemctl or Systemctl()
     unit_dir = config.unit_dir
-    fires = planning.plan_ahead(config, now)
+    planned = planning.plan_ahead_partial(config, now)
+    fires, kept = planned.fires, planned.failed_jobs()
     # A fire due within MIN_LEAD is not written anew (it could pass before systemd starts its
     # timer, and then it would never fire), but an installed timer for it is kept as it is.
     too_close = {f.unit_stem for f in fires if f.fire_utc <= now + MIN_LEAD}
@@ -144,7 +147,8 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         desired = {u.name: u.text for u in render_all(config, fires)
                    if (u.name.rsplit(".", 1)[0] not in too_close or u.name in existing)
                    and u.name.rsplit(".", 1)[0] not in ran_stems}
-        result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing))
+        result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing),
+                            failures=planned.failures)
         for stem in {n.rsplit(".", 1)[0] for n in result.foreign}:  # both units of that fire
             desired.pop(f"{stem}.timer", None)
             desired.pop(f"{stem}.service", None)
@@ -164,6 +168,8 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                 result.started.append(name)
         retention = timedelta(days=config.retention_days)
         for name in sorted(timers_now - set(desired)):
+            if _job_of(name) in kept:
+                continue
             instant = instant_of(existing[name])
             if instant is None or instant > now:
                 result.removed.append(name)
@@ -194,7 +200,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
             _delete(unit_dir, name, stamp_dir)
         systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
         systemctl.start(result.started)
-        _write_plan(config, fires, now, set(ran))
+        _write_plan(config, fires, now, kept, set(ran))
         _write_alert_snapshot(config, now)
         return result
 
@@ -261,6 +267,10 @@ def _write_alert_snapshot(config: Config, now: datetime) -> None:
               file=sys.stderr)
 
 
+def _job_of(unit: str) -> str:
+    return unit.removeprefix("market-").partition("@")[0]
+
+
 class SyncError(Exception):
     """The unit directory cannot be written (read-only, permissions): a message, not a trace."""
 
@@ -303,7 +313,7 @@ def _delete(unit_dir: Path, timer: str, stamp_dir: Path) -> None:
 
 
 def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
-                ran: set[tuple[str, str]] = frozenset()) -> None:
+                kept: set[str] = frozenset(), ran: set[tuple[str, str]] = frozenset()) -> None:
     """<state_dir>/plan.json: every fire planned while it was still ahead, for deadman/status.
 
     A (job, session) that already ran keeps the entry of the instant it ran at."""
@@ -318,7 +328,7 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
         key = (entry["job"], entry["session"])
         instant = parse_iso(entry["fire_utc"])
         # An entry still ahead but not in the plan any more was cancelled (closure, skip...).
-        if instant > now and key not in current:
+        if instant > now and key not in current and entry["job"] not in kept:
             continue
         if instant >= keep_after and entry["job"] in jobs:
             merged[key] = entry
