@@ -99,12 +99,29 @@ def test_records_read_the_ledger_and_fall_back_to_pre_ledger_run_records(tmp_pat
     assert [r["session"] for r in runrecord.all_records(tmp_path)] == ["2025-11-20", "2025-11-21"]
 
 
-def test_the_ledger_imports_only_os():
+def test_the_ledger_imports_only_os_and_errno():
     import subprocess
     import sys
 
     code = ("import sys; before = set(sys.modules); import market_timers.ledger.local; "
             "print(sorted(m for m in set(sys.modules) - before "
-            "if m.split('.')[0] not in ('market_timers', '__future__')))")
+            "if m.split('.')[0] not in ('market_timers', '__future__', 'errno')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_symlinks_planted_in_the_ledger_are_never_followed_by_the_readers(tmp_path):
+    precious = tmp_path / "precious"
+    precious.write_text("job=signal\nhost=evil\n")
+    entry = tmp_path / "state" / "ledger" / "signal" / "2025-12-01"
+    entry.mkdir(parents=True)
+    (entry / "attempt-1").symlink_to(precious)
+    (tmp_path / "state" / "ledger" / "quotes").symlink_to(tmp_path)
+    state = tmp_path / "state"
+    assert runrecord.read(state, "signal", "2025-12-01") is None
+    assert runrecord.read(state, "quotes", "2025-12-01") is None
+    assert runrecord.all_records(state) == []
+    # the runner's claim cannot be taken over a planted entry either: it refuses to run
+    claim = LocalLedger(str(state)).claim(ledger.Key("signal", "2025-12-01"), "timer", {})
+    assert not claim.ok
+    assert precious.read_text() == "job=signal\nhost=evil\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -120,6 +119,7 @@ def test_missing_program_is_a_runner_error(tmp_path):
     proc = run(context(tmp_path), "/nonexistent/job")
     assert proc.returncode == exitcodes.RUNNER_ERROR
     assert "cannot run /nonexistent/job" in proc.stderr
+    assert record(tmp_path) is None  # no claim: once fixed, the session can still run once
 
 
 def test_missing_context_is_a_runner_error(tmp_path):

@@ -8,7 +8,8 @@ In this order:
 3. refuses a start later than the job's grace (exit 170, "stale start");
 4. takes a non-blocking flock on <lock dir>/<lock group>.lock; busy -> logs the holder, exit 171;
 5. claims the (job, session) in the ledger: atomic and durable, *after* the lock and *before*
-   the exec; a start that lost the race exits 173 too;
+   the exec (and after checking that the program is executable); a start that lost the race
+   exits 173 too;
 6. execs the job in this same process, so the job is the unit's main PID (WatchdogSec= with
    NotifyAccess=main works) and the inherited lock fd lives exactly as long as the job; the OS
    releases the lock however the job dies.
@@ -209,6 +210,10 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
                  f"is {late:.0f} s later, more than its grace of {grace} s; not running it")
         _refuse(book, key, base, "stale-start", late_sec=round(late, 3))
         return STALE_START
+    if not os.access(argv[0], os.X_OK):  # before the claim: a run that cannot start takes none
+        log(ERR, f"cannot run {argv[0]}: not an executable file; {job} for session {session} "
+                 "did not run")
+        return RUNNER_ERROR
     try:
         lock = take_lock(env.get("MARKET_LOCK_DIR", "/run/market-timers"),
                          env.get("MARKET_LOCK_GROUP", job), job, session)

@@ -45,15 +45,30 @@ def read(state_dir: str | os.PathLike, job: str, session: str) -> dict | None:
         found = summary(LocalLedger(os.fspath(state_dir)), Key(job, session))
     except ValueError:
         return None
-    return found if found is not None else _legacy(legacy_path(state_dir, job, session))
+    except OSError:  # a symlink planted in the ledger (never followed), an unreadable entry
+        found = None
+    return found if found is not None else _legacy(legacy_path(state_dir, job, session),
+                                                    state_dir)
 
 
-def _legacy(path: Path) -> dict | None:
+def _legacy(path: Path, state_dir) -> dict | None:
+    """Root (deadman, status, sync) reads these: no symlink is followed (safefs)."""
+    from .safefs import read_bytes
+
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(read_bytes(path, base=state_dir))
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def _names(directory: Path, state_dir) -> list[str]:
+    from .safefs import listdir
+
+    try:
+        return listdir(directory, base=state_dir)
+    except OSError:  # missing, or a symlink or a file where a directory should be
+        return []
 
 
 def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[dict]:
@@ -68,9 +83,33 @@ def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[di
         if record is not None:
             out[(key.job, key.name)] = record
     root = Path(state_dir) / "runs"
-    for path in sorted(root.glob(f"{job}/*.json" if job else "*/*.json")) if root.is_dir() else []:
-        record = _legacy(path)
+    jobs = [job] if job else _names(root, state_dir)
+    paths = [root / j / n for j in jobs if "/" not in j and j not in (".", "..")
+             for n in _names(root / j, state_dir) if n.endswith(".json")]
+    for path in sorted(paths):
+        record = _legacy(path, state_dir)
         if record and record.get("job") and (record["job"], path.stem) not in out:
             record.setdefault("session", path.stem)
             out[(record["job"], path.stem)] = record
     return [out[k] for k in sorted(out)]
+
+
+RESULT_FIELDS = ("result", "exit_code", "exit_status", "finished_utc", "duration_sec")
+
+
+def update(state_dir: str | os.PathLike, job: str, session: str, **fields) -> dict | None:
+    """Record a run in the ledger the way the runner and --record would (tools and tests):
+    `refused=KIND` notes a refused start; otherwise the start fields claim attempt 1 (if nobody
+    has) and the result fields (result, exit_status...) finish the latest unfinished entry."""
+    book = LocalLedger(os.fspath(state_dir))
+    key = Key(job, session)
+    if fields.get("refused"):
+        book.refuse(key, fields)
+    else:
+        start = {k: v for k, v in fields.items() if k not in RESULT_FIELDS}
+        if start and book.holder(key) is None:
+            book.claim(key, "timer", start)
+        done = {k: v for k, v in fields.items() if k in RESULT_FIELDS}
+        if done:
+            book.finish(key, start.get("invocation"), done)
+    return read(state_dir, job, session)

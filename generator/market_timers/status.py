@@ -2,19 +2,25 @@
 
 For each session (by default the latest one that has started and every one planned after it), each
 job's planned UTC instant, its timer's state (waiting / elapsed / missing / inactive, from
-`systemctl show`), the run's result and duration (run records), and the alerts raised for it (the
-alert layer's session events) with the outbox's pending count. `--json` prints one object:
+`systemctl show`), the run's result and duration (the run ledger, through runrecord.py), and the
+alerts raised for it (the alert layer's session events) with the outbox's pending count. `--json`
+prints one object:
 
     {"now": "...Z", "plan_generated_utc": "...Z",
      "sessions": [{"session": "2025-11-28",
                    "jobs": [{"job", "calendar", "event", "fire_utc", "unit", "timer", "result",
                              "exit_status", "duration_sec", "started_utc", "finished_utc",
+                             "attempts", "host", "refused_starts",
                              "alerts": [{"id", "kind", "severity", "title", "handling"}]}]}],
-     "outbox": {"pending": 0, "undeliverable": 0, ...}}
+     "outbox": {"pending": 0, "undeliverable": 0, ...},
+     "calendar_warnings": ["calendar XSHG: ... sessions up to 2026-12-31 only; ..."]}
 
-`result` is the run record's result (success, exit-code, signal, watchdog, timeout...), its refusal
-(stale-start, overlap-skipped), "running" (started, not finished), or with no record: "scheduled"
-(instant ahead), "due" (past the instant, inside grace + timeout + slack) or "missed".
+`result` is the latest attempt's result (success, exit-code, signal, watchdog, timeout...), a refused
+start's kind when the session never started (stale-start, overlap-skipped), "running" (started, not
+finished), or with nothing in the ledger: "scheduled" (instant ahead), "due" (past the instant,
+inside grace + timeout + slack) or "missed". `attempts` counts the session's runs (more than one
+only with `market-timers run --force`), `host` is where the latest ran, `refused_starts` lists the
+starts refused since (e.g. "already-ran").
 """
 
 from __future__ import annotations
@@ -62,11 +68,37 @@ def collect(config, session=None, now: datetime | None = None, *,
             "duration_sec": record.get("duration_sec"),
             "started_utc": record.get("started_utc"),
             "finished_utc": record.get("finished_utc"),
+            "attempts": record.get("attempts", 1 if record else 0),
+            "host": record.get("host"),
+            "refused_starts": record.get("refused_starts", []),
             "alerts": events(e["session"], e["job"]),
         })
     return {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
             "sessions": [{"session": s, "jobs": jobs} for s, jobs in sorted(sessions.items())],
-            "outbox": _outbox(config)}
+            "outbox": _outbox(config), "calendar_warnings": calendar_warnings(config, now)}
+
+
+def calendar_warnings(config, now: datetime) -> list[str]:
+    """The refresh's data-end warning for each calendar of the config ([watch]
+    calendar_warn_days), so that `status` shows it too. Never breaks status."""
+    try:
+        from . import calendars
+        from .refresh import end_warning
+
+        warn_days = watch_of(config).calendar_warn_days
+        names = {j.calendar for j in config.jobs if j.is_session_job and j.calendar}
+    except Exception:
+        return []
+    out = []
+    for name in sorted(names):
+        try:
+            cal = calendars.resolve(name)
+            text = end_warning(cal, calendars.last_session(cal), now.date(), warn_days)
+        except Exception as e:  # a calendar that does not build: say so rather than nothing
+            text = f"calendar {name}: cannot tell where its data ends: {e}"
+        if text and text not in out:
+            out.append(text)
+    return out
 
 
 def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]:
@@ -79,10 +111,10 @@ def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]
 
 
 def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
+    if record.get("refused"):  # no attempt: the start was refused (its result is the 17x exit)
+        return record["refused"]
     if record.get("result"):
         return record["result"]
-    if record.get("refused"):
-        return record["refused"]
     if record.get("started_utc"):
         return "running"
     if parse_iso(entry["fire_utc"]) > now:
@@ -129,16 +161,21 @@ def table(doc: dict) -> str:
     for s in doc["sessions"]:
         for j in s["jobs"]:
             duration = j["duration_sec"]
+            result = j["result"] + (f" (attempt {j['attempts']})" if j["attempts"] > 1 else "")
+            if j["refused_starts"]:
+                result += ", then refused: " + ", ".join(j["refused_starts"])
             rows.append((s["session"], j["job"], j["fire_utc"].replace("T", " "), j["timer"],
-                         j["result"], str(j["exit_status"] or "-"),
+                         result, str(j["exit_status"] or "-"),
                          f"{duration:g}s" if isinstance(duration, int | float) else "-",
                          ", ".join(f"{a['kind']} ({a['handling']})" for a in j["alerts"])
                          or "-"))
+    warn = [f"warning: {w}" for w in doc.get("calendar_warnings") or []]
     if not rows:
-        return "no planned fire in this range (see `market-timers plan`)"
+        return "\n".join([*warn, "no planned fire in this range (see `market-timers plan`)"])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [head, *rows]]
+    lines = [*warn, *([""] if warn else []), *lines]
     box = doc.get("outbox") or {}
     if box:
         lines.append("")

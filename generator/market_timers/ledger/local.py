@@ -11,11 +11,12 @@ directory just made on the way) are fsync'd before `claim` returns, so a claim s
 that follows the job's start. Every path component below the state directory is opened with
 O_NOFOLLOW relative to its parent's fd: a planted symlink is an error, never followed.
 
-Imports nothing but `os`: the runner calls this before every job.
+Imports nothing but `os` (and `errno`): the runner calls this before every job.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 
 from . import Claim, Key, Ledger, format_fields, parse_fields
@@ -72,6 +73,10 @@ class LocalLedger(Ledger):
             fd = os.open(name, _READ, dir_fd=dir_fd)
         except FileNotFoundError:
             return None
+        except OSError as e:
+            if e.errno == errno.ELOOP:  # a symlink planted in place of an entry: not ours
+                return None
+            raise
         try:
             chunks = []
             while chunk := os.read(fd, 65536):
@@ -110,6 +115,21 @@ class LocalLedger(Ledger):
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         os.fsync(dir_fd)
 
+    @classmethod
+    def _read_claim(cls, name: str, dir_fd: int) -> dict | None:
+        """A claim file; one just created by a racing start may not hold its fields yet (it is
+        written right after the exclusive create): wait for them a little. An empty claim left by
+        a crash between the two still counts as a claim, with its details unknown."""
+        record = cls._read(name, dir_fd)
+        tries = 0
+        while record is not None and not record and tries < 50:
+            import time
+
+            time.sleep(0.002)
+            tries += 1
+            record = cls._read(name, dir_fd)
+        return record
+
     # -- the runner's calls ------------------------------------------------------------------
 
     def holder(self, key: Key) -> dict | None:
@@ -117,7 +137,7 @@ class LocalLedger(Ledger):
         if fd is None:
             return None
         try:
-            record = self._read("attempt-1", fd)
+            record = self._read_claim("attempt-1", fd)
         finally:
             os.close(fd)
         if record is not None:
@@ -141,7 +161,7 @@ class LocalLedger(Ledger):
                 if self._create(f"attempt-{attempt}", fd, text):
                     return Claim(True, attempt)
                 if how not in ("forced", "retry"):
-                    held = self._read(f"attempt-{attempt}", fd) or {}
+                    held = self._read_claim(f"attempt-{attempt}", fd) or {}
                     held.setdefault("attempt", attempt)
                     return Claim(False, holder=held)
                 attempt += 1  # a forced run raced another one: take the next number
