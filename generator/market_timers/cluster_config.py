@@ -51,18 +51,13 @@ def parse_cluster(raw, problems: Problems) -> ClusterConfig | None:
     delay = 0
     if "standby_delay" in raw:
         value = raw["standby_delay"]
-        if value == 0 and not isinstance(value, bool):
-            value = "0s"
+        zero = value in (0, "0", "0s") and not isinstance(value, bool)  # the preferred node
         try:
-            delay = parse_duration(value)
+            delay = 0 if zero else parse_duration(value, MAX_STANDBY_DELAY,
+                                                  "and less than every job's grace")
         except ValueError as e:
             problems.add("cluster.standby_delay", f'{e}; e.g. "2s" on a standby, "0s" on the '
                          "preferred node", value)
-        else:
-            if delay > MAX_STANDBY_DELAY:
-                problems.add("cluster.standby_delay", f"at most {MAX_STANDBY_DELAY // 60}min "
-                             "(and less than every job's grace)", value)
-                delay = 0
     mode = raw.get("on_db_unreachable", "skip")
     if mode not in ON_DB_UNREACHABLE:
         problems.add("cluster.on_db_unreachable", "skip (do not run the job, raise a critical "
