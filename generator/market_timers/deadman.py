@@ -14,6 +14,14 @@ the run records and `systemctl show` of the upcoming timers, and finds:
 * not-scheduled: an upcoming planned fire whose timer is not loaded and waiting in systemd (or no
   fire planned ahead at all: the refresh has stopped). One critical alert per timer.
 
+In cluster mode ([cluster]: the run ledger on PostgreSQL, shared by the nodes) "ran" means ran on
+any node (the cluster ledger, then this node's local ledger for a run that fell back to it). Every
+node's deadman checks, but a miss is alerted once across the cluster: only the node whose
+`note_miss` inserts the (job, session) first reports it, so a dead preferred node's misses are
+reported by the standby. When the ledger cannot be reached nothing is judged missed (nothing can
+be known): one critical `ledger-unreachable` alert says so, once per outage on each node (kept in
+deadman.json while it lasts), and the heartbeat pings /fail.
+
 Each pass then pings the external heartbeat if `[watch] ping = true`: the URL from the credential,
 or its `/fail` variant when the pass found something new or could not do its job. The URL is a
 secret: it is never logged. A failed ping is logged and never fails the pass.
@@ -33,6 +41,8 @@ from pathlib import Path
 
 from . import logsetup, runrecord, safefs
 from .instants import iso, parse_iso
+from .ledger import Key
+from .ledger.errors import DatabaseError
 from .systemctl import Systemctl
 from .watch_alert import send_alert
 from .watch_config import WatchConfig, watch_of
@@ -42,11 +52,12 @@ log = logging.getLogger("market_timers.watch")
 
 PLAN_FILE = "plan.json"
 STATE_FILE = "deadman.json"
+UNREACHABLE_KEY = "ledger-unreachable"
 
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # "missed" | "not-scheduled"
+    kind: str  # "missed" | "not-scheduled" | "ledger-unreachable"
     key: str  # what deadman.json remembers as reported
     job: str
     session: str
@@ -121,6 +132,8 @@ def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
 
 
 def _title(f: Finding) -> str:
+    if f.kind == UNREACHABLE_KEY:
+        return "the cluster run ledger cannot be reached: the deadman cannot tell what ran"
     if f.kind == "missed":
         return f"{f.job} did not run for session {f.session}"
     if f.job:
@@ -144,17 +157,12 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
     if getattr(config, "broken", None) is not None:  # degraded config: trust the last plan
         jobs |= {e["job"] for e in fires}
 
-    for entry in fires:
-        if entry["job"] not in jobs:  # a job removed from the config since: nothing to expect
-            continue
-        due = deadline(entry, watch.slack_sec)
-        if due < now and runrecord.read(state_dir, entry["job"], entry["session"]) is None:
-            result.findings.append(_missed(entry, due, now, watch))
-
-    # A (job, session) that already ran (`market-timers run` ahead of its timer) has no timer on
-    # purpose: sync withdrew it.
-    upcoming = [e for e in fires if parse_iso(e["fire_utc"]) > now and e["job"] in jobs
-                and runrecord.read(state_dir, e["job"], e["session"]) is None]
+    book = runrecord.cluster_book(config)  # None: the local ledger only
+    try:
+        upcoming = _check_fires(config, watch, now, state_dir, fires, jobs, reported, book, result)
+    finally:
+        if book is not None:
+            book.close()
     generated = parse_iso(plan["generated_utc"]) if plan.get("generated_utc") else None
     settling = generated is not None and now - generated < timedelta(seconds=watch.slack_sec)
     if settling or _sync_running(state_dir):
@@ -186,13 +194,64 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
         if finding.key not in reported:
             result.new.append(finding)
             reported[finding.key] = iso(now)
-    # Forget what plan.json forgot (past its retention), so deadman.json stays small.
+    # Forget what plan.json forgot (past its retention), so deadman.json stays small; an outage
+    # of the ledger is forgotten when it ends, so that the next one is reported again.
     live = {f"{e['job']}|{e['session']}" for e in fires}
     nothing_ahead = f"not-scheduled:nothing-ahead:{plan.get('generated_utc', '?')}"
+    unreachable = any(f.key == UNREACHABLE_KEY for f in result.findings)
     state["reported"] = {k: v for k, v in reported.items()
-                         if k == nothing_ahead or _pair(k) in live}
+                         if k == nothing_ahead or _pair(k) in live
+                         or (k == UNREACHABLE_KEY and unreachable)}
     state["last_pass_utc"] = iso(now)
     _save_state(state_dir, state)
+
+
+def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fires: list[dict],
+                 jobs: set[str], reported: dict[str, str], book, result: PassResult) -> list:
+    """The misses (result.findings) and the upcoming fires that have not run, to check timers.
+
+    With the cluster ledger (`book`): a miss already reported, by this node or another, is not
+    reported again; an unreachable ledger is one `ledger-unreachable` finding and no miss."""
+    def ran(entry: dict) -> dict | None:
+        return runrecord.read(state_dir, entry["job"], entry["session"], book)
+
+    upcoming: list[dict] = []
+    try:
+        for entry in fires:
+            if entry["job"] not in jobs:  # a job removed from the config since: nothing to expect
+                continue
+            due = deadline(entry, watch.slack_sec)
+            if parse_iso(entry["fire_utc"]) > now:
+                # A (job, session) that already ran (`market-timers run` ahead of its timer) has
+                # no timer on purpose: sync withdrew it.
+                if ran(entry) is None:
+                    upcoming.append(entry)
+            elif due < now and ran(entry) is None:
+                finding = _missed(entry, due, now, watch)
+                if book is not None and finding.key not in reported \
+                        and not book.note_miss(Key(entry["job"], entry["session"])):
+                    log.info("deadman: %s %s did not run; another node has reported it",
+                             entry["job"], entry["session"])
+                    reported[finding.key] = iso(now)  # not ours to report: never again
+                result.findings.append(finding)
+    except DatabaseError as e:
+        result.findings[:] = [_unreachable(config, e)]
+        result.errors.append(f"the cluster run ledger cannot be reached: {e}")
+        # The timers can still be checked (what this node has not run locally).
+        upcoming = [e for e in fires if parse_iso(e["fire_utc"]) > now and e["job"] in jobs
+                    and runrecord.read(state_dir, e["job"], e["session"]) is None]
+    return upcoming
+
+
+def _unreachable(config, error: Exception) -> Finding:
+    node = config.cluster.node
+    return Finding(
+        UNREACHABLE_KEY, UNREACHABLE_KEY, "", "",
+        f"Node {node}: the cluster run ledger (PostgreSQL, credential "
+        f"market-timers.cluster-dsn) cannot be reached ({error}). The deadman cannot tell which "
+        "jobs ran on which node, so it reports no miss until the ledger is back; the runners "
+        "follow [cluster] on_db_unreachable. Check the database and `market-timers cluster "
+        "status`.")
 
 
 def _pair(key: str) -> str:

@@ -40,15 +40,54 @@ def summary(book, key: Key) -> dict | None:
     return None
 
 
-def read(state_dir: str | os.PathLike, job: str, session: str) -> dict | None:
+def read(state_dir: str | os.PathLike, job: str, session: str, book=None) -> dict | None:
+    """The record of (job, session). `book`: the cluster ledger (cluster_book), read first: a
+    run on any node; a DatabaseError from it is the caller's to handle. The local ledger still
+    answers when the cluster has nothing: a run that fell back to it (on_db_unreachable = run)."""
     try:
-        found = summary(LocalLedger(os.fspath(state_dir)), Key(job, session))
+        key = Key(job, session)
     except ValueError:
         return None
+    if book is not None:
+        found = summary(book, key)
+        if found is not None:
+            return found
+    try:
+        found = summary(LocalLedger(os.fspath(state_dir)), key)
     except OSError:  # a symlink planted in the ledger (never followed), an unreadable entry
         found = None
     return found if found is not None else _legacy(legacy_path(state_dir, job, session),
                                                     state_dir)
+
+
+def cluster_book(config):
+    """The cluster ledger (ledger.postgresql) for the readers in cluster mode, else None.
+    Connects lazily: the first read raises DatabaseError when it cannot be reached."""
+    if getattr(config, "cluster", None) is None:
+        return None
+    from .ledger import for_config
+
+    try:
+        return for_config(config)
+    except Exception as e:  # e.g. no DSN credential: every read fails the same way
+        from .ledger.errors import DatabaseError
+
+        return _Broken(e if isinstance(e, DatabaseError) else DatabaseError(str(e)))
+
+
+class _Broken:
+    """A cluster ledger that could not be opened: each read raises the reason."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name):
+        def fail(*args, **kw):
+            raise self.error
+        return fail
 
 
 def _legacy(path: Path, state_dir) -> dict | None:

@@ -10,17 +10,20 @@ prints one object:
      "sessions": [{"session": "2025-11-28",
                    "jobs": [{"job", "calendar", "event", "fire_utc", "unit", "timer", "result",
                              "exit_status", "duration_sec", "started_utc", "finished_utc",
-                             "attempts", "host", "refused_starts",
+                             "attempts", "host", "node", "refused_starts",
                              "alerts": [{"id", "kind", "severity", "title", "handling"}]}]}],
      "outbox": {"pending": 0, "undeliverable": 0, ...},
-     "calendar_warnings": ["calendar XSHG: ... sessions up to 2026-12-31 only; ..."]}
+     "calendar_warnings": ["calendar XSHG: ... sessions up to 2026-12-31 only; ..."],
+     "cluster": {"node": "ny4-a", "ledger_error": null}}   (in cluster mode only)
 
 `result` is the latest attempt's result (success, exit-code, signal, watchdog, timeout...), a refused
 start's kind when the session never started (stale-start, overlap-skipped), "running" (started, not
 finished), or with nothing in the ledger: "scheduled" (instant ahead), "due" (past the instant,
 inside grace + timeout + slack) or "missed". `attempts` counts the session's runs (more than one
 only with `market-timers run --force`), `host` is where the latest ran, `refused_starts` lists the
-starts refused since (e.g. "already-ran").
+starts refused since (e.g. "already-ran"). In cluster mode the records are the cluster ledger's
+(any node's run; `node` is the node that ran it, a NODE column in the table); when it cannot be
+reached, status says so and shows this node's local ledger.
 """
 
 from __future__ import annotations
@@ -57,8 +60,15 @@ def collect(config, session=None, now: datetime | None = None, *,
                                             ["LoadState", "ActiveState", "SubState"])
     sessions: dict[str, list[dict]] = {}
     events = _alert_events(config)
+    book, ledger_error = runrecord.cluster_book(config), None
     for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], e["job"])):
-        record = runrecord.read(state_dir, e["job"], e["session"]) or {}
+        record = _read(state_dir, e, book) if ledger_error is None else None
+        if isinstance(record, Exception):  # the cluster ledger: say so, show the local one
+            ledger_error, book = f"the cluster run ledger cannot be reached: {record}", None
+            record = None
+        if record is None:
+            record = runrecord.read(state_dir, e["job"], e["session"])
+        record = record or {}
         sessions.setdefault(e["session"], []).append({
             "job": e["job"], "calendar": e.get("calendar", ""), "event": e.get("event", ""),
             "fire_utc": e["fire_utc"], "unit": e["unit"],
@@ -70,12 +80,28 @@ def collect(config, session=None, now: datetime | None = None, *,
             "finished_utc": record.get("finished_utc"),
             "attempts": record.get("attempts", 1 if record else 0),
             "host": record.get("host"),
+            "node": record.get("node"),
             "refused_starts": record.get("refused_starts", []),
             "alerts": events(e["session"], e["job"]),
         })
-    return {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
-            "sessions": [{"session": s, "jobs": jobs} for s, jobs in sorted(sessions.items())],
-            "outbox": _outbox(config), "calendar_warnings": calendar_warnings(config, now)}
+    if book is not None:
+        book.close()
+    doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
+           "sessions": [{"session": s, "jobs": jobs} for s, jobs in sorted(sessions.items())],
+           "outbox": _outbox(config), "calendar_warnings": calendar_warnings(config, now)}
+    if getattr(config, "cluster", None) is not None:
+        doc["cluster"] = {"node": config.cluster.node, "ledger_error": ledger_error}
+    return doc
+
+
+def _read(state_dir: Path, entry: dict, book):
+    """The record (any node's, in cluster mode), None, or the DatabaseError that stopped it."""
+    from .ledger.errors import DatabaseError
+
+    try:
+        return runrecord.read(state_dir, entry["job"], entry["session"], book)
+    except DatabaseError as e:
+        return e
 
 
 def calendar_warnings(config, now: datetime) -> list[str]:
@@ -156,7 +182,10 @@ def _outbox(config) -> dict:
 
 
 def table(doc: dict) -> str:
+    cluster = doc.get("cluster")
     head = ("SESSION", "JOB", "FIRE (UTC)", "TIMER", "RESULT", "EXIT", "DURATION", "ALERTS")
+    if cluster:  # which node ran each job
+        head = head[:5] + ("NODE",) + head[5:]
     rows = []
     for s in doc["sessions"]:
         for j in s["jobs"]:
@@ -169,7 +198,12 @@ def table(doc: dict) -> str:
                          f"{duration:g}s" if isinstance(duration, int | float) else "-",
                          ", ".join(f"{a['kind']} ({a['handling']})" for a in j["alerts"])
                          or "-"))
+            if cluster:
+                rows[-1] = rows[-1][:5] + (j.get("node") or "-",) + rows[-1][5:]
     warn = [f"warning: {w}" for w in doc.get("calendar_warnings") or []]
+    if cluster and cluster.get("ledger_error"):
+        warn.append(f"warning: {cluster['ledger_error']} (showing node {cluster['node']}'s "
+                    "local ledger only)")
     if not rows:
         return "\n".join([*warn, "no planned fire in this range (see `market-timers plan`)"])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]

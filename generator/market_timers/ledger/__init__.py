@@ -27,8 +27,9 @@ a cluster backend (PostgreSQL, issue 10 section 2) implements the same calls wit
 fencing token in `Claim.fence` (the runner hands it to the job as MARKET_FENCE), and is selected
 with MARKET_LEDGER=postgresql in the units' environment (`open_ledger`) and from the config for the
 readers (`for_config`). Cluster-wide lock groups belong beside `claim` (the runner's step 4 takes the
-local flock today); a cluster backend's `holder`/`attempts` answer for every node, so sync, status
-and the deadman (which read through runrecord.py and `for_config`) need no change of their own.
+local flock today); a cluster backend's `holder`/`attempts` answer for every node: sync, status
+and the deadman read it through runrecord.py (`cluster_book`, then the local ledger for a run that
+fell back to it) and handle its DatabaseError (an unreachable ledger is never "nothing ran").
 
 Hot path: this module and local.py import nothing but `os` (no json, no dataclasses, no typing):
 the runner imports them before every job.
