@@ -20,6 +20,7 @@ from market_timers.ledger import postgresql as pg
 
 SESSION = "2025-11-25"  # signal due 20:45 UTC, missed after 20:52:30
 AFTER_DEADLINE = utc("2025-11-25T22:00:00Z")
+SYNCED = utc("2025-11-21T22:00:00Z")  # Friday after the close: plan.json covers 10 sessions
 
 
 class Node:
@@ -37,7 +38,7 @@ class Node:
         self.systemctl = FakeSystemctl(root / "units")
         self.alerts = AlertRecorder()
 
-    def sync(self, now=utc("2025-11-21T22:00:00Z")):
+    def sync(self, now=SYNCED):
         self.systemctl.now = now
         return sync_mod.sync(self.config, now=now, systemctl=self.systemctl,
                              stamp_dir=Path(self.config.state_dir) / "stamps")
