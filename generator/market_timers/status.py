@@ -10,7 +10,7 @@ prints one object:
      "sessions": [{"session": "2025-11-28",
                    "jobs": [{"job", "calendar", "event", "fire_utc", "unit", "timer", "result",
                              "exit_status", "duration_sec", "started_utc", "finished_utc",
-                             "attempts", "host", "node", "refused_starts",
+                             "attempts", "host", "refused_starts",
                              "alerts": [{"id", "kind", "severity", "title", "handling"}]}]}],
      "outbox": {"pending": 0, "undeliverable": 0, ...},
      "calendar_warnings": ["calendar XSHG: ... sessions up to 2026-12-31 only; ..."],
@@ -22,7 +22,7 @@ finished), or with nothing in the ledger: "scheduled" (instant ahead), "due" (pa
 inside grace + timeout + slack) or "missed". `attempts` counts the session's runs (more than one
 only with `market-timers run --force`), `host` is where the latest ran, `refused_starts` lists the
 starts refused since (e.g. "already-ran"). In cluster mode the records are the cluster ledger's
-(any node's run; `node` is the node that ran it, a NODE column in the table); when it cannot be
+(any node's run; each job gains `node`, the node that ran it, a NODE column in the table); when it cannot be
 reached, status says so and shows this node's local ledger.
 """
 
@@ -61,6 +61,7 @@ def collect(config, session=None, now: datetime | None = None, *,
     sessions: dict[str, list[dict]] = {}
     events = _alert_events(config)
     book, ledger_error = runrecord.cluster_book(config), None
+    cluster = book is not None
     for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], e["job"])):
         record = _read(state_dir, e, book) if ledger_error is None else None
         if isinstance(record, Exception):  # the cluster ledger: say so, show the local one
@@ -80,9 +81,9 @@ def collect(config, session=None, now: datetime | None = None, *,
             "finished_utc": record.get("finished_utc"),
             "attempts": record.get("attempts", 1 if record else 0),
             "host": record.get("host"),
-            "node": record.get("node"),
             "refused_starts": record.get("refused_starts", []),
             "alerts": events(e["session"], e["job"]),
+            **({"node": record.get("node") or record.get("host")} if cluster else {}),
         })
     if book is not None:
         book.close()
