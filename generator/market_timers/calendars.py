@@ -34,7 +34,7 @@ FIRST_DAY = date(1990, 1, 1)
 YEARS_AHEAD = 5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Session:
     calendar: str  # canonical exchange_calendars name
     label: date  # the session's date (a futures session may open the calendar day before)
@@ -216,8 +216,16 @@ def _some_calendar(name: str):
         return calendar_for(name, day, day)
 
 
+# Time zone per calendar name: a class-level fact, learnt from any build of the calendar. A plan's
+# output asks for it once per fire: it must not go back to exchange_calendars each time.
+_zones: dict[str, ZoneInfo] = {}
+
+
 def tz(name: str) -> ZoneInfo:
-    return ZoneInfo(str(_some_calendar(name).tz))
+    zone = _zones.get(name)
+    if zone is None:
+        zone = _zones[name] = ZoneInfo(str(_some_calendar(name).tz))
+    return zone
 
 
 def has_breaks(name: str) -> bool:
@@ -393,22 +401,41 @@ def sessions(name: str, start: date, end: date, override: Override | None = None
     cal = calendar_for(canonical, start, end)
     sched = cal.schedule.loc[pd.Timestamp(start):pd.Timestamp(end)]
     override = override or Override()
-    local = ZoneInfo(str(cal.tz))
+    local = _zones.setdefault(canonical, ZoneInfo(str(cal.tz)))
+    # Whole columns at once (a pandas row per session cost half of a large plan's time).
+    labels = sched.index.date
+    columns = [_utc_column(sched[c]) for c in ("open", "close", "break_start", "break_end")]
+    out = [Session(canonical, *row) for row in zip(labels, *columns, strict=True)]
+    if override.closed or override.early_close or override.late_open:
+        out = _overridden(out, override, local)
+    return out
+
+
+def _overridden(found: list[Session], override: Override, local: ZoneInfo) -> list[Session]:
     early = dict(override.early_close)
     late = dict(override.late_open)
     out = []
-    for label, row in sched.iterrows():
-        day = label.date()
+    for s in found:
+        day = s.label
         if day in override.closed:
             continue
-        s = Session(canonical, day, _utc(row["open"]), _utc(row["close"]),
-                    _utc(row["break_start"]), _utc(row["break_end"]))
         if day in early:
             s = replace(s, close=_local(day, early[day], local))
         if day in late:
             s = replace(s, open=_local(day, late[day], local))
         out.append(s)
     return out
+
+
+def _utc_column(column) -> list[datetime | None]:
+    """A datetime64[ns, UTC] column as aware UTC datetimes, None where NaT (no break that day).
+
+    numpy turns the values into (naive) datetimes in C; only the zone is set per value. Sessions
+    are whole seconds, so the nanoseconds dropped by the microsecond unit are always zero.
+    """
+    values = column.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
+    naive = values.astype("datetime64[us]").tolist()
+    return [None if v is None else v.replace(tzinfo=UTC) for v in naive]
 
 
 def covered_until(name: str, end: date) -> date | None:

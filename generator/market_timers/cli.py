@@ -7,7 +7,6 @@ Heavy imports (pandas, exchange_calendars) happen inside the commands that need 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from datetime import UTC, date, datetime
@@ -255,10 +254,8 @@ def cmd_plan(args) -> int:
         result = plan.plan_between_partial(cfg, start, end)
     else:
         result = plan.plan_ahead_partial(cfg, _now(args))
-    if args.json:
-        print(json.dumps([f.to_json() for f in result.fires], indent=2))
-    else:
-        print(planview.table(result.fires, cfg))
+    # streamed: written as formatted, never the whole text at once
+    (planview.write_json if args.json else planview.write_table)(sys.stdout, result.fires)
     return _report_failures(args.command, result.failures)
 
 
