@@ -184,21 +184,29 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
     return [Unit(f"{stem}.timer", timer), Unit(f"{stem}.service", service)]
 
 
-def render_all(config: Config, fires: list[Fire], runner: str | None = None) -> list[Unit]:
+def iter_units(config: Config, fires: list[Fire], runner: str | None = None):
+    """The units of render_all, one fire's at a time (unsorted): nothing held but the current."""
     runner = runner or config.runner or default_runner()
     jobs = {j.name: j for j in config.jobs}
-    units: list[Unit] = []
     for fire in fires:
         if not fire.is_daily:
-            units.extend(job_units(config, jobs[fire.job], fire, runner))
+            yield from job_units(config, jobs[fire.job], fire, runner)
     for job in config.jobs:
         if not job.is_session_job:
-            units.extend(job_units(config, job, None, runner))
-    return sorted(units, key=lambda u: u.name)
+            yield from job_units(config, job, None, runner)
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> bool:
-    """Write text to path via a temp file + fsync + rename. False when the content is unchanged."""
+def render_all(config: Config, fires: list[Fire], runner: str | None = None) -> list[Unit]:
+    return sorted(iter_units(config, fires, runner), key=lambda u: u.name)
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o644, *, sync: bool = True) -> bool:
+    """Write text to path via a temp file + fsync + rename. False when the content is unchanged.
+
+    sync=False: no fsync here (still a temp file + rename: a reader sees the old file or the new
+    one, never a part); the caller makes the batch durable with sync_directory() before it reports
+    success (one flush for thousands of files instead of one each).
+    """
     try:
         if path.read_text() == text:
             return False
@@ -209,13 +217,44 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> bool:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return True
+
+
+def sync_directory(directory: Path) -> None:
+    """Make every file written (and renamed) into `directory` durable: syncfs(2) of its file
+    system, then fsync of the directory itself. OSError when the flush fails (EIO...).
+
+    Hand-written: Python's os module has sync() (every file system) and fsync() (one file) but no
+    syncfs(); libc's is called through ctypes, and os.sync() is the fallback without it.
+    """
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if not _syncfs(fd):
+            os.sync()
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _syncfs(fd: int) -> bool:
+    """syncfs(fd) through libc; False when libc has none. OSError when it fails."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return False
+    if fn(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
     return True
 
 
@@ -231,7 +270,7 @@ def is_generated(path: Path) -> bool:
 class RenderReport:
     """What `render --out DIR` did: files new, changed, unchanged, and other units left there."""
 
-    units: list[Unit]
+    units: list[str]  # the names of every unit of the plan
     new: list[str]
     changed: list[str]
     unchanged: list[str]
@@ -251,14 +290,25 @@ class RenderReport:
 
 
 def render_into(config: Config, out: Path, fires: list[Fire]) -> RenderReport:
-    """`market-timers render --out DIR`: just the files, no systemd."""
-    units = render_all(config, fires)
+    """`market-timers render --out DIR`: just the files, no systemd.
+
+    Each unit is rendered and written as it comes (atomic per file: temp file + rename), and the
+    whole batch is made durable by one sync_directory() before the report says it is written:
+    an fsync per file cost most of a large render's time.
+    """
     existed = {p.name for p in out.glob("market-*@*")} if out.is_dir() else set()
     out.mkdir(parents=True, exist_ok=True)
-    report = RenderReport(units, [], [], [], sorted(existed - {u.name for u in units}))
-    for u in units:
-        if write_atomic(out / u.name, u.text):
+    report = RenderReport([], [], [], [], [])
+    for u in iter_units(config, fires):
+        report.units.append(u.name)
+        if write_atomic(out / u.name, u.text, sync=False):
             (report.changed if u.name in existed else report.new).append(u.name)
         else:
             report.unchanged.append(u.name)
+    # Always, even when nothing changed: an earlier render whose flush failed may have left
+    # the same bytes in the page cache only.
+    sync_directory(out)
+    for names in (report.units, report.new, report.changed, report.unchanged):
+        names.sort()
+    report.stale = sorted(existed - set(report.units))
     return report
