@@ -251,12 +251,13 @@ def cmd_plan(args) -> int:
         if end < start:
             raise UsageError(f"--from {start} is after --to {end}")
         _calendar_call(calendars.check_range, start, end)
-        result = plan.plan_between_partial(cfg, start, end)
+        fires, failures = plan.plan_between_columns(cfg, start, end)
     else:
         result = plan.plan_ahead_partial(cfg, _now(args))
+        fires, failures = result.fires, result.failures
     # streamed: written as formatted, never the whole text at once
-    (planview.write_json if args.json else planview.write_table)(sys.stdout, result.fires)
-    return _report_failures(args.command, result.failures)
+    (planview.write_json if args.json else planview.write_table)(sys.stdout, fires)
+    return _report_failures(args.command, failures)
 
 
 def _report_failures(command: str, failures) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TextIO
 
 from .config import Config
@@ -27,16 +27,16 @@ def _event(f: Fire) -> str:
     return "daily" if f.is_daily else f"{f.event} {format_offset(f.offset)}"
 
 
-def write_table(out: TextIO, fires: list[Fire]) -> None:
+def write_table(out: TextIO, fires: Collection[Fire]) -> None:
     """The table, column widths from a first pass over the fires (the last column is not
-    padded: each line is stripped at its end)."""
+    padded: each line is stripped at its end). `fires` is iterated twice."""
     if not fires:
         out.write(EMPTY + "\n")
         return
     kinds = {(f.job, f.calendar, f.event, f.offset, f.is_daily) for f in fires}
     widths = [max(len(HEADER[0]), *(len(k[0]) for k in kinds)),
               max(len(HEADER[1]), *(len(k[1]) for k in kinds)),
-              max(len(HEADER[2]), *(len(f.session.isoformat()) for f in fires[:1])),
+              len("2025-01-01"),
               max(len(HEADER[3]), *(len("daily" if k[4] else f"{k[2]} {format_offset(k[3])}")
                                     for k in kinds)),
               len("Mon 2025-01-01 00:00:00")]
