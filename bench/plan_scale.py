@@ -12,7 +12,8 @@ against `plan --json` of the same fires.
   empty DIR: every unit written), and `plan --json` of the same config and instant.
 
 Wall time, CPU time (user + sys) and peak RSS from `/usr/bin/time -v`, medians of REPEATS runs
-taken in turns (so that the machine's load hits each alike). Then one cProfile of the plan: the
+taken in turns (so that the machine's load hits each alike). The goals are judged on CPU time
+and peak RSS (the wall-clock ratios are shown too). Then one cProfile of the plan: the
 top functions by own time.
 
 Run alone: .venv/bin/python -m bench.plan_scale
@@ -171,17 +172,21 @@ def run(_box=None) -> Section:
           "render to `plan --json` of the same config and instant.")
     s.add("cProfile of the plan (all calendars, 10 years), top functions by own time:\n\n"
           + table(["function", "calls", "own s", "cumulative s", "share"], top))
-    plan_ok = pw <= PLAN_GOAL * bw and pr <= PLAN_GOAL * br
+    # Time is CPU time (user + sys): every command here is one CPU-bound process, and on a
+    # shared machine its wall clock measures the others' load as much as its own work (the
+    # wall-clock ratios are in the table and the check's text).
+    plan_ok = pc <= PLAN_GOAL * bc and pr <= PLAN_GOAL * br
     s.checks.append(Check(
-        f"plan --json of every calendar over 10 years ≤ {PLAN_GOAL}× the time and memory of "
-        "building those calendars", plan_ok,
-        f"{fires:,} fires: {pw:.1f} s / {pr:.0f} MiB vs baseline {bw:.1f} s / {br:.0f} MiB "
-        f"(×{pw / bw:.2f} time, ×{pr / br:.2f} memory; cpu ×{pc / bc:.2f})"))
+        f"plan --json of every calendar over 10 years ≤ {PLAN_GOAL}× the time (CPU) and memory "
+        "of building those calendars", plan_ok,
+        f"{fires:,} fires: {pc:.1f} s CPU / {pr:.0f} MiB vs baseline {bc:.1f} s / {br:.0f} MiB "
+        f"(×{pc / bc:.2f} time, ×{pr / br:.2f} memory; wall {pw:.1f} s vs {bw:.1f} s, "
+        f"×{pw / bw:.2f})"))
     s.checks.append(Check(
-        f"render of ~50k units ≤ {RENDER_GOAL:.0f}× plan --json of the same fires",
-        rw <= RENDER_GOAL * aw,
-        f"{units:,} units: {rw:.1f} s vs plan --json {aw:.1f} s (×{rw / aw:.1f}; "
-        f"cpu ×{rc / ac:.1f}), {rr:.0f} MiB"))
+        f"render of ~50k units ≤ {RENDER_GOAL:.0f}× the time (CPU) of plan --json of the same "
+        "fires", rc <= RENDER_GOAL * ac,
+        f"{units:,} units: {rc:.1f} s CPU vs plan --json {ac:.1f} s (×{rc / ac:.1f}; wall "
+        f"{rw:.1f} s vs {aw:.1f} s, ×{rw / aw:.1f}), {rr:.0f} MiB"))
     s.headline.append(f"plan --json {n_cals} calendars × 10 years ({fires:,} fires): {pw:.1f} s, "
                       f"{pr:.0f} MiB (baseline {bw:.1f} s, {br:.0f} MiB); render {units:,} "
                       f"units {rw:.1f} s (plan {aw:.1f} s)")

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 
 from . import calendars
 from .config import Config, Job
 from .durations import format_offset
 from .instants import iso
 
-DAILY = "at"  # the event of a job at a fixed UTC time; its calendar is "UTC"
+DAILY = "at"
+_offset_text = lru_cache(maxsize=1024)(format_offset)  # a job's offset, once per plan, not per fire  # the event of a job at a fixed UTC time; its calendar is "UTC"
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -43,7 +45,11 @@ class Fire:
 
     @property
     def fire_iso(self) -> str:
-        return iso(self.fire_utc)
+        utc = self.fire_utc.astimezone(UTC)
+        if utc.microsecond or not 1000 <= utc.year <= 9999:
+            return iso(utc)
+        # iso()'s text (YYYY-MM-DDTHH:MM:SSZ) without strftime: a plan writes 100,000s of them
+        return utc.isoformat(timespec="seconds")[:19] + "Z"
 
     def local(self) -> datetime:
         if self.is_daily:
@@ -57,7 +63,7 @@ class Fire:
             "calendar": self.calendar,
             "session": self.session.isoformat(),
             "event": self.event,
-            "offset": format_offset(self.offset),
+            "offset": _offset_text(self.offset),
             "fire_utc": self.fire_iso,
             "fire_local": local.isoformat(),
             "timezone": local.tzname(),

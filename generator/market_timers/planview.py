@@ -23,6 +23,14 @@ CHUNK = 2000  # entries per write: fewer calls into the stream, little text held
 _string = json.encoder.encode_basestring_ascii
 
 
+_keys: dict[str, str] = {}
+
+
+def _key(name: str) -> str:
+    """The indented key and colon of a member: the same nine for every entry."""
+    return _keys.setdefault(name, f"    {_string(name)}: ")
+
+
 def _event(f: Fire) -> str:
     return "daily" if f.is_daily else f"{f.event} {format_offset(f.offset)}"
 
@@ -70,7 +78,7 @@ def entry(f: Fire) -> str:
     """One element of the array as json.dumps(indent=2) writes it inside a list."""
     doc = f.to_json()
     if all(type(v) is str for v in doc.values()):
-        body = ",\n".join(f"    {_string(k)}: {_string(v)}" for k, v in doc.items())
+        body = ",\n".join([(_keys.get(k) or _key(k)) + _string(v) for k, v in doc.items()])
         return "  {\n" + body + "\n  }"
     return "  " + json.dumps(doc, indent=2).replace("\n", "\n  ")
 
