@@ -123,7 +123,7 @@ def top_functions(prof: Path, n: int = 8) -> list[list[object]]:
 
 
 def run(_box=None) -> Section:
-    s = Section(NAME, "4. Plans at scale (host, fresh processes, imports included)")
+    s = Section(NAME, "7. Plans at scale (host, fresh processes, imports included)")
     mt = str(VENV_BIN / "market-timers")
     with tempfile.TemporaryDirectory(prefix="mt-bench-scale-") as d:
         tmp = Path(d)
