@@ -111,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print a JSON object")
 
     s = command("alert", "send a test alert through a channel")
-    s.add_argument("--test", required=True, metavar="CHANNEL",
-                   help="telegram | slack | email | webhook")
+    from .alerts.channels import NAMES as CHANNELS
+
+    s.add_argument("--test", required=True, metavar="CHANNEL", help=" | ".join(CHANNELS))
 
     s = command("alert-handler", "OnFailure=/OnSuccess= handler (used by units)")
     s.add_argument("mode", choices=["failure", "success"], help="which handler this is")
