@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import plan as planning
 from . import safefs
+from .alerts import credunits
 from .config import Config
 from .instants import iso, parse_iso
 from .render import is_generated, render_all, write_atomic
@@ -135,6 +136,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                 result.expired.append(name)
         result.changes = _changes(result.removed, existing, fires)
         result.reloaded = bool(result.rewritten)
+        result.reloaded |= credunits.sync_dropins(config, dry_run=dry_run)  # LoadCredential=
         if dry_run:
             return result
         try:
