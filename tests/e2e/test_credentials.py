@@ -1,0 +1,49 @@
+"""A renamed credential reaches the alert handler on a real systemd (issue 11).
+
+Regression: the handler/outbox/deadman units loaded four fixed credential names, so a channel
+whose credential was renamed in the config (`token_credential = "..."`) found no secret at run
+time and its alerts never left the outbox. `market-timers sync` now writes the units'
+`LoadCredential=` lines as drop-ins rendered from the channel registry and the config.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .scenario import CONFIG, CREDSTORE, TOKEN, Job, Scenario, instant_in
+
+pytestmark = pytest.mark.e2e
+
+RENAMED = "e2e-renamed-telegram-token"
+DROPIN = "/etc/systemd/system/market-alert-failure@.service.d/market-timers-credentials.conf"
+
+
+def test_a_renamed_telegram_credential_is_loaded_and_the_failure_is_delivered(
+    scenario: Scenario,
+) -> None:
+    box = scenario.box
+    default = f"{CREDSTORE}/market-timers.telegram-token"
+    box.run(["rm", "-f", default])  # only the renamed file holds the token now
+    box.write_file(f"{CREDSTORE}/{RENAMED}", TOKEN + "\n", 0o600)
+    try:
+        job = Job("renamed-cred", instant_in(8), ["fail", "4"])
+        scenario.jobs = [job]
+        text = scenario.config_text([job]).replace(
+            "[alerts.telegram]\n", f'[alerts.telegram]\ntoken_credential = "{RENAMED}"\n', 1)
+        box.write_file(CONFIG, text)
+        out = scenario.sync()
+        assert f"start {job.timer}" in out, out
+        dropin = box.read_file(DROPIN)
+        assert f"LoadCredential={RENAMED}\n" in dropin
+        assert "market-timers.telegram-token" not in dropin
+        loaded = box.systemctl("show", "-p", "LoadCredential", "market-outbox.service").stdout
+        assert RENAMED in loaded, loaded  # the drop-in is in effect (sync reloaded once)
+
+        scenario.wait_finished(job, 30)
+        msg = scenario.wait_message("telegram", "renamed-cred", "exit status 4", timeout=60,
+                                    poll=scenario.flush_outbox)
+        assert "insufficient margin" in msg["text"]  # the run's own journal lines
+        assert [r for r in scenario.outbox() if r["job"] == "renamed-cred"] == []
+    finally:
+        box.run(["rm", "-f", f"{CREDSTORE}/{RENAMED}"])
+        box.write_file(default, TOKEN + "\n", 0o600)
