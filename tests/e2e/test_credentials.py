@@ -48,3 +48,32 @@ def test_a_renamed_telegram_credential_is_loaded_and_the_failure_is_delivered(
     finally:
         box.run(["rm", "-f", f"{CREDSTORE}/{RENAMED}"])
         box.write_file(default, TOKEN + "\n", 0o600)
+
+
+def test_a_new_channel_from_the_registry_gets_its_renamed_credential_too(
+    scenario: Scenario,
+) -> None:
+    """PagerDuty is only its module and its name in the registry: its routing key, under a name
+    of the config's choosing, reaches the handler and the event reaches the (fake) Events API."""
+    box = scenario.box
+    key = "R0E2EROUTINGKEY"
+    box.write_file(f"{CREDSTORE}/e2e-pd-key", key + "\n", 0o600)
+    try:
+        job = Job("pd-cred", instant_in(8), ["fail", "5"])
+        scenario.jobs = [job]
+        extra = (f'[alerts.pagerduty]\napi_base = "{scenario.api.base}"\n'
+                 'routing_key_credential = "e2e-pd-key"\nsource = "e2e-box"\n')
+        text = scenario.config_text([job]).replace(
+            "[alerts]\n", '[alerts]\nroutes = { critical = "pagerduty" }\n', 1).replace(
+            "[watch]\n", extra + "[watch]\n", 1)
+        box.write_file(CONFIG, text)
+        assert f"start {job.timer}" in scenario.sync()
+        scenario.wait_finished(job, 30)
+        msg = scenario.wait_message("pagerduty", "pd-cred failed with exit status 5",
+                                    timeout=60, poll=scenario.flush_outbox)
+        event = msg["event"]
+        assert event["routing_key"] == key and event["event_action"] == "trigger"
+        assert event["dedup_key"] == "market-timers:e2e-box:job:pd-cred"
+        assert scenario.messages("telegram", "pd-cred") == []  # no fallback was needed
+    finally:
+        box.run(["rm", "-f", f"{CREDSTORE}/e2e-pd-key"])
