@@ -142,7 +142,10 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                 result.expired.append(name)
         result.changes = _changes(result.removed, existing, fires)
         result.reloaded = bool(result.rewritten)
-        result.reloaded |= credunits.sync_dropins(config, dry_run=dry_run)  # LoadCredential=
+        if credunits.sync_dropins(config, dry_run=dry_run) and not result.reloaded:  # credentials
+            result.reloaded = True
+            if not dry_run:  # now, before new timers exist: a reload would load them as wanted
+                systemctl.daemon_reload()  # by timers.target, which keeps a removed one listed
         if dry_run:
             return result
         try:
@@ -154,7 +157,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                     _enable(unit_dir, name)  # also after `apt remove` disabled them
         except OSError as e:
             raise SyncError(f"cannot write units into {unit_dir}: {e.strerror or e}") from None
-        if result.reloaded:
+        if result.rewritten:
             systemctl.daemon_reload()
         gone = result.removed + result.expired
         systemctl.stop(gone)

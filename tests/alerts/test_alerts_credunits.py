@@ -36,8 +36,10 @@ ping_credential = "hc-url"
 
 
 class Systemctl:
-    def __init__(self):
+    def __init__(self, unit_dir=None):
         self.reloads = 0
+        self.unit_dir = unit_dir
+        self.timers_at_reload: list[list[str]] = []
 
     def show(self, units, props):
         return {}
@@ -49,6 +51,8 @@ class Systemctl:
 
     def daemon_reload(self):
         self.reloads += 1
+        if self.unit_dir is not None:
+            self.timers_at_reload.append(sorted(p.name for p in self.unit_dir.glob("*.timer")))
 
 
 def loaded(unit_dir, unit) -> list[str]:
@@ -136,3 +140,11 @@ def test_every_registered_channel_declares_its_credentials_for_the_units(write_c
     assert len(defaults) >= len(NAMES)
     assert credunits.needed(cfg)["market-outbox.service"] == defaults
     assert privileges.credential_names(cfg) == defaults + ["market-timers.deadman-ping-url"]
+
+
+def test_a_drop_in_reload_comes_before_the_new_timers_are_written(write_config, tmp_path):
+    """e2e regression (test_watch closure): the reload loaded the new timers as wanted by
+    timers.target, so a timer that a later sync stopped and deleted stayed in list-timers."""
+    sc = Systemctl(tmp_path / "units")
+    result = sync.sync(config.load(write_config(RENAMED)), now=WED, systemctl=sc)
+    assert result.written and sc.timers_at_reload == [[]]
