@@ -102,6 +102,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("deadman", help="compare the plan with what ran; alert on misses "
                                    "(run every minute by market-deadman.timer)")
 
+    s = sub.add_parser("event", help="hand an event of the trading system to the router "
+                                     "(any user of the market-timers group)")
+    s.add_argument("kind", metavar="KIND", help="e.g. disconnected, rejected ([a-z][a-z0-9_.-]*)")
+    s.add_argument("--key", help="what it is about: connection, order id... (groups incidents)")
+    s.add_argument("--severity", choices=["critical", "warning", "info"],
+                   help="used when [events] sets none for KIND")
+    s.add_argument("--text", help="one line for the alert or digest")
+    s.add_argument("--job", help="the job sending it (default $MARKET_JOB)")
+    s.add_argument("--session", type=_date, metavar="DATE", help="default: from the plan")
+    s.add_argument("--value", type=float, help="a number (count rules keep the worst)")
+
+    s = sub.add_parser("incidents", help="open incidents; `process` routes spooled events "
+                                         "(market-events.service)")
+    s.add_argument("action", nargs="?", choices=["list", "process"], default="list")
+    s.add_argument("--json", action="store_true")
+
     s = sub.add_parser("status", help="each session's jobs: timer, result, duration, alerts")
     s.add_argument("--session", type=_date, metavar="DATE")
     s.add_argument("--json", action="store_true")
@@ -276,6 +292,28 @@ def cmd_digest(args) -> int:
     return commands.digest(_as_service_user(_config(args, check_calendars=False)), session)
 
 
+def cmd_event(args) -> int:
+    from . import config
+    from .events import process
+
+    try:  # the spool directory comes from the config; a broken one must not lose the event
+        cfg = config.load(config.config_path(args.config), check_calendars=False)
+    except (ConfigError, OSError) as e:
+        print(f"market-timers event: config not usable ({str(e).splitlines()[0]}); using the "
+              "default spool directory", file=sys.stderr)
+        cfg = None
+    return process.emit_command(args, cfg)
+
+
+def cmd_incidents(args) -> int:
+    from .events import process
+
+    cfg = _as_service_user(_config(args, check_calendars=False))
+    if args.action == "process":
+        return process.process(cfg, now=args.now)
+    return process.incidents_list(cfg, args.json, now=args.now)
+
+
 COMMANDS = {
     "plan": cmd_plan,
     "render": cmd_render,
@@ -290,6 +328,8 @@ COMMANDS = {
     "refresh": cmd_refresh,
     "deadman": _delegate("deadman", "command", "now", service_user=True),
     "status": _delegate("status", "command", "session", "json", "now"),
+    "event": cmd_event,
+    "incidents": cmd_incidents,
 }
 
 

@@ -9,7 +9,10 @@ alert layer's session events) with the outbox's pending count. `--json` prints o
      "sessions": [{"session": "2025-11-28",
                    "jobs": [{"job", "calendar", "event", "fire_utc", "unit", "timer", "result",
                              "exit_status", "duration_sec", "started_utc", "finished_utc",
-                             "alerts": [{"id", "kind", "severity", "title", "handling"}]}]}],
+                             "alerts": [{"id", "kind", "severity", "title", "handling"}]}],
+                   "incidents": [{"id", "rule", "key", "opened", "resolved", "duration_sec",
+                                  "state", "handling", "alert_id", "events"...}],
+                   "counts": [{"kind", "count", "threshold", "worst", "first", "last"...}]}],
      "outbox": {"pending": 0, "undeliverable": 0, ...}}
 
 `result` is the run record's result (success, exit-code, signal, watchdog, timeout...), its refusal
@@ -65,8 +68,16 @@ def collect(config, session=None, now: datetime | None = None, *,
             "alerts": events(e["session"], e["job"]),
         })
     return {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
-            "sessions": [{"session": s, "jobs": jobs} for s, jobs in sorted(sessions.items())],
+            "sessions": [{"session": s, "jobs": jobs, **_incidents(config, s)}
+                         for s, jobs in sorted(sessions.items())],
             "outbox": _outbox(config)}
+
+
+def _incidents(config, session: str) -> dict:
+    """The session's incidents and counted events (events of the trading system)."""
+    from .events.report import session_doc
+
+    return session_doc(config.state_dir, session)
 
 
 def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]:
@@ -139,6 +150,12 @@ def table(doc: dict) -> str:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [head, *rows]]
+    from .events.report import count_line, incident_line
+
+    for s in doc["sessions"]:
+        for line in [*map(incident_line, s.get("incidents", [])),
+                     *map(count_line, s.get("counts", []))]:
+            lines.append(f"{s['session']}  incident  {line}")
     box = doc.get("outbox") or {}
     if box:
         lines.append("")
