@@ -104,6 +104,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
                    ("MARKET_LOCK_GROUP", job.lock),
                    ("MARKET_LOCK_DIR", str(config.runtime_dir)),
                    ("MARKET_STATE_DIR", str(config.state_dir)),
+                   ("MARKET_EVENTS_DIR", str(config.spool_dir / "events")),  # jobnotify.event
                    ("PYTHONFAULTHANDLER", "1"), *job.environment]
     service = env.get_template("job.service.j2").render(
         header=header, description=plain(f"market-timers job {description}"),
@@ -114,7 +115,8 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
         timeout=f"{job.timeout}s", log_fields=log_fields,
         read_write_paths=" ".join(quote_arg(f"-{p}") for p in (
-            str(config.state_dir), str(config.runtime_dir), *job.read_write_paths)),
+            str(config.state_dir), str(config.runtime_dir), str(config.spool_dir / "events"),
+            *job.read_write_paths)),
     )
     timer = env.get_template("job.timer.j2").render(
         header=header, description=plain(f"market-timers {description}"),

@@ -5,7 +5,7 @@ A pass takes the processor's lock, then for each spooled event in arrival order 
 ticks the clock up to the event's instant (incidents whose `interrupt_after` passed before it
 alert at that moment), applies the rules, saves the state, and only then removes the file. A
 crash in between reprocesses the event at most once more: its id is remembered (store.seen).
-A file that is not a valid event is renamed `.bad-<name>` (kept, ignored) and raises a warning.
+A file that is not a valid event is moved to `events.bad/` beside the spool and raises a warning.
 
 While an open incident's threshold falls within `WAIT_MAX` seconds, the service stays up and
 polls the spool every second, so that alert leaves when the threshold passes, not a minute later.
@@ -13,6 +13,7 @@ polls the spool every second, so that alert leaves when the threshold passes, no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ log = logging.getLogger("market_timers.events")
 MAX_FILE = 64 * 1024
 WAIT_MAX = 60.0
 TICK = timedelta(milliseconds=1)
+STALE_TEMP = 60  # seconds
 
 
 def spool_dirs(config) -> list[str]:
@@ -83,14 +85,30 @@ def read_event(path: Path) -> dict:
 
 
 def _set_aside(ctx, path: Path, reason: str, now: datetime) -> None:
+    """Move a bad file to the sibling `events.bad/` (kept for a look; out of the path unit's
+    watched directory, so it does not start the processor again and again)."""
+    target = path.parent.with_name(path.parent.name + ".bad") / path.name
     try:
-        os.rename(path, path.with_name(f".bad-{path.name}"))
+        target.parent.mkdir(mode=0o750, exist_ok=True)
+        os.rename(path, target)
     except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            path.unlink()
     log.error("events: %s set aside: %s", path, reason)
-    raise_alert(ctx, kind="event", key=f"bad-event:{path.name}", severity="warning", now=lambda: now,
+    raise_alert(ctx, kind="event", key=f"bad-event:{path.name}", severity="warning",
                 title=f"malformed event file set aside: {path.name}",
-                text=f"{path}: {reason}. Renamed .bad-{path.name}; the event was not routed.")
+                text=f"{path}: {reason}. Moved to {target}; the event was not routed.")
+
+
+def _sweep_temp(dirs: list[str], now: float) -> None:
+    """Remove the temp file of a writer that died mid-write (a write takes milliseconds)."""
+    for d in dirs:
+        with contextlib.suppress(OSError):
+            for name in os.listdir(d):
+                if name.startswith(".") and name.endswith(".tmp"):
+                    with contextlib.suppress(OSError):
+                        if now - os.lstat(os.path.join(d, name)).st_mtime > STALE_TEMP:
+                            os.unlink(os.path.join(d, name))
 
 
 def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
@@ -122,6 +140,7 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
             path.unlink(missing_ok=True)
         _tick_until(engine, now)
         store.save()
+    _sweep_temp(dirs, time.time())
     return engine
 
 
