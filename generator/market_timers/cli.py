@@ -308,7 +308,14 @@ def cmd_event(args) -> int:
 def cmd_incidents(args) -> int:
     from .events import process
 
-    cfg = _as_service_user(_config(args, check_calendars=False))
+    try:
+        cfg = _as_service_user(_config(args, check_calendars=False))
+    except ConfigError:
+        if args.action == "process" and os.environ.get("INVOCATION_ID"):
+            import time  # market-events.path would start us again at once: no busy loop
+
+            time.sleep(30)
+        raise
     if args.action == "process":
         return process.process(cfg, now=args.now)
     return process.incidents_list(cfg, args.json, now=args.now)

@@ -19,6 +19,7 @@ from typing import Any
 
 from .durations import parse_duration, parse_offset
 from .errors import ConfigError, Problems
+from .retries import check_order_groups, retry_fields
 
 DEFAULT_PATH = "/etc/market-timers/market-timers.toml"
 ENV_VAR = "MARKET_TIMERS_CONFIG"
@@ -45,6 +46,7 @@ TOP_KEYS = {
 JOB_KEYS = {
     "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
     "lock", "severity", "skip", "environment", "description", "enabled", "read_write_paths",
+    "retries", "retry_delay", "retry_delay_max", "orders",  # retries.py
 }
 REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
 OVERRIDE_KEYS = {"closed", "early_close", "late_open"}
@@ -67,6 +69,10 @@ class Job:
     environment: tuple[tuple[str, str], ...] = ()
     description: str = ""
     read_write_paths: tuple[str, ...] = ()
+    retries: int = 0  # retries.py: attempts after a failure (idempotent jobs only)
+    retry_delay: int = 30
+    retry_delay_max: int = 600
+    orders: bool = False  # sends orders: never retried, nor any job of its lock group
 
     @property
     def is_session_job(self) -> bool:
@@ -194,6 +200,7 @@ def parse(raw: dict, problems: Problems) -> Config:
         jobs = []
     cfg.jobs = [j for i, t in enumerate(jobs) if (j := _job(t, f"job[{i}]", cfg, problems))]
     _check_unique_names(jobs, problems)
+    check_order_groups(jobs, cfg.jobs, problems)
     overrides = raw.get("overrides", {})
     if not isinstance(overrides, dict):
         problems.add("overrides", "must be a table of calendars ([overrides.XNYS])", overrides)
@@ -295,6 +302,7 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
                      "job's unit is sandboxed with ProtectSystem=strict)", paths)
         paths = []
     kw["read_write_paths"] = tuple(paths)
+    kw.update(retry_fields(t, path, problems))
     enabled = t.get("enabled", True)
     if not isinstance(enabled, bool):
         problems.add(f"{path}.enabled", "must be true or false", enabled)

@@ -21,7 +21,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from . import runstart
-from .exitcodes import OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
+from .exitcodes import OVERLAP_SKIPPED, RETRIES_OVER, RUNNER_ERROR, STALE_START
 
 ERR, WARNING, INFO = 3, 4, 6
 
@@ -84,7 +84,13 @@ def run(argv: list[str], env: dict) -> int:
     session = env.get("MARKET_SESSION") or scheduled.date().isoformat()
     late = (now - scheduled).total_seconds()
     state_dir = env.get("MARKET_STATE_DIR", "/var/lib/market-timers")
-    if late > grace:
+    attempt = 1
+    if env.get("MARKET_RETRIES", "0") != "0":  # a job with retries: is this start a restart?
+        attempt, refused = retry_start(env, state_dir, job, session, scheduled, grace)
+        if refused:
+            return refused
+        late = (datetime.now(UTC) - scheduled).total_seconds()
+    if attempt == 1 and late > grace:
         log(ERR, f"stale start: {job} for session {session} was due at "
                  f"{scheduled:%Y-%m-%dT%H:%M:%SZ} and it is {late:.0f} s later, more than its "
                  f"grace of {grace} s; not running it")
@@ -97,14 +103,46 @@ def run(argv: list[str], env: dict) -> int:
         return OVERLAP_SKIPPED
     child_env = dict(env)
     child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1",
-                     MARKET_SCHEDULED_UTC=scheduled.strftime("%Y-%m-%dT%H:%M:%SZ"))
-    _record(state_dir, job, session, scheduled, late_sec=round(late, 3), pid=os.getpid())
+                     MARKET_SCHEDULED_UTC=scheduled.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     MARKET_ATTEMPT=str(attempt))
+    _record(state_dir, job, session, scheduled, late_sec=round(late, 3), pid=os.getpid(),
+            attempt=attempt)
     try:
         os.execve(argv[0], argv, child_env)
     except OSError as e:
         log(ERR, f"cannot run {argv[0]}: {e.strerror}")
         return RUNNER_ERROR
     return RUNNER_ERROR  # not reached
+
+
+def retry_start(env: dict, state_dir: str, job: str, session: str, scheduled: datetime,
+                grace: int) -> tuple[int, int | None]:
+    """(attempt, None) to run, or (attempt, RETRIES_OVER) to refuse; see retries.py.
+
+    A start that finds the `retry N` marker written by the previous attempt's --record is
+    systemd's restart: attempt N, no grace check (its bound is scheduled + grace + timeout), and
+    the exponential part of the backoff is waited here. An `over` marker ends the retries."""
+    from . import retries
+
+    marker = retries.take_marker(state_dir, job, session)
+    if marker is None:
+        return 1, None
+    verb, n, reason = marker
+    if verb == "over":
+        log(ERR, f"{job} for session {session}: not retried again ({reason})")
+        return n, RETRIES_OVER
+    delay = int(env.get("MARKET_RETRY_DELAY_SEC", "30"))
+    extra = retries.backoff(n, delay, int(env.get("MARKET_RETRY_DELAY_MAX_SEC", "600"))) - delay
+    deadline = scheduled + timedelta(seconds=grace + int(env.get("MARKET_TIMEOUT_SEC", "1800")))
+    if datetime.now(UTC) + timedelta(seconds=max(extra, 0)) > deadline:
+        log(ERR, f"{job} for session {session}: attempt {n} would start after "
+                 f"{deadline:%Y-%m-%dT%H:%M:%SZ} (instant + grace + timeout); not retried")
+        return n - 1, RETRIES_OVER
+    if extra > 0:
+        log(INFO, f"{job} for session {session}: attempt {n} in {extra} s more (backoff)")
+        time.sleep(extra)
+    log(INFO, f"{job} for session {session}: attempt {n} of {int(env['MARKET_RETRIES']) + 1}")
+    return n, None
 
 
 def _record(state_dir: str, job: str, session: str, scheduled: datetime, **fields) -> None:
@@ -134,12 +172,44 @@ def record(env: dict) -> int:
                       exit_status=env.get("EXIT_STATUS"),
                       finished_utc=now.isoformat(timespec="milliseconds"),
                       invocation=env.get("INVOCATION_ID") or previous.get("invocation"))
+        if env.get("EXIT_STATUS") == str(RETRIES_OVER):  # keep the last attempt's own result
+            runrecord.update(state_dir, job, session, retries_over=True)
+            return 0
         if "started_mono" in previous:
             fields["duration_sec"] = round(time.monotonic() - previous["started_mono"], 3)
         runrecord.update(state_dir, job, session, **fields)
+        if env.get("MARKET_RETRIES", "0") != "0":
+            plan_retry(env, state_dir, job, session, previous, now)
     except (OSError, ValueError, KeyError) as e:
         log(WARNING, f"cannot complete the run record: {e}")
     return 0
+
+
+def plan_retry(env: dict, state_dir: str, job: str, session: str, previous: dict,
+               now: datetime) -> None:
+    """After an attempt: leave the marker that tells the next start (systemd's restart) what it
+    is: `retry N`, or `over N REASON` (see retries.py)."""
+    from . import retries
+
+    status = env.get("EXIT_STATUS", "")
+    if env.get("SERVICE_RESULT") == "success" or status in ("170", "171", "172", "173"):
+        retries.clear_marker(state_dir, job, session)  # not restarted (success, or refused)
+        return
+    allowed = int(env["MARKET_RETRIES"])
+    attempt = int(previous.get("attempt") or 1)
+    delay = int(env.get("MARKET_RETRY_DELAY_SEC", "30"))
+    wait = retries.backoff(attempt + 1, delay, int(env.get("MARKET_RETRY_DELAY_MAX_SEC", "600")))
+    deadline = scheduled_instant(env, now) + timedelta(
+        seconds=int(env.get("MARKET_GRACE_SEC", "120")) + int(env.get("MARKET_TIMEOUT_SEC", "0")))
+    if attempt > allowed:
+        text = f"over {attempt} all {attempt} attempts failed"
+    elif now + timedelta(seconds=wait) > deadline:
+        text = (f"over {attempt} attempt {attempt + 1} would start past instant + grace + "
+                "timeout")
+    else:
+        text = f"retry {attempt + 1}"
+    retries.write_marker(state_dir, job, session, text)
+    log(INFO, f"{job} for session {session}: attempt {attempt} failed; {text}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,7 +34,7 @@ print("e2e-event-job spooled:", event(sys.argv[1], key=sys.argv[2]), flush=True)
 """
 
 
-def rules(interrupt_after: str) -> str:
+def rules(interrupt_after: str, within: str = "10min") -> str:
     return f"""
 [events]
 severity = {{ rejected = "critical", cancelled = "digest" }}
@@ -42,7 +42,7 @@ severity = {{ rejected = "critical", cancelled = "digest" }}
 [[events.expected]]
 kind = "disconnected"
 after_job = "disconnect"
-within = "10min"
+within = "{within}"
 
 [[events.incident]]
 name = "connection"
@@ -84,12 +84,13 @@ def test_live_events_from_a_gateway_and_a_job_reach_the_right_channel_at_the_rig
     job = ("[[job]]\nname = \"disconnect\"\nevent = \"open\"\n"
            f"offset = \"+{disconnect.offset}s\"\n"
            f"command = [\"{EVENT_JOB}\", \"disconnected\", \"real\"]\n")
-    s.write_config([], extra=rules("4s") + "\n" + job)
+    s.write_config([], extra=rules("4s", within="2s") + "\n" + job)
     assert f"start {disconnect.timer}" in s.sync()
 
     # The disconnect job's own `disconnected` (jobnotify.event inside the job's sandbox): expected.
     assert s.wait_finished(disconnect, LEAD + 20)["result"] == "success"
     assert "e2e-event-job spooled: True" in s.journal_of(disconnect)
+    time.sleep(2.5)  # the gateway's own events below are past the job's 2 s expected window
 
     # A rejection: critical, Telegram, at once.
     sent = time.monotonic()
@@ -130,6 +131,13 @@ def test_live_events_from_a_gateway_and_a_job_reach_the_right_channel_at_the_rig
     assert "cancelled P00001: limit order cancelled after 7 min" in digest
     assert s.box.run(["market-timers", "incidents"]).stdout.strip() == "no open incident"
     assert s.box.run(["ls", "-A", SPOOL]).stdout.strip() == ""
+    # A burst of 40 events is routed without tripping a start limit (path unit and service).
+    s.box.run("for i in $(seq 40); do runuser -u tradingd -- market-timers event cancelled "
+              "--key B$i & done; wait", timeout=120)
+    s.box.wait_for(lambda: s.box.run(["ls", "-A", SPOOL]).stdout.strip() == "", 60,
+                   "the burst to be routed", interval=0.5)
+    assert s.box.show("market-events.path", "ActiveState") == "active"
+    assert s.box.show("market-events.service", "Result") == "success"
 
 
 def seed_stream() -> list[dict]:

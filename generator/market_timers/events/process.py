@@ -8,7 +8,8 @@ crash in between reprocesses the event at most once more: its id is remembered (
 A file that is not a valid event is moved to `events.bad/` beside the spool and raises a warning.
 
 While an open incident's threshold falls within `WAIT_MAX` seconds, the service stays up and
-polls the spool every second, so that alert leaves when the threshold passes, not a minute later.
+polls the spool every second, so that alert leaves when the threshold passes, not a minute later;
+after an event it lingers `LINGER` seconds (polling every `POLL`), so a burst is one start.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from market_timers.events.store import Store, read_open
 log = logging.getLogger("market_timers.events")
 MAX_FILE = 64 * 1024
 WAIT_MAX = 60.0
+# After routing an event the service stays LINGER s polling every POLL s: a burst of events from a
+# gateway is one service start, not one per event (and systemd's start limit is never near).
+LINGER = 3.0
+POLL = 0.2
 TICK = timedelta(milliseconds=1)
 STALE_TEMP = 60  # seconds
 
@@ -116,10 +121,12 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
     """Route every spooled event, then tick to `now`. Returns the engine (outcomes, deadlines)."""
     store = Store(state_dir)
     with store.locked():
-        if schedule is None:
-            schedule = Schedule.from_state(state_dir, {r.after_job for r in ecfg.expected})
+        files = pending(dirs)
+        if schedule is None:  # plan.json and run records: read only when there is an event
+            schedule = Schedule.from_state(state_dir, {r.after_job for r in ecfg.expected}) \
+                if files else Schedule()
         engine = Engine(ctx, ecfg, store, schedule)
-        for path in pending(dirs):
+        for path in files:
             event_id = path.name.removesuffix(".json")
             if store.seen(event_id):
                 path.unlink(missing_ok=True)
@@ -164,15 +171,25 @@ def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep) -> i
     ctx = context_from(config, now=clock)
     ecfg = getattr(config, "events", None) or EventsConfig()
     dirs = spool_dirs(config)
+    last_event = clock()
     while True:
         t = clock()
         engine = drain(ctx, ecfg, config.state_dir, dirs, t)
         for outcome, what in engine.outcomes:
             log.info("event %s: %s", what, outcome)
-        due = engine.next_deadline()
-        if now is not None or due is None or (due - t).total_seconds() > wait_max:
+        if now is not None:
             return 0
-        sleep(min(1.0, max((due - t).total_seconds(), 0) + 0.01))
+        if engine.outcomes:
+            last_event = t
+        due = engine.next_deadline()
+        lingering = (t - last_event).total_seconds() < LINGER
+        waiting = due is not None and (due - t).total_seconds() <= wait_max
+        if not lingering and not waiting:
+            return 0
+        pause = POLL if lingering else 1.0
+        if waiting:
+            pause = min(pause, max((due - t).total_seconds(), 0) + 0.01)
+        sleep(pause)
 
 
 def incidents_list(config, as_json: bool = False, now=None) -> int:
