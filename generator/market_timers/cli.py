@@ -20,7 +20,8 @@ from .exitcodes import FAILURE, USAGE
 EPILOG = """\
 exit status: 0 ok; 1 failure; 2 bad command line or bad config (nothing was changed).
 The job runner (market-timers-run) passes the job's status through; it exits 170 for a
-stale start, 171 for an overlap skipped and 172 when it cannot run the job.
+stale start, 171 for an overlap skipped, 172 when it cannot run the job and 174 when a
+job's retries are over.
 See market-timers(1) and market-timers.toml(5)."""
 
 
