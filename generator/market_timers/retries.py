@@ -124,12 +124,9 @@ def retry_fields(t: dict, path: str, problems) -> dict:
     for key in ("retry_delay", "retry_delay_max"):
         if key in t:
             try:
-                out[key] = parse_duration(t[key])
+                out[key] = parse_duration(t[key], 6 * 3600, "a retry waits at most 6h")
             except ValueError as e:
                 problems.add(f"{path}.{key}", str(e), t[key])
-                continue
-            if out[key] == 0:
-                problems.add(f"{path}.{key}", "must be more than zero", t[key])
     if out["retry_delay_max"] < out["retry_delay"]:
         problems.add(f"{path}.retry_delay_max", "must be at least retry_delay",
                      t.get("retry_delay_max"))

@@ -57,6 +57,7 @@ class SyncResult:
     changes: list[Change] = field(default_factory=list)
     reloaded: bool = False
     fires: list[planning.Fire] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)  # planned names held by hand-made files
 
     @property
     def changed_anything(self) -> bool:
@@ -72,6 +73,9 @@ class SyncResult:
         out += [f"{verb}delete {n} (elapsed, past retention)" for n in self.expired]
         out += [f"{'would ' if dry_run else ''}daemon-reload"] if self.reloaded else []
         out += [f"change: {c.describe()}" for c in self.changes]
+        out += [f"warning: left {n} alone: that file was not written by market-timers (no "
+                "generated header), so this fire is not installed; rename or remove the file"
+                for n in self.foreign]
         return out or ["nothing to do"]
 
 
@@ -106,7 +110,10 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         existing = _existing(unit_dir)
         desired = {u.name: u.text for u in render_all(config, fires)
                    if u.name.rsplit(".", 1)[0] not in too_close or u.name in existing}
-        result = SyncResult(fires=fires)
+        result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing))
+        for stem in {n.rsplit(".", 1)[0] for n in result.foreign}:  # both units of that fire
+            desired.pop(f"{stem}.timer", None)
+            desired.pop(f"{stem}.service", None)
         timers_now = {n for n in existing if n.endswith(".timer")}
         state = systemctl.show(sorted(timers_now | {n for n in desired if n.endswith(".timer")}),
                                ["ActiveState", "LoadState"])
@@ -128,12 +135,15 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         result.reloaded = bool(result.rewritten)
         if dry_run:
             return result
-        unit_dir.mkdir(parents=True, exist_ok=True)
-        for name in result.written + result.rewritten:
-            write_atomic(unit_dir / name, desired[name])
-        for name in desired:
-            if name.endswith(".timer"):
-                _enable(unit_dir, name)  # also after `apt remove` disabled them
+        try:
+            unit_dir.mkdir(parents=True, exist_ok=True)
+            for name in result.written + result.rewritten:
+                write_atomic(unit_dir / name, desired[name])
+            for name in desired:
+                if name.endswith(".timer"):
+                    _enable(unit_dir, name)  # also after `apt remove` disabled them
+        except OSError as e:
+            raise SyncError(f"cannot write units into {unit_dir}: {e.strerror or e}") from None
         if result.reloaded:
             systemctl.daemon_reload()
         gone = result.removed + result.expired
@@ -144,6 +154,16 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.start(result.started)
         _write_plan(config, fires, now)
         return result
+
+
+class SyncError(Exception):
+    """The unit directory cannot be written (read-only, permissions): a message, not a trace."""
+
+
+def _foreign(unit_dir: Path, desired: dict[str, str], existing: dict[str, str]) -> list[str]:
+    """Planned unit names already taken by files market-timers did not write: never overwrite."""
+    return sorted(n for n in desired if n not in existing
+                  and ((unit_dir / n).exists() or (unit_dir / n).is_symlink()))
 
 
 def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.Fire]

@@ -40,6 +40,7 @@ SEVERITIES = ("critical", "warning", "info")
 ROUTINGS = (*SEVERITIES, "digest", "off")
 KIND_HELP = "an event kind is [a-z][a-z0-9_.-]*, at most 40 characters"
 
+DAY = 24 * 3600
 _TOP = {"default_severity", "severity", "expected", "incident", "count"}
 _EXPECTED = {"kind", "after_job", "within"}
 _INCIDENT = {"name", "open", "close", "interrupt_after", "severity", "recovery"}
@@ -105,13 +106,18 @@ def _kinds(value: object, path: str, problems: Problems) -> tuple[str, ...]:
     return tuple(k for i, v in enumerate(value) if (k := _kind(v, f"{path}[{i}]", problems)))
 
 
-def _duration(table: dict, key: str, path: str, problems: Problems, default: int) -> int:
+def _duration(table: dict, key: str, path: str, problems: Problems, default: int,
+              zero: bool = False) -> int:
+    """A duration of at most a day; "0s" only where `zero` (interrupt_after: alert at once)."""
     if key not in table:
         return default
+    value = table[key]
+    if zero and isinstance(value, str) and value.strip() in ("0s", "0min", "0h"):
+        return 0
     try:
-        return parse_duration(table[key])
+        return parse_duration(value, DAY)
     except ValueError as e:
-        problems.add(f"{path}.{key}", str(e), table[key])
+        problems.add(f"{path}.{key}", str(e), value)
         return default
 
 
@@ -167,8 +173,6 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
                          f"{', '.join(sorted(job_names)) or 'none'})", job)
             job = None
         within = _duration(t, "within", path, problems, 600)
-        if within == 0:
-            problems.add(f"{path}.within", "must be more than zero", t.get("within"))
         if kind and job and within:
             cfg.expected.append(Expected(kind, job, within))
 
@@ -192,7 +196,7 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
                 problems.add(path, f"kind {kind!r} is already handled by {owner[kind]}: an "
                              "event belongs to one incident rule", kind)
             owner.setdefault(kind, path)
-        after = _duration(t, "interrupt_after", path, problems, 0)
+        after = _duration(t, "interrupt_after", path, problems, 0, zero=True)
         severity = _choice(t, "severity", path, problems, SEVERITIES, "warning")
         recovery = t.get("recovery", True)
         if not isinstance(recovery, bool):
