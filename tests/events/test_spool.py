@@ -106,3 +106,10 @@ def test_jobnotify_event_is_import_light_and_never_raises_for_the_disk(tmp_path)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "False []"
     assert "NOT SPOOLED" in done.stderr
+
+
+def test_the_hand_written_json_reads_back_exactly(tmp_path):
+    event = spool.make_event("x", key='a"b\\c', text="é ok \x01 \udcff", value=-2.5, job="j")
+    path = spool.write(event, [str(tmp_path)])
+    back = json.loads(Path(path).read_text())
+    assert back == {**event, "text": "é ok \x01 ?"}

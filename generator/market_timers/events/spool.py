@@ -12,7 +12,7 @@ A write is: a dot-named temp file (O_EXCL, O_NOFOLLOW), fsync, rename to `<ns>-<
 partial event. No lock is taken, so a caller is never blocked by the processor.
 
 Import-light on purpose (jobnotify calls it from jobs and gateways): os and time only; the JSON is
-written by runstart.dumps.
+written by hand (`dumps`).
 """
 
 from __future__ import annotations
@@ -111,13 +111,30 @@ def _write_in(directory: str, name: str, data: bytes) -> str:
     return path
 
 
+def _json(v) -> str:
+    # A flat JSON writer for the event's own values (str, int, float, None): `json` would cost
+    # a job a few milliseconds of imports for one small object.
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    text = str(v)
+    return '"' + "".join(c if c >= " " and c not in '"\\' else f"\\u{ord(c):04x}"
+                         for c in text) + '"'
+
+
+def dumps(event: dict) -> str:
+    return "{" + ", ".join(f"{_json(str(k))}: {_json(v)}" for k, v in sorted(event.items())) \
+        + "}\n"
+
+
 def write(event: dict, dirs: list[str] | None = None) -> str:
     """Spool the event; return its path. Tries each directory in turn; raises the first OSError
     only when every directory failed."""
-    from market_timers.runstart import dumps
-
     name = f"{time.time_ns():019d}-{os.getpid()}-{os.urandom(4).hex()}.json"
-    data = dumps(event).encode()
+    data = dumps(event).encode("utf-8", "replace")  # a lone surrogate (odd argv) is no crash
     first: OSError | None = None
     for directory in dirs or directories():
         try:
