@@ -171,7 +171,7 @@ def final_failure(config, job: str, session: str) -> tuple[str, str, dict] | Non
     record = runrecord.read(state_dir, job, session) if state_dir and session else None
     if not record or not record.get("result"):
         return None
-    attempts = int(record.get("attempt") or 1)
+    attempts = int(record.get("attempt") or record.get("attempts") or 1)
     result, code = str(record.get("result") or ""), str(record.get("exit_code") or "")
     status = str(record.get("exit_status") or "")
     kind = classify(result, code, status)

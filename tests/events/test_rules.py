@@ -269,3 +269,17 @@ def test_bad_rules_name_the_file_the_key_and_the_value(example, events, key, mes
     lines = e.value.problems.lines()
     assert any(f": {key}: " in line and message in line for line in lines), lines
     assert all(line.startswith(str(EXAMPLE)) for line in lines)
+
+
+def test_a_run_record_of_the_job_makes_its_event_expected(feed, api):
+    from market_timers import runrecord
+
+    f = feed(schedule=None)
+    f.schedule = None  # the processor reads plan.json and the run records itself
+    runrecord.update(f.cfg.state_dir, "disconnect", SESSION, started_utc="2025-11-13T15:00:30Z",
+                     result="success")
+    spool.write(spool.make_event("disconnected", key="real",
+                                 at=(T0 + timedelta(seconds=60)).timestamp()), f.dirs)
+    drain(f.ctx, f.cfg.events, f.cfg.state_dir, f.dirs, T0 + timedelta(seconds=120))
+    assert api.received() == []
+    assert "disconnected real: expected after disconnect" in build(f.ctx, SESSION)

@@ -37,14 +37,17 @@ class Schedule:
                 fires.append((e["job"], e["session"], parse_at(e["fire_utc"])))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
-        runs = state_dir / "runs"
+        from market_timers import runrecord  # one reader of run records (and of the ledger)
+
         for job in sorted(jobs or ()):
-            for path in sorted((runs / job).glob("*.json")) if (runs / job).is_dir() else []:
+            try:
+                records = runrecord.all_records(state_dir, job)
+            except (OSError, ValueError):
+                continue
+            for rec in records:
                 try:
-                    rec = json.loads(path.read_text())
-                    fires.append((job, str(rec.get("session") or path.stem),
-                                  parse_at(rec["started_utc"])))
-                except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                    fires.append((job, str(rec["session"]), parse_at(rec["started_utc"])))
+                except (ValueError, KeyError, TypeError):
                     continue
         return cls(fires)
 
