@@ -52,14 +52,31 @@ class Engine:
         self.store = store
         self.schedule = schedule
         self.outcomes: list[tuple[str, str]] = []  # (outcome, what) of this run, for logs/tests
+        self.spooled: list = []  # alerts spooled in this pass, delivered after it
 
     def _clock(self) -> datetime:
         assert self.t is not None
         return self.t
 
     def _raise(self, t: datetime, **kw):
+        """Spool through the router; the sends are tried by `deliver` once the state is saved
+        and the lock released (a slow channel must not hold up the next event or tick)."""
         self.t = t
-        return raise_alert(self.ctx, **kw)
+        alert = raise_alert(self.ctx, deliver=False, **kw)
+        if alert is not None:
+            self.spooled.append(alert)
+        return alert
+
+    def deliver(self, now: datetime) -> None:
+        from market_timers.alerts.delivery import try_now
+
+        self.t = now
+        for alert in self.spooled:
+            try:
+                try_now(self.ctx, alert)
+            except Exception:  # the outbox has it; market-outbox.timer retries
+                log.exception("events: immediate delivery of %s failed", alert.id)
+        self.spooled = []
 
     def _note(self, outcome: str, what: str) -> str:
         self.outcomes.append((outcome, what))

@@ -147,6 +147,7 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
             path.unlink(missing_ok=True)
         _tick_until(engine, now)
         store.save()
+    engine.deliver(now)
     _sweep_temp(dirs, time.time())
     return engine
 

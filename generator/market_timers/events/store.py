@@ -15,6 +15,7 @@ import json
 import os
 from pathlib import Path
 
+COUNT_SESSIONS = 5  # sessions whose counts stay in state.json (their summaries stay in sessions/)
 SEEN_KEEP = 2000  # event ids remembered: a crash between routing and unlinking is not a repeat
 
 
@@ -71,6 +72,9 @@ class Store:
 
     def save(self) -> None:
         self.state["seen"] = self.state["seen"][-SEEN_KEEP:]
+        counts = self.state["counts"]
+        recent = sorted({c.get("session", "") for c in counts.values()})[-COUNT_SESSIONS:]
+        self.state["counts"] = {k: c for k, c in counts.items() if c.get("session") in recent}
         _write(self.dir / "state.json", self.state)
 
     # processed events -------------------------------------------------------------------------
