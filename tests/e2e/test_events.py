@@ -172,7 +172,7 @@ def test_the_seeds_four_months_through_market_timers_event_give_7_alerts(
                 e["kind"], "--key", e["key"], "--text", e["text"], *job]
         lines.append(shlex.join(args))
     # The clock is the events' own (2025): no pass may run until the whole stream is spooled.
-    s.box.systemctl("stop", "market-events.path", "market-events.timer")
+    s.box.systemctl("stop", "market-events.path", "market-events.timer", "market-events.service")
     try:
         started = time.monotonic()
         s.box.run("set -e\n" + "\n".join(lines), timeout=600)

@@ -38,6 +38,7 @@ WAIT_MAX = 60.0
 # gateway is one service start, not one per event (and systemd's start limit is never near).
 LINGER = 3.0
 POLL = 0.2
+MAX_RUN = 240.0  # one pass ends before market-events.service's TimeoutStartSec= (300 s)
 TICK = timedelta(milliseconds=1)
 STALE_TEMP = 60  # seconds
 
@@ -173,6 +174,7 @@ def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep) -> i
     ecfg = getattr(config, "events", None) or EventsConfig()
     dirs = spool_dirs(config)
     last_event = clock()
+    started = time.monotonic()
     while True:
         t = clock()
         engine = drain(ctx, ecfg, config.state_dir, dirs, t)
@@ -185,8 +187,8 @@ def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep) -> i
         due = engine.next_deadline()
         lingering = (t - last_event).total_seconds() < LINGER
         waiting = due is not None and (due - t).total_seconds() <= wait_max
-        if not lingering and not waiting:
-            return 0
+        if (not lingering and not waiting) or time.monotonic() - started > MAX_RUN:
+            return 0  # market-events.path starts a fresh pass if events are still there
         pause = POLL if lingering else 1.0
         if waiting:
             pause = min(pause, max((due - t).total_seconds(), 0) + 0.01)
