@@ -283,3 +283,50 @@ def test_a_run_record_of_the_job_makes_its_event_expected(feed, api):
     drain(f.ctx, f.cfg.events, f.cfg.state_dir, f.dirs, T0 + timedelta(seconds=120))
     assert api.received() == []
     assert "disconnected real: expected after disconnect" in build(f.ctx, SESSION)
+
+
+class FakeTime:
+    """A clock that moves only when the processor sleeps."""
+
+    def __init__(self):
+        self.t = T0
+        self.sleeps: list[float] = []
+
+    def now(self):
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += timedelta(seconds=seconds)
+
+    def monotonic(self) -> float:
+        return (self.t - T0).total_seconds()
+
+
+def test_the_service_waits_for_a_threshold_under_a_minute_then_lingers_and_exits(
+        feed, api, creds, monkeypatch):
+    from market_timers.alerts.credentials import OVERRIDE
+    from market_timers.events.process import LINGER, process
+
+    monkeypatch.setenv(OVERRIDE, str(creds))
+    f = feed()
+    clock = FakeTime()
+    spool.write(spool.make_event("disconnected", key="real", at=T0.timestamp()), f.dirs)
+    assert process(f.cfg, clock=clock.now, sleep=clock.sleep, monotonic=clock.monotonic) == 0
+    [alert] = api.received()
+    assert alert["text"].startswith("[WARNING] connection real: not resolved after 60 s")
+    waited = clock.monotonic()
+    assert 60 < waited < 60 + LINGER + 2  # it stayed for the threshold, then a short linger
+    assert max(clock.sleeps) <= 1.0  # polling the spool meanwhile
+
+
+def test_the_service_does_not_wait_for_a_threshold_minutes_away(feed, api):
+    from market_timers.events.process import LINGER, process
+
+    f = feed(events={"incident": [{"name": "c", "open": ["down"], "close": ["up"],
+                                   "interrupt_after": "10min"}]})
+    clock = FakeTime()
+    spool.write(spool.make_event("down", at=T0.timestamp()), f.dirs)
+    process(f.cfg, clock=clock.now, sleep=clock.sleep, monotonic=clock.monotonic)
+    assert api.received() == [] and clock.monotonic() <= LINGER + 1
+    assert read_open(f.cfg.state_dir)[0]["rule"] == "c"  # market-events.timer will tick it

@@ -163,18 +163,22 @@ def _tick_until(engine: Engine, t: datetime) -> None:
 
 # commands ----------------------------------------------------------------------------------------
 
-def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep) -> int:
-    """`market-timers incidents process`: drain, then wait for thresholds due within wait_max."""
+def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep, clock=None,
+            monotonic=time.monotonic) -> int:
+    """`market-timers incidents process`: drain, then wait for thresholds due within wait_max.
+
+    `now` (--now) runs one pass at that instant; `clock`/`sleep`/`monotonic` are for tests."""
     from market_timers import logsetup
     from market_timers.alerts.context import context_from
 
     logsetup.setup()
-    clock = (lambda: now) if now is not None else (lambda: datetime.now(UTC))
+    if clock is None:
+        clock = (lambda: now) if now is not None else (lambda: datetime.now(UTC))
     ctx = context_from(config, now=clock)
     ecfg = getattr(config, "events", None) or EventsConfig()
     dirs = spool_dirs(config)
     last_event = clock()
-    started = time.monotonic()
+    started = monotonic()
     while True:
         t = clock()
         engine = drain(ctx, ecfg, config.state_dir, dirs, t)
@@ -187,7 +191,7 @@ def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep) -> i
         due = engine.next_deadline()
         lingering = (t - last_event).total_seconds() < LINGER
         waiting = due is not None and (due - t).total_seconds() <= wait_max
-        if (not lingering and not waiting) or time.monotonic() - started > MAX_RUN:
+        if (not lingering and not waiting) or monotonic() - started > MAX_RUN:
             return 0  # market-events.path starts a fresh pass if events are still there
         pause = POLL if lingering else 1.0
         if waiting:
