@@ -330,3 +330,14 @@ def test_the_service_does_not_wait_for_a_threshold_minutes_away(feed, api):
     process(f.cfg, clock=clock.now, sleep=clock.sleep, monotonic=clock.monotonic)
     assert api.received() == [] and clock.monotonic() <= LINGER + 1
     assert read_open(f.cfg.state_dir)[0]["rule"] == "c"  # market-events.timer will tick it
+
+
+def test_an_alert_routed_in_a_late_pass_still_goes_to_its_first_channel(feed, api):
+    # Regression (e2e replay): delivered at the pass's clock, hours after its threshold, a
+    # warning counted as "10 minutes on slack" already and went to telegram instead.
+    f = feed()
+    f.send(0, "disconnected", key="real", process=False)
+    f.run(7200)
+    assert heads(api, "slack") == ["[WARNING] connection real: not resolved after 60 s "
+                                   "(disconnected)"]
+    assert api.received("telegram") == []

@@ -67,11 +67,13 @@ class Engine:
             self.spooled.append(alert)
         return alert
 
-    def deliver(self, now: datetime) -> None:
+    def deliver(self) -> None:
         from market_timers.alerts.delivery import try_now
 
-        self.t = now
         for alert in self.spooled:
+            # At the alert's own instant: a replayed (or delayed) alert is not "10 minutes on
+            # its first channel" already, which would skip that channel (fallback_after_minutes).
+            self.t = parse_at(alert.created)
             try:
                 try_now(self.ctx, alert)
             except Exception:  # the outbox has it; market-outbox.timer retries

@@ -148,7 +148,7 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
             path.unlink(missing_ok=True)
         _tick_until(engine, now)
         store.save()
-    engine.deliver(now)
+    engine.deliver()
     _sweep_temp(dirs, time.time())
     return engine
 
