@@ -259,22 +259,33 @@ def _now(args) -> datetime:
 
 
 def cmd_plan(args) -> int:
-    from . import plan, planview
+    from . import calendars, plan, planview
+    from .alerts.config import print_route_warnings
 
     cfg = _config(args)
+    print_route_warnings(cfg)
     if args.from_ or args.to:
         start = args.from_ or _now(args).date()
         end = args.to or start
         if end < start:
             raise UsageError(f"--from {start} is after --to {end}")
-        fires = _calendar_call(plan.plan_between, cfg, start, end)
+        _calendar_call(calendars.check_range, start, end)
+        result = plan.plan_between_partial(cfg, start, end)
     else:
-        fires = _calendar_call(plan.plan_ahead, cfg, _now(args))
+        result = plan.plan_ahead_partial(cfg, _now(args))
     if args.json:
-        print(json.dumps([f.to_json() for f in fires], indent=2))
+        print(json.dumps([f.to_json() for f in result.fires], indent=2))
     else:
-        print(planview.table(fires, cfg))
-    return 0
+        print(planview.table(result.fires, cfg))
+    return _report_failures(args.command, result.failures)
+
+
+def _report_failures(command: str, failures) -> int:
+    """A calendar that could not be planned costs only its own jobs: the rest is printed (or
+    installed) as usual, the failure goes to stderr and the exit status is 1."""
+    for f in failures:
+        print(f"market-timers {command}: {f.line()}", file=sys.stderr)
+    return FAILURE if failures else 0
 
 
 def _calendar_call(fn, *a):
@@ -290,7 +301,8 @@ def cmd_render(args) -> int:
     from . import plan, render, sync
 
     cfg = _config(args)
-    fires = _calendar_call(plan.plan_ahead, cfg, _now(args) + sync.MIN_LEAD)
+    planned = plan.plan_ahead_partial(cfg, _now(args) + sync.MIN_LEAD)
+    fires = planned.fires
     try:
         report = render.render_into(cfg, args.out, fires)
     except OSError as e:
@@ -302,7 +314,7 @@ def cmd_render(args) -> int:
     for name in report.changed:
         print(f"changed {name}")
     print(report.summary(len(fires), args.out))
-    return 0
+    return _report_failures(args.command, planned.failures)
 
 
 def cmd_verify(args) -> int:
@@ -327,7 +339,7 @@ def cmd_sync(args) -> int:
     cfg = _config(args)
     try:
         result = _calendar_call(lambda: sync.sync(cfg, now=args.now, dry_run=args.dry_run))
-    except (SystemctlError, sync.SyncError, OSError) as e:
+    except (SystemctlError, sync.SyncError, OSError) as e:  # OSError: also a refused symlink in state_dir
         print(f"market-timers sync: {e}", file=sys.stderr)
         return FAILURE
     lines = result.lines(dry_run=args.dry_run)
@@ -335,7 +347,7 @@ def cmd_sync(args) -> int:
     for line in lines:
         if line.startswith("warning: "):
             print(f"market-timers sync: {line}", file=sys.stderr)
-    return 0
+    return _report_failures(args.command, result.failures)
 
 
 def cmd_try(args) -> int:
@@ -371,13 +383,21 @@ def _as_service_user(cfg):
     return cfg
 
 
+def _alert_config(args):
+    """The alert path's config: a broken file falls back to the last good snapshot."""
+    from . import config
+    from .alerts import snapshot
+
+    return snapshot.load(config.config_path(args.config))
+
+
 def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
-              service_user: bool = False):
+              service_user: bool = False, alert_path: bool = False):
     def command(args) -> int:
         import importlib
 
         mod = importlib.import_module(f"market_timers.{module}")
-        cfg = _config(args, check_calendars)
+        cfg = _alert_config(args) if alert_path else _config(args, check_calendars)
         if service_user:
             _as_service_user(cfg)
         return getattr(mod, function)(cfg, *extra_args(args))
@@ -398,7 +418,7 @@ def cmd_refresh(args) -> int:
 def cmd_outbox(args) -> int:
     from .alerts import commands
 
-    cfg = _as_service_user(_config(args, check_calendars=False))
+    cfg = _as_service_user(_alert_config(args))
     if args.action == "list":
         return commands.outbox_list(cfg, args.json)
     return commands.outbox_flush(cfg)
@@ -409,7 +429,7 @@ def cmd_digest(args) -> int:
 
     # Run as the built-in digest job, the runner hands over the session in $MARKET_SESSION.
     session = args.session.isoformat() if args.session else os.environ.get("MARKET_SESSION")
-    return commands.digest(_as_service_user(_config(args, check_calendars=False)), session)
+    return commands.digest(_as_service_user(_alert_config(args)), session)
 
 
 def cmd_event(args) -> int:
@@ -448,13 +468,15 @@ COMMANDS = {
     "sync": cmd_sync,
     "try": cmd_try,
     "check-cron": cmd_check_cron,
-    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True),
-    "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit"),
+    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True,
+                       alert_path=True),
+    "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit",
+                               alert_path=True),
     "outbox": cmd_outbox,
-    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True),
+    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True, alert_path=True),
     "digest": cmd_digest,
     "refresh": cmd_refresh,
-    "deadman": _delegate("deadman", "command", "now", service_user=True),
+    "deadman": _delegate("deadman", "command", "now", service_user=True, alert_path=True),
     "status": _delegate("status", "command", "session", "json", "now"),
     "event": cmd_event,
     "incidents": cmd_incidents,
