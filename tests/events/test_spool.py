@@ -113,3 +113,12 @@ def test_the_hand_written_json_reads_back_exactly(tmp_path):
     path = spool.write(event, [str(tmp_path)])
     back = json.loads(Path(path).read_text())
     assert back == {**event, "text": "é ok \x01 ?"}
+
+
+def test_the_shipped_gateway_example_spools_one_short_incident(tmp_path):
+    env = {**os.environ, spool.DIR_ENV: str(tmp_path), "PYTHONPATH": str(ROOT / "generator")}
+    out = subprocess.run([sys.executable, str(ROOT / "scripts/examples/gateway-events.py"),
+                          "--demo"], env=env, capture_output=True, text=True, check=True).stdout
+    assert "one short incident" in out
+    kinds = [json.loads(p.read_text())["kind"] for p in sorted(tmp_path.iterdir())]
+    assert kinds == ["heartbeat_lost", "disconnected", "reconnected"]
