@@ -20,8 +20,8 @@ from .exitcodes import FAILURE, USAGE
 EPILOG = """\
 exit status: 0 ok; 1 failure; 2 bad command line or bad config (nothing was changed).
 The job runner (market-timers-run) passes the job's status through; it exits 170 for a
-stale start, 171 for an overlap skipped, 172 when it cannot run the job and 174 when a
-job's retries are over.
+stale start, 171 for an overlap skipped, 172 when it cannot run the job, 173 when
+that (job, session) already ran (see `run --force`) and 174 when a job's retries are over.
 See market-timers(1) and market-timers.toml(5)."""
 
 
@@ -133,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("deadman", "compare the plan with what ran; alert on misses "
                        "(run every minute by market-deadman.timer)")
+
+    s = command("run", "start a job's run for one session now (refused if that session "
+                       "already ran, unless --force)")
+    s.add_argument("job", metavar="JOB", help="the job's name")
+    s.add_argument("--session", type=_date, required=True, metavar="DATE",
+                   help="the session to run it for")
+    s.add_argument("--force", action="store_true", help="run it again although it already ran")
 
     s = command("event", "hand an event of the trading system to the router "
                          "(any user of the market-timers group)")
@@ -480,6 +487,7 @@ COMMANDS = {
     "status": _delegate("status", "command", "session", "json", "now"),
     "event": cmd_event,
     "incidents": cmd_incidents,
+    "run": _delegate("manual_run", "command", "job", "session", "force", check_calendars=True),
 }
 
 

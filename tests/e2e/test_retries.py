@@ -4,12 +4,11 @@ OnFailure= runs once, after the last attempt."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
-from .scenario import STATE_DIR, Job, Scenario, instant_in
+from .scenario import Job, Scenario, instant_in
 
 pytestmark = pytest.mark.e2e
 
@@ -37,9 +36,8 @@ def schedule_flaky(s: Scenario, name: str, ok_from: int) -> Job:
 
 
 def record(s: Scenario, job: Job) -> dict:
-    out = s.box.run(["cat", f"{STATE_DIR}/runs/{job.name}/{job.session.isoformat()}.json"],
-                    check=False).stdout
-    return json.loads(out) if out else {}
+    """What status and the alert handler read: the run ledger's latest attempt."""
+    return s.run_record(job) or {}
 
 
 def test_failing_twice_then_succeeding_with_retries_2_is_one_success_and_no_alert(
@@ -48,7 +46,7 @@ def test_failing_twice_then_succeeding_with_retries_2_is_one_success_and_no_aler
     job = schedule_flaky(scenario, "prices", ok_from=3)
     done = scenario.box.wait_for(lambda: (r := record(scenario, job)).get("result") == "success"
                                  and r, LEAD + 40, "attempt 3 to succeed", interval=0.3)
-    assert done["attempt"] == 3
+    assert (done["attempt"], done["attempts"], done["how"]) == (3, 3, "retry")
     journal = scenario.journal_of(job)
     print(journal)
     assert [line for line in journal.splitlines() if line.startswith("e2e-flaky")] == [
@@ -65,7 +63,8 @@ def test_failing_three_times_is_one_alert_naming_3_attempts(scenario: Scenario) 
     print(alert)
     assert alert.startswith("[CRITICAL] quotes failed with exit status 3 after 3 attempts")
     rec = record(scenario, job)
-    assert (rec["attempt"], rec["exit_status"], rec.get("retries_over")) == (3, "3", True)
+    assert (rec["attempt"], rec["exit_status"], rec["refused_starts"]) == (3, "3",
+                                                                            ["retries-over"])
     time.sleep(4)
     assert len(scenario.messages("telegram", "quotes")) == 1
     assert scenario.messages("slack", "quotes") == []

@@ -3,16 +3,14 @@ them (each start a new process with the unit's environment, --record after each 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from market_timers import config, exitcodes, render
+from market_timers import config, exitcodes, render, runrecord
 from market_timers.alerts.handler import handle
 from market_timers.errors import ConfigError, Problems
 from market_timers.retries import backoff, take_marker, window
@@ -58,7 +56,8 @@ def attempt(env, exit_with: int) -> tuple[int, str]:
 
 
 def record(tmp_path) -> dict:
-    return json.loads((tmp_path / "state/runs/prices/2025-11-28.json").read_text())
+    """The run record as status and the alert handler read it (the ledger's latest attempt)."""
+    return runrecord.read(tmp_path / "state", "prices", "2025-11-28") or {}
 
 
 def test_the_backoff_doubles_up_to_its_cap():
@@ -67,14 +66,23 @@ def test_the_backoff_doubles_up_to_its_cap():
 
 
 def test_a_retry_is_attempt_n_of_the_same_session_and_not_a_stale_start(tmp_path):
-    env = env_for(tmp_path, datetime.now(UTC) - timedelta(seconds=90))  # past the grace
-    marker = Path(env["MARKET_STATE_DIR"]) / "runs/prices/2025-11-28.retry"
-    marker.parent.mkdir(parents=True)
-    marker.write_text("retry 2\n")
-    code, out = attempt(env, 0)
+    env = env_for(tmp_path, datetime.now(UTC))
+    assert attempt(env, 3)[0] == 3  # attempt 1 fails: the marker says "retry 2"
+    # systemd restarts the unit later, past the job's grace (60 s): a retry, not a stale start,
+    # and not "already ran" either: the ledger takes it as attempt 2 of the same session.
+    late = env_for(tmp_path, datetime.now(UTC) - timedelta(seconds=90))
+    code, out = attempt(late, 0)
     assert code == 0 and "attempt 2" in out
-    assert record(tmp_path)["attempt"] == 2 and record(tmp_path)["result"] == "success"
-    assert not marker.exists()
+    rec = record(tmp_path)
+    assert (rec["attempt"], rec["attempts"], rec["how"], rec["result"]) == (2, 2, "retry",
+                                                                             "success")
+    assert take_marker(env["MARKET_STATE_DIR"], "prices", "2025-11-28") is None
+
+
+def test_a_second_timer_start_without_a_marker_is_still_already_ran(tmp_path):
+    env = env_for(tmp_path, datetime.now(UTC))
+    assert attempt(env, 0)[0] == 0
+    assert attempt(env, 0)[0] == exitcodes.ALREADY_RAN
 
 
 def test_a_timer_start_past_the_grace_is_still_stale(tmp_path):
@@ -98,7 +106,8 @@ def test_failing_three_times_ends_with_174_keeping_the_last_attempts_result(tmp_
     assert outcomes == [3, 3, 3] and code == exitcodes.RETRIES_OVER == 174
     assert "all 3 attempts failed" in out
     rec = record(tmp_path)
-    assert (rec["attempt"], rec["exit_status"], rec["retries_over"]) == (3, "3", True)
+    assert (rec["attempt"], rec["exit_status"]) == (3, "3")
+    assert rec["refused_starts"] == ["retries-over"]
 
 
 def test_no_retry_starts_past_grace_plus_timeout(tmp_path):
