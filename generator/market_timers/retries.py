@@ -28,10 +28,11 @@ in a marker, `<state_dir>/runs/<job>/<session>.retry`, written by the attempt's
                    at once, and the unit fails: ONE alert, "... after N attempts", with the last
                    attempt's own result (kept in the run record).
 
-The runner consumes the marker (rename, then read): a start with no marker is a timer's start.
-Run ledger seam (issue 10, branch `ledger`): a start that consumed a `retry N` marker is the one
-that claims the ledger's next attempt with how="retry" (the ledger refuses it unless the latest
-attempt finished without success), instead of the timer's "attempt 1 or already ran".
+The runner consumes the marker (rename, then read): a start with no marker is a timer's start
+(and, the session having run, "already ran", 173). A start that consumed `retry N` claims the run
+ledger's next attempt with how="retry": the ledger grants it only when the latest attempt has
+finished without success, so a retry is attempt N of the same (job, session), never refused as
+"already ran" and never taken by a second timer start.
 
 Why `orders`: a retry re-runs the job later, inside grace + timeout. An order sender retried
 blindly may send its orders twice; and a retried job holding a lock group shared with an order
