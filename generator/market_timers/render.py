@@ -169,7 +169,8 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
                    ("MARKET_LOCK_GROUP", job.lock),
                    ("MARKET_LOCK_DIR", str(config.runtime_dir)),
                    ("MARKET_STATE_DIR", str(config.state_dir)),
-                   ("PYTHONFAULTHANDLER", "1"), *job.environment]
+                   ("MARKET_EVENTS_DIR", str(config.spool_dir / "events")),  # jobnotify.event
+                   ("PYTHONFAULTHANDLER", "1"), *retry_environment(job), *job.environment]
     service = env.get_template("job.service.j2").render(
         header=header, description=plain(f"market-timers job {description}"),
         user=config.user, job=job.name,
@@ -178,8 +179,10 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         exec_stop_post=f"{quote_arg(runner)} --record",
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
         timeout=f"{job.timeout}s", log_fields=log_fields,
+        retry=retry_settings(job),
         read_write_paths=" ".join(quote_path(p) for p in (
-            str(config.state_dir), str(config.runtime_dir), *job.read_write_paths)),
+            str(config.state_dir), str(config.runtime_dir), str(config.spool_dir / "events"),
+            *job.read_write_paths)),
         on_success=not try_id,
     )
     timer = env.get_template("job.timer.j2").render(
@@ -188,6 +191,27 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         persistent="false" if try_id else "true",
     )
     return [Unit(f"{stem}.timer", timer), Unit(f"{stem}.service", service)]
+
+
+def retry_environment(job: Job) -> list[tuple[str, str]]:
+    """The runner's retry context (retries.py); nothing for a job that is never retried."""
+    if not job.retries:
+        return []
+    return [("MARKET_RETRIES", str(job.retries)),
+            ("MARKET_RETRY_DELAY_SEC", str(job.retry_delay)),
+            ("MARKET_RETRY_DELAY_MAX_SEC", str(job.retry_delay_max)),
+            ("MARKET_TIMEOUT_SEC", str(job.timeout))]
+
+
+def retry_settings(job: Job) -> dict | None:
+    """Restart=/StartLimit*= values for job.service.j2, or None (no retries)."""
+    if not job.retries:
+        return None
+    from .retries import REFUSALS, window
+
+    interval = window(job.grace, job.timeout, job.retries, job.retry_delay, job.retry_delay_max)
+    return {"delay": f"{job.retry_delay}s", "burst": job.retries + 2, "prevent": REFUSALS,
+            "interval": f"{interval}s"}
 
 
 def iter_units(config: Config, fires: list[Fire], runner: str | None = None):
