@@ -77,3 +77,13 @@ def test_without_cluster_no_ledger_environment(write_config):
     day = dt.date(2025, 11, 26)
     text = "".join(u.text for u in render.render_all(cfg, plan.plan_between(cfg, day, day)))
     assert "MARKET_LEDGER" not in text and "cluster-dsn" not in text
+
+
+def test_the_deadman_loads_the_dsn_credential_in_cluster_mode_only(write_config):
+    from market_timers.alerts import credunits
+
+    cfg = load(write_config, 'node = "ny4-a"\n')
+    assert "market-timers.cluster-dsn" in credunits.needed(cfg)[credunits.DEADMAN]
+    assert "LoadCredential=market-timers.cluster-dsn\n" in credunits.render(cfg)[credunits.DEADMAN]
+    local = config.load(write_config('calendar = "XNYS"\n' + JOB))
+    assert "market-timers.cluster-dsn" not in credunits.needed(local)[credunits.DEADMAN]

@@ -94,12 +94,12 @@ def test_a_lock_group_is_busy_across_nodes_and_the_fence_is_handed_over(tmp_path
     assert not ledger.check_fence("orders", fence)
 
 
-def test_database_unreachable_skip_does_not_run_and_exits_174(tmp_path):
+def test_database_unreachable_skip_does_not_run_and_exits_175(tmp_path):
     down = f"host=127.0.0.1 port={free_port()} dbname=mt user=mt password=pw"
     marker = tmp_path / "ran"
     proc = subprocess.run([*RUNNER, "--", "/usr/bin/touch", str(marker)], capture_output=True,
                           text=True, timeout=30, env=node_env(tmp_path, down, "ny4-a"))
-    assert proc.returncode == exitcodes.LEDGER_UNREACHABLE == 174
+    assert proc.returncode == exitcodes.LEDGER_UNREACHABLE == 175
     assert not marker.exists()
     assert "on_db_unreachable = skip" in proc.stderr and "password=pw" not in proc.stderr
 

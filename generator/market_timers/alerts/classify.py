@@ -1,7 +1,7 @@
 """What happened to a run, from systemd's MONITOR_* variables and the runner's exit codes.
 
 MONITOR_SERVICE_RESULT is the unit's Result: `exit-code` (then MONITOR_EXIT_STATUS is the status:
-170 stale start, 171 overlap skip, 173 already ran and 174 ledger unreachable come from the
+170 stale start, 171 overlap skip, 173 already ran and 175 ledger unreachable come from the
 runner, 172 is a runner error,
 anything else is the job's own), `signal` / `core-dump` (killed: MONITOR_EXIT_STATUS is the signal name),
 `watchdog` (hang: killed with SIGABRT), `timeout` (RuntimeMaxSec), `oom-kill`, and a few

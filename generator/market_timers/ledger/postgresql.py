@@ -272,7 +272,7 @@ class PostgresLedger(Ledger):
         if not rows:  # the runner stopped before it wrote anything
             status = str(fields.get("exit_status") or "")
             self.refuse(key, dict(fields, invocation=invocation,
-                                  refused="runner-error" if status == "174" or status == "172"
+                                  refused="runner-error" if status == "175" or status == "172"
                                   else "unrecorded"))
 
     def take_ticket(self, nonce: str, key: Key) -> dict | None:
