@@ -177,8 +177,12 @@ def test_preferred_node_powered_off_the_standby_runs_on_time_plus_delay(cluster:
         holder = cluster.psql("SELECT node FROM mt_runs WHERE job = 'closing-orders'")
         assert holder == "ny4-b"
         b = cluster.scenes["ny4-b"]
-        b.box.run(["market-timers", "deadman"], check=False, timeout=120)
+        # The real unit (user market-timers, the DSN from the credential drop-in sync wrote): a
+        # pass that could not read the ledger would exit 1 and fail this start.
+        b.box.systemctl("start", "market-deadman.service")
+        b.flush_outbox()
         assert not b.messages("telegram", "did not run"), "the standby's deadman saw a miss"
+        assert not b.messages("telegram", "cannot be reached"), "the deadman had no ledger"
     finally:
         box = cluster.nodes["ny4-a"]
         box.boot()
