@@ -41,6 +41,7 @@ DST_EXPLANATION = (
 TOP_KEYS = {
     "calendar", "horizon", "retention_days", "user", "unit_dir", "state_dir", "spool_dir",
     "runtime_dir", "runner", "job", "overrides", "alerts", "watch",
+    "metrics",
 }
 JOB_KEYS = {
     "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
@@ -96,6 +97,7 @@ class Config:
     overrides: dict[str, Override] = field(default_factory=dict)
     alerts: Any = None
     watch: Any = None
+    metrics: Any = None  # metrics_config.MetricsConfig
     raw: dict = field(default_factory=dict)
 
     def job(self, name: str) -> Job:
@@ -208,6 +210,9 @@ def parse(raw: dict, problems: Problems) -> Config:
     from .watch_config import parse_watch
 
     cfg.watch = parse_watch(raw.get("watch"), problems)
+    from .metrics_config import parse_metrics
+
+    cfg.metrics = parse_metrics(raw.get("metrics"), problems)
     if (digest := _digest_job(cfg, problems)) is not None:
         cfg.jobs.append(digest)
     return cfg

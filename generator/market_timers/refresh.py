@@ -33,7 +33,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from . import config as config_mod
-from . import logsetup
+from . import logsetup, metrics
 from .errors import ConfigError, Problems
 from .exitcodes import FAILURE, USAGE
 from .watch_alert import send_alert
@@ -135,6 +135,7 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
         _safe_alert(alert, config, kind="calendar-stale", severity="warning",
                     key=f"calendar-stale:{digest}", title="exchange calendar data needs an update",
                     text=text, now=now)
+    metrics.after_refresh(config, now)
     return result
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jinja2
 
+from . import metrics_config
 from .config import Config, Job, default_runner
 from .durations import format_offset
 from .plan import Fire
@@ -114,7 +115,8 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
         timeout=f"{job.timeout}s", log_fields=log_fields,
         read_write_paths=" ".join(quote_arg(f"-{p}") for p in (
-            str(config.state_dir), str(config.runtime_dir), *job.read_write_paths)),
+            str(config.state_dir), str(config.runtime_dir), *job.read_write_paths,
+            *metrics_config.write_paths(config))),
     )
     timer = env.get_template("job.timer.j2").render(
         header=header, description=plain(f"market-timers {description}"),

@@ -139,6 +139,9 @@ def record(env: dict) -> int:
         runrecord.update(state_dir, job, session, **fields)
     except (OSError, ValueError, KeyError) as e:
         log(WARNING, f"cannot complete the run record: {e}")
+    from . import metrics  # off the hot path: the job has ended
+
+    metrics.after_run(env)
     return 0
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from . import metrics
 from . import plan as planning
 from .config import Config
 from .instants import iso, parse_iso
@@ -143,6 +144,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
         systemctl.start(result.started)
         _write_plan(config, fires, now)
+        metrics.after_sync(config, now)
         return result
 
 
