@@ -46,6 +46,7 @@ TOP_KEYS = {
 JOB_KEYS = {
     "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
     "lock", "severity", "skip", "environment", "description", "enabled", "read_write_paths",
+    "lead", "warm",
 }
 REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
 OVERRIDE_KEYS = {"closed", "early_close", "late_open"}
@@ -68,10 +69,17 @@ class Job:
     environment: tuple[tuple[str, str], ...] = ()
     description: str = ""
     read_write_paths: tuple[str, ...] = ()
+    lead: int = 2  # the timer fires this early; the runner waits for the instant, then execs
+    warm: int = 0  # exec the job this early (it waits with jobnotify.wait_for_instant())
 
     @property
     def is_session_job(self) -> bool:
         return self.event is not None
+
+    @property
+    def fire_lead(self) -> int:
+        """How long before the instant the timer fires: enough for the lead and the warm-up."""
+        return max(self.lead, self.warm)
 
 
 @dataclass(frozen=True)
@@ -269,6 +277,7 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         kw["watchdog"] = _parsed(parse_duration, t["watchdog"], f"{path}.watchdog", problems, 0)
         if kw["watchdog"] == 0:
             problems.add(f"{path}.watchdog", 'must be more than zero (or "off")', t["watchdog"])
+    kw.update(_pre_fire(t, path, problems))
     lock = t.get("lock", name)
     if "lock" in t and (not isinstance(lock, str) or not JOB_NAME.match(lock)):
         problems.add(f"{path}.lock", "lock group names follow the job-name rule "
@@ -303,6 +312,22 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         return None
     return Job(name=name, command=tuple(command), lock=lock, severity=severity,
                environment=tuple(sorted(env.items())), description=description, **kw)
+
+
+MAX_LEAD = 600  # seconds
+
+
+def _pre_fire(t: dict, path: str, problems: Problems) -> dict:
+    """`lead` (default 2s; "0s" opts out) and `warm` (default 0s): at most 10min each."""
+    out = {}
+    for key, default in (("lead", "2s"), ("warm", "0s")):
+        value = _parsed(parse_duration, t.get(key, default), f"{path}.{key}", problems, None)
+        if value is not None and value > MAX_LEAD:
+            problems.add(f"{path}.{key}", "must be at most 10min (the timer fires this early "
+                         "and the runner holds the job's lock meanwhile)", t[key])
+        elif value is not None:
+            out[key] = value
+    return out
 
 
 def _check_unique_names(jobs: list, problems: Problems) -> None:

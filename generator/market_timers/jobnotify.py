@@ -7,6 +7,14 @@
         heartbeat()          # under WatchdogSec=, at least once per interval
 
 Outside systemd (no $NOTIFY_SOCKET) every call is a no-op, so a job runs the same by hand.
+
+A warm job (`warm = "10s"`: exec'd that long before its instant) imports its libraries and
+connects to its broker, then blocks until the instant:
+
+    from market_timers.jobnotify import wait_for_instant
+    broker = connect()
+    wait_for_instant()       # returns at the planned instant (at once when run by hand)
+    broker.send(orders)
 """
 
 from __future__ import annotations
@@ -37,6 +45,21 @@ def heartbeat() -> None:
 
 def status(text: str) -> None:
     _send("STATUS=" + " ".join(text.split()))
+
+
+def wait_for_instant() -> float | None:
+    """Block until the run's planned instant ($MARKET_SCHEDULED_UTC, set by the runner) on the
+    realtime clock; return how late it woke in seconds (0 or more), or None without the variable
+    (run by hand). Already past: returns at once with the lateness."""
+    text = os.environ.get("MARKET_SCHEDULED_UTC", "")
+    if not text:
+        return None
+    from datetime import UTC, datetime
+
+    from .instant_wait import sleep_until
+
+    instant = datetime.fromisoformat(text.removesuffix("Z")).replace(tzinfo=UTC).timestamp()
+    return sleep_until(instant)
 
 
 def watchdog_interval() -> float | None:

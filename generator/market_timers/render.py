@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
@@ -88,14 +89,15 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         context = [("MARKET_SESSION", fire.session.isoformat()),
                    ("MARKET_CALENDAR", fire.calendar), ("MARKET_EVENT", fire.event),
                    ("MARKET_SCHEDULED_UTC", fire.fire_iso)]
-        on_calendar = f"{fire.fire_utc:%Y-%m-%d %H:%M:%S} UTC"
+        on_calendar = f"{fire.fire_utc - timedelta(seconds=job.fire_lead):%Y-%m-%d %H:%M:%S} UTC"
         log_fields = [f"MARKET_JOB={job.name}", f"MARKET_SESSION={fire.session.isoformat()}"]
     else:
         at = f"{job.at_utc:%H:%M:%S}"
         description = f"{job.name} daily at {at} UTC"
         stem = f"market-{job.name}@daily"
         context = [("MARKET_DAILY_UTC", at)]
-        on_calendar = f"*-*-* {at} UTC"
+        early = datetime.combine(date(2000, 1, 2), job.at_utc) - timedelta(seconds=job.fire_lead)
+        on_calendar = f"*-*-* {early:%H:%M:%S} UTC"
         log_fields = [f"MARKET_JOB={job.name}"]
     if job.description:
         description += f" - {job.description}"
@@ -105,7 +107,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
                    ("MARKET_LOCK_GROUP", job.lock),
                    ("MARKET_LOCK_DIR", str(config.runtime_dir)),
                    ("MARKET_STATE_DIR", str(config.state_dir)),
-                   ("PYTHONFAULTHANDLER", "1"), *job.environment]
+                   ("PYTHONFAULTHANDLER", "1"), *pre_fire_environment(job), *job.environment]
     service = env.get_template("job.service.j2").render(
         header=header, description=plain(f"market-timers job {description}"),
         user=config.user, job=job.name,
@@ -113,7 +115,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         exec_start=" ".join(quote_arg(a) for a in (runner, "--", *job.command)),
         exec_stop_post=f"{quote_arg(runner)} --record",
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
-        timeout=f"{job.timeout}s", log_fields=log_fields,
+        timeout=f"{job.timeout + job.fire_lead}s", log_fields=log_fields,
         read_write_paths=" ".join(quote_arg(f"-{p}") for p in (
             str(config.state_dir), str(config.runtime_dir), *job.read_write_paths,
             *metrics_config.write_paths(config))),
@@ -123,6 +125,13 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         on_calendar=on_calendar, service=f"{stem}.service",
     )
     return [Unit(f"{stem}.timer", timer), Unit(f"{stem}.service", service)]
+
+
+def pre_fire_environment(job: Job) -> list[tuple[str, str]]:
+    """How early the timer fires (the runner waits for the instant) and how early the job is
+    exec'd (warm); none when the job opts out with lead = "0s"."""
+    out = [("MARKET_LEAD_SEC", str(job.fire_lead))] if job.fire_lead else []
+    return out + ([("MARKET_WARM_SEC", str(job.warm))] if job.warm else [])
 
 
 def render_all(config: Config, fires: list[Fire], runner: str | None = None) -> list[Unit]:

@@ -43,7 +43,8 @@ def scheduled_instant(env: dict, now: datetime) -> datetime:
         return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
     hh, mm, ss = (int(x) for x in env["MARKET_DAILY_UTC"].split(":"))
     today = now.replace(hour=hh, minute=mm, second=ss, microsecond=0)
-    return today if today <= now + timedelta(seconds=1) else today - timedelta(days=1)
+    early = int(env.get("MARKET_LEAD_SEC") or 0)  # a pre-fired timer starts us this early
+    return today if today <= now + timedelta(seconds=1 + early) else today - timedelta(days=1)
 
 
 def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
@@ -99,12 +100,27 @@ def run(argv: list[str], env: dict) -> int:
     child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1",
                      MARKET_SCHEDULED_UTC=scheduled.strftime("%Y-%m-%dT%H:%M:%SZ"))
     _record(state_dir, job, session, scheduled, late_sec=round(late, 3), pid=os.getpid())
+    await_exec_time(env, scheduled)
     try:
         os.execve(argv[0], argv, child_env)
     except OSError as e:
         log(ERR, f"cannot run {argv[0]}: {e.strerror}")
         return RUNNER_ERROR
     return RUNNER_ERROR  # not reached
+
+
+def await_exec_time(env: dict, scheduled: datetime) -> None:
+    """Pre-fire: the timer fired MARKET_LEAD_SEC early and everything else is done; wait for the
+    instant (or MARKET_WARM_SEC before it, for a warm job) on the realtime clock. A start by hand
+    well before its timer would have fired runs at once, as it would without a lead."""
+    lead = int(env.get("MARKET_LEAD_SEC") or 0)
+    if lead <= 0:
+        return
+    target = scheduled.timestamp() - int(env.get("MARKET_WARM_SEC") or 0)
+    if 0 < target - time.time() <= lead + 1:
+        from .instant_wait import sleep_until
+
+        sleep_until(target)
 
 
 def _record(state_dir: str, job: str, session: str, scheduled: datetime, **fields) -> None:

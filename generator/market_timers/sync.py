@@ -102,7 +102,10 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     fires = planning.plan_ahead(config, now)
     # A fire due within MIN_LEAD is not written anew (it could pass before systemd starts its
     # timer, and then it would never fire), but an installed timer for it is kept as it is.
-    too_close = {f.unit_stem for f in fires if f.fire_utc <= now + MIN_LEAD}
+    # (The timer fires a job's lead before its instant: that is the time that must be ahead.)
+    leads = {j.name: timedelta(seconds=j.fire_lead) for j in config.jobs}
+    too_close = {f.unit_stem for f in fires
+                 if f.fire_utc - leads.get(f.job, timedelta(0)) <= now + MIN_LEAD}
     with _sync_lock(config.state_dir, dry_run):
         existing = _existing(unit_dir)
         desired = {u.name: u.text for u in render_all(config, fires)
@@ -156,10 +159,13 @@ def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.
         job, _, instance = name.removesuffix(".timer").removeprefix("market-").partition("@")
         session = instance[:10]
         instant = instant_of(existing[name])
-        old = iso(instant) if instant else "?"
         service = existing.get(name.removesuffix(".timer") + ".service", "")
         calendar = next((line.split("=", 2)[2] for line in service.splitlines()
                          if line.startswith("Environment=MARKET_CALENDAR=")), "")
+        # The instant itself: a pre-fired timer's OnCalendar= is its lead earlier.
+        old = next((line.split("=", 2)[2] for line in service.splitlines()
+                    if line.startswith("Environment=MARKET_SCHEDULED_UTC=")),
+                   iso(instant) if instant else "?")
         out.append(Change(job, session, old, new.get((job, session)), calendar))
     return out
 

@@ -91,3 +91,21 @@ def test_after_real_runs_the_textfile_tells_what_happened(scenario: Scenario,
     after = scrape(scenario)
     assert after[("market_timers_metrics_generated_timestamp_seconds",)] > before
     assert after[("market_timers_job_runs_total", ("market_job", "mfails"))] == 1  # not twice
+
+
+def test_a_pre_fired_job_starts_at_its_instant_and_its_timer_shows_the_lead(
+        scenario: Scenario) -> None:
+    """The default lead (2s): the timer fires 2 s early, the runner records, locks and waits on
+    the realtime clock; the job's first line comes after the instant, never before."""
+    from .scenario import utc_text
+
+    job = Job("prefired", instant_in(LEAD + 3), ["ok"], {"lead": None})
+    scenario.schedule([job])
+    row = scenario.timer_row(job)
+    assert row is not None and row.startswith(utc_text(job.instant - timedelta(seconds=2))), row
+    record = scenario.wait_finished(job, LEAD + 25)
+    assert record["result"] == "success" and record["late_sec"] < 0  # recorded before the wait
+    lines = scenario.journal_of(job)
+    start = float(lines.split("e2e-job start=")[1].split()[0])
+    print(f"[e2e] pre-fired {job.service}: the job started {(start - job.instant.timestamp()) * 1000:.1f} ms after its instant")
+    assert 0 <= start - job.instant.timestamp() < 1.0
