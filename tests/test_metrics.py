@@ -153,6 +153,17 @@ def test_the_format_is_the_classic_text_format_node_exporter_reads(setup):
     assert all(line.split("{")[0].split(" ")[0] in types for line in samples)
 
 
+def test_a_job_removed_from_the_config_leaves_the_file(setup):
+    cfg = setup()
+    ran(cfg, "oldjob", "2025-11-20", started=NOW - timedelta(days=6))
+    ran(cfg, "signal", "2025-11-26", started=NOW)
+    metrics.update(cfg, NOW)
+    fams = scrape(cfg)
+    assert value(fams, "market_timers_job_runs_total", market_job="signal") == 1
+    assert value(fams, "market_timers_job_runs_total", market_job="report") == 0  # never ran
+    assert value(fams, "market_timers_job_runs_total", market_job="oldjob") is None
+
+
 def test_label_values_are_escaped():
     fam = metrics.Family("calendar_data_end_timestamp_seconds", "gauge", "a help\\text\nline")
     fam.add(1.5, calendar='we"ird\\name\nx')

@@ -255,9 +255,10 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     plan = _read_plan(state_dir)
     catch_up(config, state, records, plan, now)
     history = state.history()
-    jobs = sorted({j.name for j in config.jobs}
-                  | {r["job"] for r in records} | {e["job"] for e in history})
+    # The config's jobs only: a job removed from it leaves the file (its history stays, and
+    # counts on if it comes back), so the series do not grow for ever.
     configured = {j.name for j in config.jobs}
+    jobs = sorted(configured)
 
     last: dict[str, dict] = {}
     for rec in records:
@@ -276,7 +277,8 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
          "1 for the kind of result of the job's last run (ok, failed, killed, watchdog, "
          "timeout, stale-start, runner-error, overlap-skipped), 0 for the others."),
         ("job_last_lateness_seconds", "gauge",
-         "How late the runner started the job's last run after its planned instant."),
+         "How late the runner started the job's last run after its planned instant; negative "
+         "for a pre-fired run (`lead`: it started early and waited for the instant)."),
         ("job_last_duration_seconds", "gauge", "How long the job's last run took."),
         ("job_runs_total", "counter",
          "Runs of the job that have ended, whatever their result (refused starts included)."),
