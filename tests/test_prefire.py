@@ -53,6 +53,12 @@ def test_by_default_the_timer_fires_2s_early_and_the_name_keeps_the_instant(writ
     assert not any(e.startswith("MARKET_WARM_SEC") for e in key(service, "Environment"))
 
 
+def test_a_pre_fired_unit_waits_at_a_higher_priority(write_config):
+    assert key(units(write_config)["market-signal@2025-11-26-204500.service"], "Nice") == ["-10"]
+    assert key(units(write_config, 'lead = "0s"')["market-signal@2025-11-26-204500.service"],
+               "Nice") == []
+
+
 def test_lead_0s_opts_out(write_config):
     u = units(write_config, 'lead = "0s"')
     assert key(u["market-signal@2025-11-26-204500.timer"], "OnCalendar") == \
@@ -118,11 +124,12 @@ def test_sync_does_not_write_a_timer_whose_early_fire_is_already_too_close(write
 
 STAMP = f"""#!{sys.executable}
 import time, os
-print(time.time(), os.environ["MARKET_SCHEDULED_UTC"], flush=True)
+print(time.time(), os.environ["MARKET_SCHEDULED_UTC"], os.getpriority(os.PRIO_PROCESS, 0),
+      flush=True)
 """
 
 
-def run_runner(tmp_path: Path, scheduled: float, **env) -> tuple[float, dict]:
+def run_runner(tmp_path: Path, scheduled: float, nice: int = 0, **env) -> tuple[float, dict]:
     """Start the runner now for `scheduled`; the job prints its first time.time()."""
     job = tmp_path / "stamp"
     job.write_text(STAMP)
@@ -134,10 +141,13 @@ def run_runner(tmp_path: Path, scheduled: float, **env) -> tuple[float, dict]:
                 **env)
     full.pop("JOURNAL_STREAM", None)
     out = subprocess.run([sys.executable, "-m", "market_timers.runner", "--", str(job)],
-                         env=full, capture_output=True, text=True, check=True).stdout
+                         env=full, capture_output=True, text=True, check=True,
+                         preexec_fn=(lambda: os.nice(nice)) if nice else None).stdout
     from market_timers import runrecord
 
-    return float(out.split()[0]), runrecord.read(tmp_path / "state", "signal", "2025-11-26")
+    record = runrecord.read(tmp_path / "state", "signal", "2025-11-26")
+    record["job_nice"] = int(out.split()[2])
+    return float(out.split()[0]), record
 
 
 def test_a_pre_fired_runner_execs_the_job_at_its_instant_never_before(tmp_path):
@@ -147,6 +157,13 @@ def test_a_pre_fired_runner_execs_the_job_at_its_instant_never_before(tmp_path):
     assert record["late_sec"] < 0  # written before the wait: it started early, not stale
     assert record["scheduled_utc"] == datetime.fromtimestamp(instant, UTC).strftime(
         "%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lowering a nice value needs root")
+def test_the_job_itself_runs_at_nice_0_after_a_pre_fired_wait_at_nice_minus_10(tmp_path):
+    instant = math.ceil(time.time()) + 1
+    _, record = run_runner(tmp_path, instant, nice=-10, MARKET_LEAD_SEC="2")
+    assert record["job_nice"] == 0
 
 
 def test_a_warm_job_is_execd_its_warm_up_early_and_waits_itself(tmp_path):

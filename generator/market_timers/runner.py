@@ -121,6 +121,17 @@ def await_exec_time(env: dict, scheduled: datetime) -> None:
         from .instant_wait import sleep_until
 
         sleep_until(target)
+    normal_priority()
+
+
+def normal_priority() -> None:
+    """The pre-fired unit runs us at Nice=-10 for a prompt wake-up; the job (and the record step)
+    run at nice 0, as without a lead. (Raising one's own nice value needs no privilege.)"""
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) < 0:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except OSError as e:
+        log(WARNING, f"cannot return to nice 0: {e.strerror}")
 
 
 def _record(state_dir: str, job: str, session: str, scheduled: datetime, **fields) -> None:
@@ -141,6 +152,8 @@ def record(env: dict) -> int:
     job = env.get("MARKET_JOB")
     if not job:
         return 0
+    if env.get("MARKET_LEAD_SEC"):
+        normal_priority()
     state_dir = env.get("MARKET_STATE_DIR", "/var/lib/market-timers")
     now = datetime.now(UTC)
     try:
