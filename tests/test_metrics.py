@@ -222,11 +222,11 @@ def test_a_missed_session_is_counted_once_and_stays_counted(setup):
 def test_outbox_pending_and_undeliverable_by_channel(setup):
     cfg = setup()
     box = Outbox(cfg.spool_dir)
-    box.put(Alert(id="a1", kind="failed", severity="critical", key="k1", title="t",
+    box.put(Alert(id="1126-0000000a", kind="failed", severity="critical", key="k1", title="t",
                   created="2025-11-26T21:00:00Z", chain=["telegram", "email"]))
-    box.put(Alert(id="a2", kind="failed", severity="critical", key="k2", title="t",
+    box.put(Alert(id="1126-0000000b", kind="failed", severity="critical", key="k2", title="t",
                   created="2025-11-26T21:10:00Z", chain=["telegram", "email"]))
-    box.put(Alert(id="a3", kind="failed", severity="warning", key="k3", title="t",
+    box.put(Alert(id="1126-0000000c", kind="failed", severity="warning", key="k3", title="t",
                   created="2025-11-26T20:00:00Z", chain=["slack"], channel_index=1,
                   state="undeliverable"))
     metrics.update(cfg, NOW)
@@ -358,12 +358,15 @@ class QuietSystemctl:
 def test_sync_and_refresh_write_the_plan_and_the_calendar_data_end(setup):
     from market_timers import calendars, refresh, sync
 
-    cfg = setup()
+    cfg = setup(CONFIG + '[[job]]\nname = "shanghai"\ncalendar = "XSHG"\nevent = "open"\n'
+                'command = ["/usr/bin/true"]\n')
     sync.sync(cfg, now=NOW, systemctl=QuietSystemctl(), stamp_dir=cfg.state_dir / "stamps")
     fams = scrape(cfg)
-    end = datetime.combine(calendars.bounds("XNYS")[1], datetime.min.time(), UTC)
+    end = datetime.combine(calendars.last_session("XSHG"), datetime.min.time(), UTC)
     assert value(fams, "market_timers_calendar_data_end_timestamp_seconds",
-                 calendar="XNYS") == end.timestamp()
+                 calendar="XSHG") == end.timestamp()  # holidays kept as yearly tables: an end
+    assert value(fams, "market_timers_calendar_data_end_timestamp_seconds",
+                 calendar="XNYS") is None  # holidays from rules: no end
     assert value(fams, "market_timers_last_sync_timestamp_seconds") == NOW.timestamp()
     assert value(fams, "market_timers_job_next_fire_timestamp_seconds", market_job="signal") == \
         datetime(2025, 11, 28, 17, 45, tzinfo=UTC).timestamp()  # the early close after Thanksgiving

@@ -151,10 +151,9 @@ class State:
 
     @contextlib.contextmanager
     def lock(self):
-        from .alerts.outbox import open_lock
+        from .safefs import open_lock
 
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = open_lock(self.dir / "lock")
+        fd = open_lock(self.dir / "lock", base=self.state_dir)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -295,7 +294,8 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
          "When the oldest alert in the outbox in this channel and state was created."),
         ("calendar_data_end_timestamp_seconds", "gauge",
          "00:00 UTC of the last session the installed exchange calendar data knows (sessions "
-         "after it are not planned)."),
+         "after it are not planned); absent for a calendar whose holidays come from rules "
+         "without an end."),
         ("last_sync_timestamp_seconds", "gauge", "When sync last succeeded (plan.json written)."),
         ("last_refresh_timestamp_seconds", "gauge", "When the daily refresh last succeeded."),
         ("metrics_generated_timestamp_seconds", "gauge", "When this file was written."),
@@ -410,7 +410,8 @@ def update(config, now: datetime | None = None, *, calendars: dict[str, date] | 
 
 def _as_state_owner(state_dir: Path, fn) -> None:
     """Run fn as the owner of the state directory when we are root (sync and refresh are): the
-    metrics' files stay the package user's, who writes them after every run."""
+    metrics' files stay the package user's, who writes them after every run, and a symlink a job
+    (that same user) planted under the state directory gains it nothing."""
     try:
         st = state_dir.stat()
     except FileNotFoundError:
@@ -472,8 +473,14 @@ def after_sync(config, now: datetime | None = None) -> Path | None:
             return None
         from . import calendars
 
-        names = {calendars.resolve(j.calendar) for j in config.jobs if j.is_session_job}
-        return update(config, now, calendars={c: calendars.bounds(c)[1] for c in names})
+        ends = {}
+        for name in {calendars.resolve(j.calendar) for j in config.jobs if j.is_session_job}:
+            try:
+                if (last := calendars.last_session(name)) is not None:  # None: rules, no end
+                    ends[name] = last
+            except Exception as e:  # one calendar's data must not hide the others'
+                log.warning("metrics: no data end for calendar %s: %s", name, e)
+        return update(config, now, calendars=ends)
 
     return _safely("sync", go)
 
