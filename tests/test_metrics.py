@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from market_timers import config, metrics, runrecord, runstart
+from market_timers import config, metrics, runrecord
 from market_timers.alerts.model import Alert
 from market_timers.alerts.outbox import Outbox
+from market_timers.ledger import Key
+from market_timers.ledger.local import LocalLedger
 
 NOW = datetime(2025, 11, 26, 21, 30, tzinfo=UTC)
 CONFIG = """
@@ -72,19 +74,21 @@ def value(fams: dict, sample: str, **labels) -> float | None:
 
 def ran(cfg, job: str, session: str, *, started: datetime, status: str = "0",
         result: str = "success", code: str = "exited", late: float = 0.05, duration: float = 1.5,
-        invocation: str | None = None, refused: str | None = None) -> None:
-    """A run record as the runner and its ExecStopPost= leave it."""
+        invocation: str | None = None, refused: str | None = None, force: bool = False) -> None:
+    """A start in the run ledger as the runner and its ExecStopPost= leave it."""
+    book = LocalLedger(str(cfg.state_dir))
+    key = Key(job, session)
+    invocation = invocation or f"inv-{job}-{session}-{started:%H%M%S}"
     fields = dict(scheduled_utc=(started - timedelta(seconds=late)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                  started_utc=started.isoformat(timespec="milliseconds"), started_mono=1.0,
-                  invocation=invocation or f"inv-{job}-{session}-{started:%H%M%S}", result=None,
-                  late_sec=late)
+                  started_utc=started.isoformat(timespec="milliseconds"), invocation=invocation,
+                  late_sec=late, pid=1, host="h")
     if refused:
-        fields["refused"] = refused
-    runstart.write_start(str(cfg.state_dir), job, session, fields)
-    runrecord.update(cfg.state_dir, job, session, result=result, exit_code=code,
-                     exit_status=status, duration_sec=duration,
-                     finished_utc=(started + timedelta(seconds=duration)).isoformat(
-                         timespec="milliseconds"))
+        book.refuse(key, dict(fields, refused=refused))
+    else:
+        assert book.claim(key, "forced" if force else "timer", fields).ok
+    book.finish(key, invocation, dict(
+        result=result, exit_code=code, exit_status=status, duration_sec=duration,
+        finished_utc=(started + timedelta(seconds=duration)).isoformat(timespec="milliseconds")))
 
 
 def write_plan(cfg, fires: list[tuple[str, str, str]], generated: str = "2025-11-26T06:00:00Z"):
@@ -178,7 +182,8 @@ def test_a_re_run_of_a_session_never_makes_a_counter_go_down(setup):
     ran(cfg, "signal", "2025-11-26", started=NOW - timedelta(minutes=40), status="1",
         result="exit-code")
     metrics.update(cfg, NOW)
-    ran(cfg, "signal", "2025-11-26", started=NOW - timedelta(minutes=5))  # fixed, re-run: ok
+    ran(cfg, "signal", "2025-11-26", started=NOW - timedelta(minutes=5),
+        force=True)  # fixed, re-run by hand with --force: attempt 2, ok
     metrics.update(cfg, NOW)
     metrics.update(cfg, NOW)  # nothing new: nothing counted twice
     fams = scrape(cfg)

@@ -136,8 +136,29 @@ def _is_finished(record: dict) -> bool:
 
 
 def _run_key(record: dict) -> str:
-    return record.get("invocation") or \
-        f"{record['job']}|{record['session']}|{record.get('started_utc', '')}"
+    return record.get("invocation") or (
+        f"{record['job']}|{record['session']}|{record.get('started_utc', '')}|"
+        f"{record.get('attempt') or record.get('refused') or ''}")
+
+
+def ledger_runs(state_dir: Path) -> list[dict]:
+    """Every start in the run ledger, attempts and refused starts alike (a forced re-run is
+    attempt 2 of its session, a refused start a note beside the attempt), plus the records of
+    runs from before the ledger."""
+    from .ledger.local import LocalLedger
+
+    book = LocalLedger(os.fspath(state_dir))
+    out, seen = [], set()
+    for key in book.keys():
+        seen.add((key.job, key.session))
+        try:
+            entries = book.attempts(key) + book.refusals(key)
+        except OSError:
+            continue
+        out += [{**e, "job": key.job, "session": key.session} for e in entries]
+    out += [r for r in runrecord.all_records(state_dir)
+            if (r["job"], r["session"]) not in seen]
+    return out
 
 
 # durable state ----------------------------------------------------------------------------------
@@ -250,7 +271,7 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     state_dir = Path(config.state_dir)
     state = state or State(state_dir)
     kinds, failure_kinds = _kinds()
-    records = runrecord.all_records(state_dir)
+    records = ledger_runs(state_dir)
     plan = _read_plan(state_dir)
     catch_up(config, state, records, plan, now)
     history = state.history()
