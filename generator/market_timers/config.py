@@ -19,6 +19,7 @@ from typing import Any
 
 from .durations import DURATION_EXAMPLE, MAX_OFFSET, parse_duration, parse_offset
 from .errors import ConfigError, Problems
+from .retries import check_order_groups, retry_fields
 
 DEFAULT_PATH = "/etc/market-timers/market-timers.toml"
 ENV_VAR = "MARKET_TIMERS_CONFIG"
@@ -49,13 +50,14 @@ DST_EXPLANATION = (
 
 TOP_KEYS = {
     "calendar", "horizon", "retention_days", "user", "unit_dir", "state_dir", "spool_dir",
-    "runtime_dir", "runner", "job", "overrides", "alerts", "watch",
+    "runtime_dir", "runner", "job", "overrides", "alerts", "watch", "events",
     "metrics",
 }
 JOB_KEYS = {
     "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
     "lock", "severity", "skip", "environment", "description", "enabled", "read_write_paths",
     "lead", "warm",
+    "retries", "retry_delay", "retry_delay_max", "orders",  # retries.py
 }
 REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
 OVERRIDE_KEYS = {"closed", "early_close", "late_open"}
@@ -80,6 +82,10 @@ class Job:
     read_write_paths: tuple[str, ...] = ()
     lead: int = 2  # the timer fires this early; the runner waits for the instant, then execs
     warm: int = 0  # exec the job this early (it waits with jobnotify.wait_for_instant())
+    retries: int = 0  # retries.py: attempts after a failure (idempotent jobs only)
+    retry_delay: int = 30
+    retry_delay_max: int = 600
+    orders: bool = False  # sends orders: never retried, nor any job of its lock group
 
     @property
     def is_session_job(self) -> bool:
@@ -115,6 +121,7 @@ class Config:
     alerts: Any = None
     watch: Any = None
     metrics: Any = None  # metrics_config.MetricsConfig
+    events: Any = None  # events.config.EventsConfig
     raw: dict = field(default_factory=dict)
 
     def job(self, name: str) -> Job:
@@ -221,6 +228,7 @@ def parse(raw: dict, problems: Problems) -> Config:
         jobs = []
     cfg.jobs = [j for i, t in enumerate(jobs) if (j := _job(t, f"job[{i}]", cfg, problems))]
     _check_unique_names(jobs, problems)
+    check_order_groups(jobs, cfg.jobs, problems)
     overrides = raw.get("overrides", {})
     if not isinstance(overrides, dict):
         problems.add("overrides", "must be a table of calendars ([overrides.XNYS])", overrides)
@@ -236,6 +244,9 @@ def parse(raw: dict, problems: Problems) -> Config:
     from .metrics_config import parse_metrics
 
     cfg.metrics = parse_metrics(raw.get("metrics"), problems)
+    from .events.config import events_of_config
+
+    cfg.events = events_of_config(raw, problems)
     if (digest := _digest_job(cfg, problems)) is not None:
         cfg.jobs.append(digest)
     return cfg
@@ -337,6 +348,7 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
     for i, p in enumerate(paths):
         _normal_path(p, f"{path}.read_write_paths[{i}]", problems)
     kw["read_write_paths"] = tuple(paths)
+    kw.update(retry_fields(t, path, problems))
     enabled = t.get("enabled", True)
     if not isinstance(enabled, bool):
         problems.add(f"{path}.enabled", "must be true or false", enabled)
