@@ -51,10 +51,12 @@ DST_EXPLANATION = (
 TOP_KEYS = {
     "calendar", "horizon", "retention_days", "user", "unit_dir", "state_dir", "spool_dir",
     "runtime_dir", "runner", "job", "overrides", "alerts", "watch", "events", "cluster",
+    "metrics",
 }
 JOB_KEYS = {
     "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
     "lock", "severity", "skip", "environment", "description", "enabled", "read_write_paths",
+    "lead", "warm",
     "retries", "retry_delay", "retry_delay_max", "orders",  # retries.py
 }
 REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
@@ -78,6 +80,8 @@ class Job:
     environment: tuple[tuple[str, str], ...] = ()
     description: str = ""
     read_write_paths: tuple[str, ...] = ()
+    lead: int = 2  # the timer fires this early; the runner waits for the instant, then execs
+    warm: int = 0  # exec the job this early (it waits with jobnotify.wait_for_instant())
     retries: int = 0  # retries.py: attempts after a failure (idempotent jobs only)
     retry_delay: int = 30
     retry_delay_max: int = 600
@@ -86,6 +90,11 @@ class Job:
     @property
     def is_session_job(self) -> bool:
         return self.event is not None
+
+    @property
+    def fire_lead(self) -> int:
+        """How long before the instant the timer fires: enough for the lead and the warm-up."""
+        return max(self.lead, self.warm)
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,7 @@ class Config:
     overrides: dict[str, Override] = field(default_factory=dict)
     alerts: Any = None
     watch: Any = None
+    metrics: Any = None  # metrics_config.MetricsConfig
     events: Any = None  # events.config.EventsConfig
     cluster: Any = None  # cluster_config.ClusterConfig, or None: the local ledger
     raw: dict = field(default_factory=dict)
@@ -232,6 +242,9 @@ def parse(raw: dict, problems: Problems) -> Config:
     from .watch_config import parse_watch
 
     cfg.watch = parse_watch(raw.get("watch"), problems)
+    from .metrics_config import parse_metrics
+
+    cfg.metrics = parse_metrics(raw.get("metrics"), problems)
     from .events.config import events_of_config
 
     cfg.events = events_of_config(raw, problems)
@@ -307,6 +320,7 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         if kw["watchdog"] and kw["timeout"] and kw["watchdog"] >= kw["timeout"]:
             problems.add(f"{path}.watchdog", f"must be shorter than the job's timeout "
                          f"({kw['timeout']} s): the timeout would end the run first", watchdog)
+    kw.update(_pre_fire(t, path, problems))
     lock = t.get("lock", name)
     if "lock" in t and (not isinstance(lock, str) or not JOB_NAME.match(lock)):
         problems.add(f"{path}.lock", "lock group names follow the job-name rule "
@@ -348,6 +362,26 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         return None
     return Job(name=name, command=tuple(command), lock=lock, severity=severity,
                environment=tuple(sorted(env.items())), description=description, **kw)
+
+
+MAX_LEAD = 600  # seconds
+
+
+def _pre_fire(t: dict, path: str, problems: Problems) -> dict:
+    """`lead` (default 2s; "0s" opts out) and `warm` (default 0s): at most 10min each."""
+    out = {}
+    for key, default in (("lead", "2s"), ("warm", "0s")):
+        value = _parsed(_lead_seconds, t.get(key, default), f"{path}.{key}", problems, None)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _lead_seconds(value: Any) -> int:
+    if isinstance(value, str) and re.fullmatch(r"0+(s|min|h)?", value.strip()):
+        return 0  # off
+    return parse_duration(value, MAX_LEAD, "the timer fires this early and the runner holds "
+                          "the job's lock meanwhile")
 
 
 def _check_unique_names(jobs: list, problems: Problems) -> None:

@@ -8,6 +8,14 @@
 
 Outside systemd (no $NOTIFY_SOCKET) every call is a no-op, so a job runs the same by hand.
 
+A warm job (`warm = "10s"`: exec'd that long before its instant) imports its libraries and
+connects to its broker, then blocks until the instant:
+
+    from market_timers.jobnotify import wait_for_instant
+    broker = connect()
+    wait_for_instant()       # returns at the planned instant (at once when run by hand)
+    broker.send(orders)
+
 `event(kind, ...)` hands an event of the trading system (a disconnect, a rejection...) to
 market-timers' router: it is spooled durably and routed by the `[events]` rules of the config.
 Any process of the host may call it: a job, or a gateway running as its own user in the
@@ -45,6 +53,21 @@ def heartbeat() -> None:
 
 def status(text: str) -> None:
     _send("STATUS=" + " ".join(text.split()))
+
+
+def wait_for_instant() -> float | None:
+    """Block until the run's planned instant ($MARKET_SCHEDULED_UTC, set by the runner) on the
+    realtime clock; return how late it woke in seconds (0 or more), or None without the variable
+    (run by hand). Already past: returns at once with the lateness."""
+    text = os.environ.get("MARKET_SCHEDULED_UTC", "")
+    if not text:
+        return None
+    from datetime import UTC, datetime
+
+    from .instant_wait import sleep_until
+
+    instant = datetime.fromisoformat(text.removesuffix("Z")).replace(tzinfo=UTC).timestamp()
+    return sleep_until(instant)
 
 
 def watchdog_interval() -> float | None:

@@ -92,7 +92,8 @@ def scheduled_instant(env: dict, now: datetime) -> datetime:
         return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
     hh, mm, ss = (int(x) for x in env["MARKET_DAILY_UTC"].split(":"))
     today = now.replace(hour=hh, minute=mm, second=ss, microsecond=0)
-    return today if today <= now + timedelta(seconds=1) else today - timedelta(days=1)
+    early = int(env.get("MARKET_LEAD_SEC") or 0)  # a pre-fired timer starts us this early
+    return today if today <= now + timedelta(seconds=1 + early) else today - timedelta(days=1)
 
 
 class LockError(Exception):
@@ -189,8 +190,13 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     how, by = "timer", None
     delay = int(env.get("MARKET_STANDBY_DELAY_SEC") or 0)
     if delay and not env.get("MARKET_TICKET") and hasattr(book, "lock_group"):
-        # A standby gives the preferred node `standby_delay` to claim first (issue 10).
-        time.sleep(max(0.0, delay - (datetime.now(UTC) - now).total_seconds()))
+        # A standby gives the preferred node `standby_delay` to claim first (issue 10): it claims
+        # at instant + delay when its timer pre-fired (MARKET_LEAD_SEC: the preferred node claims
+        # before the instant), else `delay` after its own start (a late start, a catch-up).
+        lead = int(env.get("MARKET_LEAD_SEC") or 0)
+        start = scheduled if now < scheduled else now
+        wait = start.timestamp() + delay - time.time()
+        time.sleep(max(0.0, min(wait, delay + lead + 1)))
         now = datetime.now(UTC)
     late = (now - scheduled).total_seconds()
     try:
@@ -280,12 +286,38 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     child_env.pop("MARKET_TICKET", None)
     if fence or claim.fence:
         child_env["MARKET_FENCE"] = str(fence or claim.fence)
+    await_exec_time(env, scheduled)
     try:
         os.execve(argv[0], argv, child_env)
     except OSError as e:
         log(ERR, f"cannot run {argv[0]}: {e.strerror}")
         return RUNNER_ERROR
     return RUNNER_ERROR  # not reached
+
+
+def await_exec_time(env: dict, scheduled: datetime) -> None:
+    """Pre-fire: the timer fired MARKET_LEAD_SEC early and everything else is done; wait for the
+    instant (or MARKET_WARM_SEC before it, for a warm job) on the realtime clock. A start by hand
+    well before its timer would have fired runs at once, as it would without a lead."""
+    lead = int(env.get("MARKET_LEAD_SEC") or 0)
+    if lead <= 0:
+        return
+    target = scheduled.timestamp() - int(env.get("MARKET_WARM_SEC") or 0)
+    if 0 < target - time.time() <= lead + 1:
+        from .instant_wait import sleep_until
+
+        sleep_until(target)
+    normal_priority()
+
+
+def normal_priority() -> None:
+    """The pre-fired unit runs us at Nice=-10 for a prompt wake-up; the job (and the record step)
+    run at nice 0, as without a lead. (Raising one's own nice value needs no privilege.)"""
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) < 0:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except OSError as e:
+        log(WARNING, f"cannot return to nice 0: {e.strerror}")
 
 
 def retry_start(env: dict, state_dir: str, job: str, session: str, scheduled: datetime,
@@ -367,6 +399,8 @@ def record(env: dict) -> int:
     job = env.get("MARKET_JOB")
     if not job:
         return 0
+    if env.get("MARKET_LEAD_SEC"):
+        normal_priority()
     now = datetime.now(UTC)
     try:
         session = env.get("MARKET_SESSION") or scheduled_instant(env, now).date().isoformat()
@@ -384,6 +418,9 @@ def record(env: dict) -> int:
                            session, int(latest.get("attempt") or 1), now)
     except (OSError, ValueError, KeyError, DatabaseError) as e:
         log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
+    from . import metrics  # off the hot path: the job has ended
+
+    metrics.after_run(env)
     return 0
 
 

@@ -68,6 +68,19 @@ def test_the_standby_runs_when_the_preferred_node_does_not(tmp_path, dsn):
     assert pg.PostgresLedger(dsn, "x").holder(Key("closing-orders", SESSION))["node"] == "ny4-b"
 
 
+def test_a_pre_fired_standby_claims_at_the_instant_plus_its_delay(tmp_path, dsn):
+    """The timer fires `lead` early (pre-fire): the standby's delay counts from the instant."""
+    log = tmp_path / "orders.log"
+    env = node_env(tmp_path, dsn, "ny4-b", delay=2)
+    instant = int(time.time()) + 2
+    env.update(MARKET_SCHEDULED_UTC=datetime.fromtimestamp(instant, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"), MARKET_LEAD_SEC="2")
+    standby = start(env, f"date +%s.%N >> {log}")
+    _, err = standby.communicate(timeout=30)
+    assert standby.returncode == 0, err
+    assert float(log.read_text()) >= instant + 2  # not at the instant: the delay was given
+
+
 def test_a_lock_group_is_busy_across_nodes_and_the_fence_is_handed_over(tmp_path, dsn):
     first = start(node_env(tmp_path, dsn, "ny4-a", job="closing-orders"),
                   'echo "fence $MARKET_FENCE"; exec sleep 30')

@@ -21,6 +21,7 @@ from tests.fakes.pgserver import free_port
 from .conftest import install_package, require_e2e
 from .container import Container, fresh_container
 from .scenario import CREDSTORE, Job, Scenario, instant_in
+from .test_watch import start_deadman
 
 pytestmark = pytest.mark.e2e
 
@@ -179,7 +180,7 @@ def test_preferred_node_powered_off_the_standby_runs_on_time_plus_delay(cluster:
         b = cluster.scenes["ny4-b"]
         # The real unit (user market-timers, the DSN from the credential drop-in sync wrote): a
         # pass that could not read the ledger would exit 1 and fail this start.
-        b.box.systemctl("start", "market-deadman.service")
+        start_deadman(b.box)
         b.flush_outbox()
         assert not b.messages("telegram", "did not run"), "the standby's deadman saw a miss"
         assert not b.messages("telegram", "cannot be reached"), "the deadman had no ledger"
