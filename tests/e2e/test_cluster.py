@@ -191,8 +191,11 @@ def test_preferred_node_powered_off_the_standby_runs_on_time_plus_delay(cluster:
 
 def test_a_lock_group_shared_across_nodes_never_runs_concurrently(cluster: Cluster):
     cluster.reset()
+    # reconcile runs on ny4-b from T+2 (its standby_delay) to T+10. opening-orders is due at T+6;
+    # its timers pre-fire 2 s early (lead), so ny4-a tries the group at T+4 (not at T+2, where it
+    # would race ny4-b's claim) and ny4-b at T+8 (instant + standby_delay): both inside.
     first = ClusterJob("reconcile", instant_in(25), sleep=8, lock="orders")
-    second = ClusterJob("opening-orders", later(first, 4), lock="orders")
+    second = ClusterJob("opening-orders", later(first, 6), lock="orders")
     cluster.schedule([first, second])
     # The preferred node does not run `reconcile` (its timer was stopped): the standby does, and
     # holds the group when ny4-a's `opening-orders` starts: only the cluster lock can stop it.
