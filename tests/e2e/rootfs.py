@@ -164,8 +164,11 @@ def nspawn_env(suite: str) -> dict[str, str]:
 def nspawn(root: Path, suite: str, cmd: list[str], *options: str,
            **run_kwargs) -> subprocess.CompletedProcess:
     """Run cmd in root with systemd-nspawn (no boot, the host's network)."""
+    # A name of its own: nspawn keeps per-machine state under /run/systemd/nspawn, and other
+    # sessions may run in the same rootfs at the same time.
+    name = f"mt-{suite}-{os.getpid()}-{secrets.token_hex(3)}"
     argv = ["systemd-nspawn", "--quiet", "--keep-unit", "--register=no", "--pipe",
-            "-D", str(root), "--setenv=DEBIAN_FRONTEND=noninteractive", "--setenv=LANG=C.UTF-8",
+            f"--machine={name}", "-D", str(root), "--setenv=DEBIAN_FRONTEND=noninteractive", "--setenv=LANG=C.UTF-8",
             *options, "--", *cmd]
     run_kwargs.setdefault("check", False)
     return subprocess.run(argv, env=nspawn_env(suite), **run_kwargs)
