@@ -40,10 +40,10 @@ test-e2e: venv
 deb:
 	./scripts/build-deb $(DIST)
 
-# dist/repo: a flat apt repository with the .deb of every release in $(DEBS), one index each.
+# dist/repo: a flat apt repository with the .deb of every release in $(DEBS), one index each
+# (each built inside its release's container, unless dist/ holds one newer than the sources).
 repo:
-	set -e; for d in $(DEBS); do ./scripts/build-deb $$d; done
-	./scripts/make-repo dist/repo $(foreach d,$(DEBS),$(d)=$$(ls dist/$(d)/market-timers_*.deb))
+	debs=$$($(PYTHON) -m tests.e2e.debpkg $(DEBS)) && ./scripts/make-repo dist/repo $$debs
 
 bench: venv
 	$(PY) bench/run.py

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from .rootfs import SUITE
@@ -13,8 +14,8 @@ from .rootfs import SUITE
 REPO = Path(__file__).resolve().parents[2]
 
 
-# Never part of the package: editing a test or a benchmark does not make the .deb stale.
-NOT_PACKAGED = ("tests/", "bench/", ".ci/")
+# Never part of the package: editing a test, a benchmark or the docs does not make the .deb stale.
+NOT_PACKAGED = ("tests/", "bench/", ".ci/", "README.md", "Makefile", "scripts/make-repo")
 
 
 def _source_files(repo: Path) -> list[Path]:
@@ -75,3 +76,18 @@ def make_repo(out: Path, debs: dict[str, Path], repo: Path = REPO) -> Path:
         raise RuntimeError(f"scripts/make-repo failed (exit {result.returncode}):\n"
                            f"{result.stdout}\n{result.stderr}")
     return out
+
+
+def main(argv: list[str]) -> int:
+    """`python3 -m tests.e2e.debpkg SUITE...`: each suite's .deb, built only if stale or missing
+    (for `make repo`); prints SUITE=PATH lines."""
+    if not argv:
+        print("usage: python3 -m tests.e2e.debpkg SUITE...", file=sys.stderr)
+        return 2
+    for suite in argv:
+        print(f"{suite}={ensure_deb(suite).relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

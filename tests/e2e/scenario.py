@@ -129,6 +129,19 @@ def instant_in(seconds: float) -> datetime:
     return datetime.fromtimestamp(math.ceil(now + seconds), UTC)
 
 
+def instant_today_in(seconds: float, lead: float = 10) -> datetime:
+    """instant_in(seconds), but in today's UTC session: moved back to 23:59:59 if it would be
+    tomorrow (the 24/7 calendar's sessions are UTC days, and a `horizon` counts today's session
+    even once its fire has passed), after waiting for midnight if less than `lead` s are left."""
+    now = datetime.now(UTC)
+    last = datetime.combine(now.date(), datetime.max.time(), tzinfo=UTC).replace(microsecond=0)
+    left = (last - now).total_seconds()
+    if left < lead:
+        time.sleep(left + 1.5)
+        return instant_today_in(seconds, lead)
+    return min(instant_in(seconds), last)
+
+
 def iso(instant: datetime) -> str:
     return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from .scenario import UNIT_DIR, Job, Scenario, instant_in, iso
+from .scenario import UNIT_DIR, Job, Scenario, instant_in, instant_today_in, iso
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +44,7 @@ def test_closure_added_to_the_config_removes_the_session_timer_unfired_and_alert
     scenario: Scenario,
 ) -> None:
     box = scenario.box
-    job = Job("closing", instant_in(15), ["ok"])
+    job = Job("closing", instant_today_in(15), ["ok"])
     following = Job("closing", job.instant + timedelta(days=1), ["ok"])
     scenario.schedule([job], horizon=2)
     assert scenario.timer_row(job) is not None
