@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
@@ -272,6 +273,21 @@ calendar_max_age_days = 0
 
         return self.box.wait_for(look, timeout, f"a {service} message with {needles}",
                                  interval=0.3)
+
+    @contextmanager
+    def refresh_held(self) -> Iterator[None]:
+        """The package's own refresh kept out of the way: market-refresh.timer fires 1 min after
+        every boot (the session's and test_reboot's) and would rewrite by-hand changes (a timer a
+        test removed) in the middle of a test. Stopped, any run in progress waited for, started
+        again afterwards."""
+        self.box.systemctl("stop", "market-refresh.timer")
+        self.box.run(["sh", "-c", "while [ \"$(systemctl show -P ActiveState "
+                      "market-refresh.service)\" = activating ]; do sleep 0.2; done"],
+                     timeout=300)  # a oneshot runs "activating"
+        try:
+            yield
+        finally:
+            self.box.systemctl("start", "market-refresh.timer")
 
     def flush_outbox(self) -> None:
         self.box.run(["market-timers", "outbox", "flush"], check=False, timeout=60)
