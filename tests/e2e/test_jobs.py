@@ -7,7 +7,7 @@ alerts go to the fake Telegram (critical) and Slack (warning) on the host's loop
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -23,7 +23,8 @@ def test_sync_installs_per_session_timers_that_list_timers_shows_with_their_next
 ) -> None:
     job = Job("connect", instant_today_in(3600), ["ok"])
     following = Job("connect", job.instant + timedelta(days=1), ["ok"])
-    scenario.schedule([job], horizon=2)
+    # After 23:00 UTC the instant is tomorrow's and today's fire has passed: one more session.
+    scenario.schedule([job], horizon=2 + (job.session - datetime.now(UTC).date()).days)
 
     listed = scenario.list_timers()
     print(listed)
@@ -89,6 +90,7 @@ def test_hung_job_is_killed_by_the_watchdog_then_a_failure_then_a_recovery_reach
 
     # 2. The same job exits 3: the status and its last log lines.
     fail = Job("orders", instant_in(LEAD), ["fail", "3"])
+    scenario.forget_runs(fail)  # one UTC day: otherwise "already ran" (173)
     scenario.schedule([fail])
     assert scenario.wait_finished(fail, LEAD + 20)["exit_status"] == "3"
     alert = scenario.wait_message("telegram", "orders failed", timeout=30)["text"]
@@ -100,6 +102,7 @@ def test_hung_job_is_killed_by_the_watchdog_then_a_failure_then_a_recovery_reach
 
     # 3. It succeeds: a recovery notice naming the alert it resolves.
     ok = Job("orders", instant_in(LEAD), ["ok"])
+    scenario.forget_runs(ok)
     scenario.schedule([ok])
     assert scenario.wait_finished(ok, LEAD + 20)["result"] == "success"
     alert = scenario.wait_message("telegram", "orders recovered", timeout=30)["text"]
