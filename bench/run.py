@@ -26,8 +26,8 @@ if __package__ in (None, ""):
 
 from bench.common import REPO, Check, Section, machine
 
-ORDER = ["runner_overhead", "plan_render", "fire_lateness", "sync_systemd", "alert_latency",
-         "miss_detection"]
+ORDER = ["runner_overhead", "plan_render", "plan_scale", "fire_lateness", "sync_systemd",
+         "alert_latency", "miss_detection"]
 RESULTS = REPO / "bench" / "RESULTS.md"
 PREREQUISITES = {"hyperfine": "apt-get install hyperfine", "/usr/bin/time": "apt-get install time"}
 

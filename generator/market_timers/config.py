@@ -19,6 +19,7 @@ from typing import Any
 
 from .durations import DURATION_EXAMPLE, MAX_OFFSET, parse_duration, parse_offset
 from .errors import ConfigError, Problems
+from .retries import check_order_groups, retry_fields
 
 DEFAULT_PATH = "/etc/market-timers/market-timers.toml"
 ENV_VAR = "MARKET_TIMERS_CONFIG"
@@ -49,11 +50,12 @@ DST_EXPLANATION = (
 
 TOP_KEYS = {
     "calendar", "horizon", "retention_days", "user", "unit_dir", "state_dir", "spool_dir",
-    "runtime_dir", "runner", "job", "overrides", "alerts", "watch",
+    "runtime_dir", "runner", "job", "overrides", "alerts", "watch", "events",
 }
 JOB_KEYS = {
     "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
     "lock", "severity", "skip", "environment", "description", "enabled", "read_write_paths",
+    "retries", "retry_delay", "retry_delay_max", "orders",  # retries.py
 }
 REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
 OVERRIDE_KEYS = {"closed", "early_close", "late_open"}
@@ -76,6 +78,10 @@ class Job:
     environment: tuple[tuple[str, str], ...] = ()
     description: str = ""
     read_write_paths: tuple[str, ...] = ()
+    retries: int = 0  # retries.py: attempts after a failure (idempotent jobs only)
+    retry_delay: int = 30
+    retry_delay_max: int = 600
+    orders: bool = False  # sends orders: never retried, nor any job of its lock group
 
     @property
     def is_session_job(self) -> bool:
@@ -105,6 +111,7 @@ class Config:
     overrides: dict[str, Override] = field(default_factory=dict)
     alerts: Any = None
     watch: Any = None
+    events: Any = None  # events.config.EventsConfig
     raw: dict = field(default_factory=dict)
 
     def job(self, name: str) -> Job:
@@ -211,6 +218,7 @@ def parse(raw: dict, problems: Problems) -> Config:
         jobs = []
     cfg.jobs = [j for i, t in enumerate(jobs) if (j := _job(t, f"job[{i}]", cfg, problems))]
     _check_unique_names(jobs, problems)
+    check_order_groups(jobs, cfg.jobs, problems)
     overrides = raw.get("overrides", {})
     if not isinstance(overrides, dict):
         problems.add("overrides", "must be a table of calendars ([overrides.XNYS])", overrides)
@@ -223,6 +231,9 @@ def parse(raw: dict, problems: Problems) -> Config:
     from .watch_config import parse_watch
 
     cfg.watch = parse_watch(raw.get("watch"), problems)
+    from .events.config import events_of_config
+
+    cfg.events = events_of_config(raw, problems)
     if (digest := _digest_job(cfg, problems)) is not None:
         cfg.jobs.append(digest)
     return cfg
@@ -323,6 +334,7 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
     for i, p in enumerate(paths):
         _normal_path(p, f"{path}.read_write_paths[{i}]", problems)
     kw["read_write_paths"] = tuple(paths)
+    kw.update(retry_fields(t, path, problems))
     enabled = t.get("enabled", True)
     if not isinstance(enabled, bool):
         problems.add(f"{path}.enabled", "must be true or false", enabled)

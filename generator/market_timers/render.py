@@ -28,6 +28,12 @@ def template_dir() -> Path:
     """units/ in a source tree, else the packaged copy."""
     if os.environ.get(TEMPLATE_ENV):
         return Path(os.environ[TEMPLATE_ENV])
+    return _installed_template_dir()
+
+
+@lru_cache(maxsize=1)
+def _installed_template_dir() -> Path:
+    """Looked up once per process (job_units asks for every fire)."""
     source_tree = Path(__file__).resolve().parents[2] / "units"
     if (source_tree / "job.timer.j2").exists():
         return source_tree
@@ -75,7 +81,7 @@ def _refuse_control(text: str, allow_tab: bool = True) -> str:
 
 def _quoted(word: str, c_escapes: bool) -> str:
     """word as one systemd word: bare when it can be, else in double quotes."""
-    if word and not any(c in _NEEDS_QUOTES for c in word):
+    if word and _NEEDS_QUOTES.isdisjoint(word):
         return word
     body = word.replace("\\", "\\\\").replace('"', '\\"')
     if c_escapes:
@@ -163,7 +169,8 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
                    ("MARKET_LOCK_GROUP", job.lock),
                    ("MARKET_LOCK_DIR", str(config.runtime_dir)),
                    ("MARKET_STATE_DIR", str(config.state_dir)),
-                   ("PYTHONFAULTHANDLER", "1"), *job.environment]
+                   ("MARKET_EVENTS_DIR", str(config.spool_dir / "events")),  # jobnotify.event
+                   ("PYTHONFAULTHANDLER", "1"), *retry_environment(job), *job.environment]
     service = env.get_template("job.service.j2").render(
         header=header, description=plain(f"market-timers job {description}"),
         user=config.user, job=job.name,
@@ -172,8 +179,10 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         exec_stop_post=f"{quote_arg(runner)} --record",
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
         timeout=f"{job.timeout}s", log_fields=log_fields,
+        retry=retry_settings(job),
         read_write_paths=" ".join(quote_path(p) for p in (
-            str(config.state_dir), str(config.runtime_dir), *job.read_write_paths)),
+            str(config.state_dir), str(config.runtime_dir), str(config.spool_dir / "events"),
+            *job.read_write_paths)),
         on_success=not try_id,
     )
     timer = env.get_template("job.timer.j2").render(
@@ -184,38 +193,107 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
     return [Unit(f"{stem}.timer", timer), Unit(f"{stem}.service", service)]
 
 
-def render_all(config: Config, fires: list[Fire], runner: str | None = None) -> list[Unit]:
+def retry_environment(job: Job) -> list[tuple[str, str]]:
+    """The runner's retry context (retries.py); nothing for a job that is never retried."""
+    if not job.retries:
+        return []
+    return [("MARKET_RETRIES", str(job.retries)),
+            ("MARKET_RETRY_DELAY_SEC", str(job.retry_delay)),
+            ("MARKET_RETRY_DELAY_MAX_SEC", str(job.retry_delay_max)),
+            ("MARKET_TIMEOUT_SEC", str(job.timeout))]
+
+
+def retry_settings(job: Job) -> dict | None:
+    """Restart=/StartLimit*= values for job.service.j2, or None (no retries)."""
+    if not job.retries:
+        return None
+    from .retries import REFUSALS, window
+
+    interval = window(job.grace, job.timeout, job.retries, job.retry_delay, job.retry_delay_max)
+    return {"delay": f"{job.retry_delay}s", "burst": job.retries + 2, "prevent": REFUSALS,
+            "interval": f"{interval}s"}
+
+
+def iter_units(config: Config, fires: list[Fire], runner: str | None = None):
+    """The units of render_all, one fire's at a time (unsorted): nothing held but the current."""
     runner = runner or config.runner or default_runner()
     jobs = {j.name: j for j in config.jobs}
-    units: list[Unit] = []
     for fire in fires:
         if not fire.is_daily:
-            units.extend(job_units(config, jobs[fire.job], fire, runner))
+            yield from job_units(config, jobs[fire.job], fire, runner)
     for job in config.jobs:
         if not job.is_session_job:
-            units.extend(job_units(config, job, None, runner))
-    return sorted(units, key=lambda u: u.name)
+            yield from job_units(config, job, None, runner)
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> bool:
-    """Write text to path via a temp file + fsync + rename. False when the content is unchanged."""
+def render_all(config: Config, fires: list[Fire], runner: str | None = None) -> list[Unit]:
+    return sorted(iter_units(config, fires, runner), key=lambda u: u.name)
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o644, *, sync: bool = True,
+                 compare: bool = True) -> bool:
+    """Write text to path via a temp file + fsync + rename. False when the content is unchanged.
+
+    sync=False: no fsync here (still a temp file + rename: a reader sees the old file or the new
+    one, never a part); the caller makes the batch durable with sync_directory() before it reports
+    success (one flush for thousands of files instead of one each). compare=False: the caller
+    knows there is no file at path yet (nothing to compare with).
+    """
+    if compare:
+        try:
+            if path.read_text() == text:
+                return False
+        except (FileNotFoundError, UnicodeDecodeError):
+            pass
     try:
-        if path.read_text() == text:
-            return False
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
+        try:
+            data = text.encode()
+            while data:  # os.write, not a text file object: this runs 50,000 times in a render
+                data = data[os.write(fd, data):]
+            if sync:
+                os.fsync(fd)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return True
+
+
+def sync_directory(directory: Path) -> None:
+    """Make every file written (and renamed) into `directory` durable: syncfs(2) of its file
+    system, then fsync of the directory itself. OSError when the flush fails (EIO...).
+
+    Hand-written: Python's os module has sync() (every file system) and fsync() (one file) but no
+    syncfs(); libc's is called through ctypes, and os.sync() is the fallback without it.
+    """
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if not _syncfs(fd):
+            os.sync()
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _syncfs(fd: int) -> bool:
+    """syncfs(fd) through libc; False when libc has none. OSError when it fails."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return False
+    if fn(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
     return True
 
 
@@ -231,7 +309,7 @@ def is_generated(path: Path) -> bool:
 class RenderReport:
     """What `render --out DIR` did: files new, changed, unchanged, and other units left there."""
 
-    units: list[Unit]
+    units: list[str]  # the names of every unit of the plan
     new: list[str]
     changed: list[str]
     unchanged: list[str]
@@ -251,14 +329,26 @@ class RenderReport:
 
 
 def render_into(config: Config, out: Path, fires: list[Fire]) -> RenderReport:
-    """`market-timers render --out DIR`: just the files, no systemd."""
-    units = render_all(config, fires)
+    """`market-timers render --out DIR`: just the files, no systemd.
+
+    Each unit is rendered and written as it comes (atomic per file: temp file + rename), and the
+    whole batch is made durable by one sync_directory() before the report says it is written:
+    an fsync per file cost most of a large render's time.
+    """
     existed = {p.name for p in out.glob("market-*@*")} if out.is_dir() else set()
     out.mkdir(parents=True, exist_ok=True)
-    report = RenderReport(units, [], [], [], sorted(existed - {u.name for u in units}))
-    for u in units:
-        if write_atomic(out / u.name, u.text):
+    present = set(os.listdir(out))  # a name not there needs no comparing
+    report = RenderReport([], [], [], [], [])
+    for u in iter_units(config, fires):
+        report.units.append(u.name)
+        if write_atomic(out / u.name, u.text, sync=False, compare=u.name in present):
             (report.changed if u.name in existed else report.new).append(u.name)
         else:
             report.unchanged.append(u.name)
+    # Always, even when nothing changed: an earlier render whose flush failed may have left
+    # the same bytes in the page cache only.
+    sync_directory(out)
+    for names in (report.units, report.new, report.changed, report.unchanged):
+        names.sort()
+    report.stale = sorted(existed - set(report.units))
     return report

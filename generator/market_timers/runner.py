@@ -31,6 +31,11 @@ Why this order. The promise is "exactly once per session, on time, or someone is
 
 `market-timers-run --record` (ExecStopPost=) records how the attempt ended in the ledger.
 
+Retries (a job with `retries`, retries.py): `--record` after a failed attempt leaves a marker,
+`retry N` or `over`; the next start, systemd's Restart=, consumes it and claims the ledger's next
+attempt with how="retry" (so it is never "already ran", and skips the grace check: no retry
+starts past instant + grace + timeout), or exits 174 when the retries are over.
+
 Hot path: standard library only, never pandas, exchange_calendars or json. Its whole context comes
 from the unit's Environment= lines, written by render.py.
 """
@@ -45,7 +50,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from . import ledger
-from .exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
+from .exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RETRIES_OVER, RUNNER_ERROR, STALE_START
 
 USAGE = """\
 usage: market-timers-run -- COMMAND [ARG...]
@@ -160,7 +165,16 @@ def run(argv: list[str], env: dict) -> int:
             by = ticket.get("by", "?")
             log(INFO, f"{job} for session {session} started by {by} with `market-timers run"
                       f"{' --force' if how == 'forced' else ''}`")
-        holder = None if how == "forced" else book.holder(key)
+        if how == "timer" and env.get("MARKET_RETRIES", "0") != "0":  # systemd's restart?
+            attempt, refused = retry_start(env, env.get("MARKET_STATE_DIR") or
+                                           ledger.DEFAULT_STATE_DIR, job, session, scheduled, grace)
+            if refused:
+                _refuse(book, key, base, "retries-over", attempt=attempt)
+                return refused
+            if attempt > 1:
+                how = "retry"
+                late = (datetime.now(UTC) - scheduled).total_seconds()
+        holder = None if how in ("forced", "retry") else book.holder(key)
     except OSError as e:
         log(ERR, f"cannot read the run ledger in {getattr(book, 'state_dir', '?')}: {e}; "
                  f"not running {job} for session {session} (it could run twice)")
@@ -210,6 +224,63 @@ def run(argv: list[str], env: dict) -> int:
     return RUNNER_ERROR  # not reached
 
 
+def retry_start(env: dict, state_dir: str, job: str, session: str, scheduled: datetime,
+                grace: int) -> tuple[int, int | None]:
+    """(attempt, None) to run, or (attempt, RETRIES_OVER) to refuse; see retries.py.
+
+    A start that finds the `retry N` marker written by the previous attempt's --record is
+    systemd's restart: it claims the ledger's next attempt as "retry" (no "already ran", no grace
+    check: its bound is scheduled + grace + timeout) after waiting the exponential part of the
+    backoff. An `over` marker ends the retries."""
+    from . import retries
+
+    marker = retries.take_marker(state_dir, job, session)
+    if marker is None:
+        return 1, None
+    verb, n, reason = marker
+    if verb == "over":
+        log(ERR, f"{job} for session {session}: not retried again ({reason})")
+        return n, RETRIES_OVER
+    delay = int(env.get("MARKET_RETRY_DELAY_SEC", "30"))
+    extra = retries.backoff(n, delay, int(env.get("MARKET_RETRY_DELAY_MAX_SEC", "600"))) - delay
+    deadline = scheduled + timedelta(seconds=grace + int(env.get("MARKET_TIMEOUT_SEC", "1800")))
+    if datetime.now(UTC) + timedelta(seconds=max(extra, 0)) > deadline:
+        log(ERR, f"{job} for session {session}: attempt {n} would start after "
+                 f"{_utc(deadline)} (instant + grace + timeout); not retried")
+        return n - 1, RETRIES_OVER
+    if extra > 0:
+        log(INFO, f"{job} for session {session}: attempt {n} in {extra} s more (backoff)")
+        time.sleep(extra)
+    log(INFO, f"{job} for session {session}: attempt {n} of {int(env['MARKET_RETRIES']) + 1}")
+    return n, None
+
+
+def plan_retry(env: dict, state_dir: str, job: str, session: str, attempt: int,
+               now: datetime) -> None:
+    """After an attempt: leave the marker that tells the next start (systemd's restart) what it
+    is: `retry N`, or `over N REASON` (see retries.py)."""
+    from . import retries
+
+    status = env.get("EXIT_STATUS", "")
+    if env.get("SERVICE_RESULT") == "success" or status in ("170", "171", "172", "173", "174"):
+        retries.clear_marker(state_dir, job, session)  # not restarted (success, or refused)
+        return
+    allowed = int(env["MARKET_RETRIES"])
+    delay = int(env.get("MARKET_RETRY_DELAY_SEC", "30"))
+    wait = retries.backoff(attempt + 1, delay, int(env.get("MARKET_RETRY_DELAY_MAX_SEC", "600")))
+    deadline = scheduled_instant(env, now) + timedelta(
+        seconds=int(env.get("MARKET_GRACE_SEC", "120")) + int(env.get("MARKET_TIMEOUT_SEC", "0")))
+    if attempt > allowed:
+        text = f"over {attempt} all {attempt} attempts failed"
+    elif now + timedelta(seconds=wait) > deadline:
+        text = (f"over {attempt} attempt {attempt + 1} would start past instant + grace + "
+                "timeout")
+    else:
+        text = f"retry {attempt + 1}"
+    retries.write_marker(state_dir, job, session, text)
+    log(INFO, f"{job} for session {session}: attempt {attempt} failed; {text}")
+
+
 def _already_ran(book, key, holder: dict, base: dict) -> int:
     log(WARNING, f"already ran: {key.job} for session {key.session} was started "
                  f"{ledger.describe(holder)}; not running it again. To run it again on purpose: "
@@ -235,10 +306,17 @@ def record(env: dict) -> int:
     try:
         session = env.get("MARKET_SESSION") or scheduled_instant(env, now).date().isoformat()
         key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
-        ledger.open_ledger(env).finish(key, env.get("INVOCATION_ID"), dict(
+        book = ledger.open_ledger(env)
+        book.finish(key, env.get("INVOCATION_ID"), dict(
             result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
             exit_status=env.get("EXIT_STATUS"),
             finished_utc=now.isoformat(timespec="milliseconds").replace("+00:00", "Z")))
+        if env.get("MARKET_RETRIES", "0") != "0":  # retries.py: the marker for the next start
+            attempts = book.attempts(key)
+            latest = attempts[-1] if attempts else {}
+            if latest.get("invocation") == env.get("INVOCATION_ID"):  # this start ran the job
+                plan_retry(env, env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR, job,
+                           session, int(latest.get("attempt") or 1), now)
     except (OSError, ValueError, KeyError) as e:
         log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
     return 0

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from . import ledger, runrecord, safefs
 from . import plan as planning
+from .alerts import credunits
 from .config import Config
 from .instants import iso, parse_iso
 from .render import is_generated, render_all, write_atomic
@@ -181,6 +182,10 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         result.changes += _moved(existing, fires, set(result.written), result.dropped, now,
                                  {(c.job, c.session) for c in result.changes})
         result.reloaded = bool(result.rewritten)
+        if credunits.sync_dropins(config, dry_run=dry_run) and not result.reloaded:  # credentials
+            result.reloaded = True
+            if not dry_run:  # now, before new timers exist: a reload would load them as wanted
+                systemctl.daemon_reload()  # by timers.target, which keeps a removed one listed
         if dry_run:
             return result
         try:
@@ -192,7 +197,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                     _enable(unit_dir, name)  # also after `apt remove` disabled them
         except OSError as e:
             raise SyncError(f"cannot write units into {unit_dir}: {e.strerror or e}") from None
-        if result.reloaded:
+        if result.rewritten:
             systemctl.daemon_reload()
         gone = result.removed + result.expired
         systemctl.stop(gone)
