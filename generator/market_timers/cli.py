@@ -58,7 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("plan", help="show the planned fires (job x session -> UTC instant)")
     s.add_argument("--from", dest="from_", type=_date, metavar="DATE")
     s.add_argument("--to", type=_date, metavar="DATE")
-    s.add_argument("--json", action="store_true", help="print a JSON array")
+    s.add_argument("--json", action="store_true", help="print a JSON array (a periodic job: "
+                   "one entry per slot)")
+    s.add_argument("--summary", action="store_true", help="one line per job and session: first, "
+                   "last, count (a periodic job's slots)")
 
     s = sub.add_parser("render", help="write the units for the horizon into a directory")
     s.add_argument("--out", required=True, type=Path, metavar="DIR")
@@ -165,7 +168,9 @@ def cmd_plan(args) -> int:
     else:
         fires = _calendar_call(plan.plan_ahead, cfg, _now(args))
     if args.json:
-        print(json.dumps([f.to_json() for f in fires], indent=2))
+        print(json.dumps(planview.json_entries(fires), indent=2))
+    elif args.summary:
+        print(planview.summary(fires))
     else:
         print(planview.table(fires, cfg))
     return 0

@@ -19,6 +19,7 @@ from typing import Any
 
 from .durations import parse_duration, parse_offset
 from .errors import ConfigError, Problems
+from .periodic import PERIODIC_KEYS, Periodic, parse_periodic
 
 DEFAULT_PATH = "/etc/market-timers/market-timers.toml"
 ENV_VAR = "MARKET_TIMERS_CONFIG"
@@ -46,6 +47,7 @@ JOB_KEYS = {
     "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
     "lock", "severity", "skip", "environment", "description", "enabled", "read_write_paths",
 }
+JOB_KEYS |= PERIODIC_KEYS  # every, from, until, during_break, stall_after: periodic.py
 REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
 OVERRIDE_KEYS = {"closed", "early_close", "late_open"}
 
@@ -67,6 +69,7 @@ class Job:
     environment: tuple[tuple[str, str], ...] = ()
     description: str = ""
     read_write_paths: tuple[str, ...] = ()
+    periodic: Periodic | None = None  # `every`: slots inside a window of each session
 
     @property
     def is_session_job(self) -> bool:
@@ -234,6 +237,7 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         problems.add(f"{path}.command", "the program must be an absolute path (systemd runs "
                      "it without a shell or your PATH)", command[0])
     kw: dict[str, Any] = {}
+    periodic = parse_periodic(t, path, problems)  # None: not a periodic job (periodic.py)
     if "at" in t:
         for key in ("event", "offset", "calendar", "skip"):
             if key in t:
@@ -242,7 +246,9 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         kw["at_utc"] = _at(t["at"], f"{path}.at", problems)
     else:
         event = t.get("event")
-        if event not in EVENTS:
+        if periodic is not None:
+            event = periodic.get("event", "open")
+        elif event not in EVENTS:
             problems.add(f"{path}.event", f"required (or `at` for a fixed UTC time); one of "
                          f"{', '.join(EVENTS)}", event)
         kw["event"] = event
@@ -260,6 +266,10 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         kw[key] = _parsed(parse_duration, t.get(key, default), f"{path}.{key}", problems, None)
         if kw[key] == 0:
             problems.add(f"{path}.{key}", "must be more than zero", t[key])
+    if periodic:
+        grace_default = periodic.pop("grace_default", None)
+        kw.update(periodic)
+        kw["grace"] = grace_default or kw["grace"]
     if "watchdog" in t and t["watchdog"] not in ("off", False):
         kw["watchdog"] = _parsed(parse_duration, t["watchdog"], f"{path}.watchdog", problems, 0)
         if kw["watchdog"] == 0:

@@ -6,10 +6,10 @@ run; it is computed here and nowhere else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-from . import calendars
+from . import calendars, periodic
 from .config import Config, Job
 from .durations import format_offset
 from .instants import iso
@@ -25,16 +25,36 @@ class Fire:
     session: date
     event: str
     offset: int
+    # A periodic job's (job, session): fire_utc is its first slot; every slot, the period and the
+    # paused break (periodic.py). One timer covers them all.
+    slots: tuple[datetime, ...] = field(default=(), compare=False)
+    every: int = field(default=0, compare=False)
+    pause: tuple[datetime, datetime] | None = field(default=None, compare=False)
 
     @property
     def is_daily(self) -> bool:
         return self.event == DAILY
 
     @property
+    def is_periodic(self) -> bool:
+        return self.every > 0
+
+    @property
+    def last_utc(self) -> datetime:
+        """The last instant the fire's timer elapses (its only one, unless periodic)."""
+        return self.slots[-1] if self.slots else self.fire_utc
+
+    def calendar_lines(self) -> list[str]:
+        return periodic.calendar_lines(list(self.slots))
+
+    @property
     def instance(self) -> str:
         """<session>-<HHMMSS of the UTC instant>: a changed instant is a different unit."""
         if self.is_daily:
             return "daily"
+        if self.is_periodic:  # the slot list's digest: a changed list is a new unit
+            return (f"{self.session.isoformat()}-{self.fire_utc:%H%M%S}-"
+                    f"{periodic.schedule_tag(self.calendar_lines())}")
         return f"{self.session.isoformat()}-{self.fire_utc:%H%M%S}"
 
     @property
@@ -62,7 +82,14 @@ class Fire:
             "fire_local": local.isoformat(),
             "timezone": local.tzname(),
             "unit": self.unit_stem + ".timer",
+            **(self.periodic_json() if self.is_periodic else {}),
         }
+
+    def periodic_json(self) -> dict:
+        """The schedule the runner, the deadman and status rebuild the slots from (slotclock)."""
+        return {"every_sec": self.every, "first_utc": self.fire_iso,
+                "last_utc": iso(self.last_utc), "slot_count": len(self.slots),
+                "pause_utc": [iso(t) for t in self.pause] if self.pause else None}
 
 
 def fires_for_sessions(job: Job, sessions: list[calendars.Session]) -> list[Fire]:
@@ -70,12 +97,24 @@ def fires_for_sessions(job: Job, sessions: list[calendars.Session]) -> list[Fire
     for s in sessions:
         if s.label in job.skip:
             continue
+        if job.periodic is not None:
+            out.extend(_periodic_fire(job, s))
+            continue
         instant = s.event(job.event)
         if instant is None:  # no break that day
             continue
         out.append(Fire(instant + timedelta(seconds=job.offset), job.name, s.calendar, s.label,
                         job.event, job.offset))
     return out
+
+
+def _periodic_fire(job: Job, s: calendars.Session) -> list[Fire]:
+    slots = periodic.session_slots(s, job.periodic)
+    if not slots:  # an empty window that day (e.g. an early close before `from`)
+        return []
+    return [Fire(slots[0], job.name, s.calendar, s.label, job.event, job.offset,
+                 slots=tuple(slots), every=job.periodic.every,
+                 pause=periodic.pause(s, job.periodic))]
 
 
 def daily_fires(job: Job, start: date, end: date) -> list[Fire]:
@@ -113,7 +152,7 @@ def plan_ahead(config: Config, now: datetime, horizon: int | None = None) -> lis
             # Look back a day so that a job after the close of the current session is kept.
             cache[cal] = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
                                                  _override(config, cal))
-        fires.extend(f for f in fires_for_sessions(job, cache[cal]) if f.fire_utc > now)
+        fires.extend(f for f in fires_for_sessions(job, cache[cal]) if f.last_utc > now)
     return _within_horizon(sorted(fires), horizon)
 
 
