@@ -20,7 +20,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from . import runstart
+from . import runstart, slotclock
 from .exitcodes import OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
 
 ERR, WARNING, INFO = 3, 4, 6
@@ -76,6 +76,9 @@ def run(argv: list[str], env: dict) -> int:
         job = env["MARKET_JOB"]
         grace = int(env.get("MARKET_GRACE_SEC", "120"))
         now = datetime.now(UTC)
+        schedule = slotclock.Schedule.from_env(env)  # a periodic job: judge the slot
+        if schedule is not None:
+            return run_slot(argv, env, job, grace, now, schedule)
         scheduled = scheduled_instant(env, now)
     except (KeyError, ValueError) as e:
         log(ERR, f"bad or missing context in the environment ({e}); run me from a unit made "
@@ -107,6 +110,60 @@ def run(argv: list[str], env: dict) -> int:
     return RUNNER_ERROR  # not reached
 
 
+def run_slot(argv: list[str], env: dict, job: str, grace: int, now: datetime,
+             schedule: slotclock.Schedule) -> int:
+    """A periodic job's start: the slot it belongs to (the latest one at or before now), refused
+    when later than grace after it (170), when the lock group is busy (171) or when that slot
+    already has a record (173: a duplicate fire); each outcome is that slot's run record."""
+    session = env.get("MARKET_SESSION", "")
+    if not session:
+        raise KeyError("MARKET_SESSION")
+    slot = schedule.current(now)
+    slot_text = slotclock.z(slot)
+    key = slotclock.record_key(session, slot)
+    late = (now - slot).total_seconds()
+    state_dir = env.get("MARKET_STATE_DIR", "/var/lib/market-timers")
+    invocation = env.get("INVOCATION_ID")
+    what = f"{job} for session {session}, slot {slot_text}"
+
+    def record(**fields) -> bool:
+        try:
+            made = slotclock.write_new(state_dir, job, key, dict(
+                session=session, slot=slot_text, scheduled_utc=slot_text,
+                started_utc=datetime.now(UTC).isoformat(timespec="milliseconds"),
+                started_mono=time.monotonic(), invocation=invocation, result=None, **fields))
+            if made:
+                slotclock.write_pointer(state_dir, job, session, invocation, key)
+            return made
+        except OSError as e:  # a record must never stop the job from running
+            log(WARNING, f"cannot write the run record in {state_dir}: {e}")
+            return True
+
+    if late > grace:
+        log(ERR, f"stale start: {what} is {late:.0f} s late, more than its grace of {grace} s; "
+                 "not running it (missed slots are not replayed)")
+        record(refused="stale-start", late_sec=round(late, 3))
+        return STALE_START
+    lock = take_lock(env.get("MARKET_LOCK_DIR", "/run/market-timers"),
+                     env.get("MARKET_LOCK_GROUP", job), job, f"{session} slot {slot_text}")
+    if lock is None:
+        record(refused="overlap-skipped", late_sec=round(late, 3))
+        return OVERLAP_SKIPPED
+    if not record(late_sec=round(late, 3), pid=os.getpid()):
+        os.close(lock)
+        log(WARNING, f"{what} already has a run record: this start is a duplicate, not run")
+        return slotclock.SLOT_ALREADY_RAN
+    child_env = dict(env)
+    child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1", MARKET_SLOT_UTC=slot_text,
+                     MARKET_SCHEDULED_UTC=slot_text)
+    try:
+        os.execve(argv[0], argv, child_env)
+    except OSError as e:
+        log(ERR, f"cannot run {argv[0]}: {e.strerror}")
+        return RUNNER_ERROR
+    return RUNNER_ERROR  # not reached
+
+
 def _record(state_dir: str, job: str, session: str, scheduled: datetime, **fields) -> None:
     try:
         runstart.write_start(state_dir, job, session, dict(
@@ -127,6 +184,10 @@ def record(env: dict) -> int:
         return 0
     state_dir = env.get("MARKET_STATE_DIR", "/var/lib/market-timers")
     now = datetime.now(UTC)
+    if env.get("MARKET_SLOT_EVERY_SEC"):
+        from .slotrecords import complete_from_env
+
+        return complete_from_env(env, state_dir, job, now)
     try:
         session = env.get("MARKET_SESSION") or scheduled_instant(env, now).date().isoformat()
         previous = runrecord.read(state_dir, job, session) or {}

@@ -12,6 +12,10 @@ alert layer's session events) with the outbox's pending count. `--json` prints o
                              "alerts": [{"id", "kind", "severity", "title", "handling"}]}]}],
      "outbox": {"pending": 0, "undeliverable": 0, ...}}
 
+A periodic job has one row per session: `result` reads `running: 120 ran, 3 skipped of 376`
+(state: scheduled, running, ahead, done), `duration_sec` is its longest run, and `slots` holds the
+counts (total, ran, skipped, skipped_overlap, refused, not_started, ahead, last_run, longest_sec).
+
 `result` is the run record's result (success, exit-code, signal, watchdog, timeout...), its refusal
 (stale-start, overlap-skipped), "running" (started, not finished), or with no record: "scheduled"
 (instant ahead), "due" (past the instant, inside grace + timeout + slack) or "missed".
@@ -64,9 +68,36 @@ def collect(config, session=None, now: datetime | None = None, *,
             "finished_utc": record.get("finished_utc"),
             "alerts": events(e["session"], e["job"]),
         })
+        if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
+            sessions[e["session"]][-1].update(_periodic(state_dir, e, now))
     return {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
             "sessions": [{"session": s, "jobs": jobs} for s, jobs in sorted(sessions.items())],
             "outbox": _outbox(config)}
+
+
+def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
+    """`slots`: total, ran, skipped (by cause), ahead; `result` says it in a few words."""
+    from .slotclock import Schedule
+    from .slotrecords import account
+
+    try:
+        s = account(state_dir, entry["job"], entry["session"], Schedule.from_plan(entry),
+                    int(entry.get("grace_sec", 0)), now, write=False)
+    except (OSError, ValueError, KeyError):
+        return {}
+    if s.running:
+        state = "running"
+    elif s.ahead == s.total:
+        state = "scheduled"
+    else:
+        state = "ahead" if s.ahead else "done"
+    result = f"{state}: {s.ran} ran, {s.skipped} skipped of {s.total}"
+    return {"result": result, "every_sec": entry["every_sec"], "last_utc": entry.get("last_utc"),
+            "duration_sec": s.longest_sec,
+            "slots": {"total": s.total, "ran": s.ran, "skipped": s.skipped,
+                      "skipped_overlap": s.overlap, "refused": s.refused,
+                      "not_started": s.not_started, "ahead": s.ahead,
+                      "last_run": s.last_run_slot, "longest_sec": s.longest_sec}}
 
 
 def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]:

@@ -27,6 +27,7 @@ from .render import is_generated, render_all, write_atomic
 from .systemctl import Systemctl
 
 STAMP_DIR = Path("/var/lib/systemd/timers")
+LAST_SLOT_MARK = "# One timer for every slot of the session; last slot "  # units/job.timer.j2
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written
 
 
@@ -76,10 +77,18 @@ class SyncResult:
 
 
 def instant_of(timer_text: str) -> datetime | None:
+    """The timer's (last) instant: its OnCalendar=, or a periodic timer's last slot."""
+    for line in timer_text.splitlines():
+        if line.startswith(LAST_SLOT_MARK) and line.endswith(" UTC."):
+            return datetime.strptime(line[len(LAST_SLOT_MARK):-5], "%Y-%m-%d %H:%M:%S").replace(
+                tzinfo=UTC)
     for line in timer_text.splitlines():
         if line.startswith("OnCalendar=") and line.endswith(" UTC") and "*" not in line:
-            return datetime.strptime(line[len("OnCalendar="):-4], "%Y-%m-%d %H:%M:%S").replace(
-                tzinfo=UTC)
+            try:
+                return datetime.strptime(line[len("OnCalendar="):-4],
+                                         "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+            except ValueError:  # a range (periodic job) without its last-slot line
+                return None
     return None
 
 
@@ -101,7 +110,9 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     fires = planning.plan_ahead(config, now)
     # A fire due within MIN_LEAD is not written anew (it could pass before systemd starts its
     # timer, and then it would never fire), but an installed timer for it is kept as it is.
-    too_close = {f.unit_stem for f in fires if f.fire_utc <= now + MIN_LEAD}
+    # A periodic job's timer (many slots) is written even mid-session: on its first start systemd
+    # drops the slots already past and fires at the next one.
+    too_close = {f.unit_stem for f in fires if f.last_utc <= now + MIN_LEAD}
     with _sync_lock(config.state_dir, dry_run):
         existing = _existing(unit_dir)
         desired = {u.name: u.text for u in render_all(config, fires)

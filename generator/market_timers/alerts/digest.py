@@ -79,7 +79,11 @@ def build(ctx, session: str) -> str:
     counts = {k: sum(r.count(k) for r in results.values())
               for k in ("overlap-skipped", "stale-start", "missed")}
     lines += ["", "Skips: {overlap-skipped}, stale starts: {stale-start}, misses: {missed}"
-              .format(**counts), "", "Alerts:"]
+              .format(**counts)]
+    from market_timers.slotrecords import periodic_digest_lines
+
+    lines += periodic_digest_lines(ctx.state_dir, session)  # each periodic job's slot counts
+    lines += ["", "Alerts:"]
     pending = {a.id: a for a in ctx.outbox.load_all()}
     for ev in alerts:
         status = (f"delivered via {delivered[ev['id']]}" if ev["id"] in delivered
