@@ -100,7 +100,7 @@ class Summary:
         line = f"{job}: {self.skipped} of {self.total} slots skipped{so_far}"
         if self.longest_sec is not None and self.overlap:
             line += (f", the run takes {self.longest_sec:.0f} s against a {self.every} s period")
-        parts = [f"{n} {what}" for n, what in ((self.overlap, "during a run still going"),
+        parts = [f"{n} {what}" for n, what in ((self.overlap, "while a run was still going"),
                                                (self.refused, "refused (late or lock busy)"),
                                                (self.not_started, "not started"))
                  if n]
@@ -140,10 +140,13 @@ def account(state_dir, job: str, session: str, schedule: Schedule, grace: int,
             summary.ran += 1
             summary.last_run_slot = text
             duration = record.get("duration_sec")
+            start = _instant(record.get("started_utc"))
             if duration is None and not record.get("result"):
                 summary.running = True
-                start = _instant(record.get("started_utc"))
                 duration = (now - start).total_seconds() if start else None
+            elif duration is None and start and record.get("finished_utc"):
+                end = _instant(record["finished_utc"])
+                duration = (end - start).total_seconds() if end else None
             if isinstance(duration, int | float):
                 summary.longest_sec = max(summary.longest_sec or 0.0, float(duration))
             continue
@@ -255,8 +258,11 @@ def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
         gap_start = schedule.first
     if schedule.pause and schedule.pause[0] < gap_start < schedule.pause[1]:
         gap_start = schedule.pause[1]
-    end = min(now - timedelta(seconds=slack), schedule.last + timedelta(seconds=schedule.every))
-    if gap_start > schedule.last or (end - gap_start).total_seconds() < stall_after:
+    # The latest slot that could have started by now (grace + slack passed), within the window;
+    # stalled when the slots from gap_start to it, none started, span stall_after.
+    end = min(now - timedelta(seconds=slack), schedule.last)
+    if gap_start > schedule.last or (end - gap_start).total_seconds() + schedule.every \
+            < stall_after:
         return None
     job, session = entry["job"], entry["session"]
     if not summary.ran:
