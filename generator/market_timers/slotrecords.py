@@ -1,9 +1,12 @@
 """A periodic job's slot records: completing them, recording the skipped slots, counting them.
 
-systemd does not start a service that is still active: a slot that comes while the previous run is
-going makes the timer elapse and nothing else happens, so no runner ever records it. `account()`
-infers those slots from the schedule and the records: every slot that can no longer start (its
-instant + grace has passed) and has no record gets one, `skipped`:
+systemd never starts a second copy of a service that is still active. While a run is going its
+timer waits; when the run ends and slots have passed meanwhile, the timer fires once, at once (the
+elapses are coalesced). The runner judges that start against the latest slot: within grace it runs
+(late), otherwise it is refused as a stale start (170) and recorded. The other slots that passed
+during the run never got a start, so no runner recorded them. `account()` infers those from the
+schedule and the records: every slot that can no longer start (its instant + grace has passed) and
+has no record gets one, `skipped`:
 
 * "overlap": a run was going at that instant (the record names it) - max_instances = 1;
 * "not-started": nothing ran then (host down, timer stopped, coalesced after downtime).
@@ -98,7 +101,7 @@ class Summary:
         """`cycle: 13 of 378 slots skipped so far, the run takes 84 s against a 60 s period`."""
         so_far = " so far" if self.ahead else ""
         line = f"{job}: {self.skipped} of {self.total} slots skipped{so_far}"
-        if self.longest_sec is not None and self.overlap:
+        if self.longest_sec is not None and self.longest_sec > self.every:
             line += (f", the run takes {self.longest_sec:.0f} s against a {self.every} s period")
         parts = [f"{n} {what}" for n, what in ((self.overlap, "while a run was still going"),
                                                (self.refused, "refused (late or lock busy)"),
