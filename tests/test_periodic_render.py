@@ -121,3 +121,13 @@ def test_calendar_lines_for_a_whole_nyse_day_are_three():
     assert calendar_lines(slots) == ["2026-12-23 14:35..59:00 UTC",
                                      "2026-12-23 15..19:*:00 UTC",
                                      "2026-12-23 20:00..50:00 UTC"]
+
+
+@needs_analyze
+def test_verify_does_not_call_a_running_periodic_timer_past():
+    from market_timers.verify import check_calendar
+
+    got = check_calendar({"2020-01-01 10:00:00 UTC": ["old.timer", "cycle.timer"],
+                          "2099-01-01 10:00..59:00 UTC": ["cycle.timer"]})
+    assert got == ["old.timer: OnCalendar=2020-01-01 10:00:00 UTC is in the past "
+                   "(Next elapse: never)"]

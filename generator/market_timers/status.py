@@ -160,7 +160,10 @@ def table(doc: dict) -> str:
     for s in doc["sessions"]:
         for j in s["jobs"]:
             duration = j["duration_sec"]
-            rows.append((s["session"], j["job"], j["fire_utc"].replace("T", " "), j["timer"],
+            fire = j["fire_utc"].replace("T", " ")
+            if j.get("every_sec"):  # a periodic job: its window and period
+                fire += f"..{(j.get('last_utc') or '')[11:]} /{j['every_sec']}s"
+            rows.append((s["session"], j["job"], fire, j["timer"],
                          j["result"], str(j["exit_status"] or "-"),
                          f"{duration:g}s" if isinstance(duration, int | float) else "-",
                          ", ".join(f"{a['kind']} ({a['handling']})" for a in j["alerts"])

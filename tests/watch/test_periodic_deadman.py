@@ -91,6 +91,11 @@ def test_a_slow_run_skipping_every_other_slot_is_one_warning_with_the_count(
     assert (row["slots"]["ran"], row["slots"]["skipped_overlap"], row["slots"]["not_started"]) \
         == (10, 10, 1)
     assert row["result"] == "ahead: 10 ran, 11 skipped of 196"
+    table = status.table(doc)
+    print(table)
+    line = next(li for li in table.splitlines() if " cycle " in li)
+    assert "2026-12-24 14:35:00Z..17:50:00Z /60s" in line
+    assert "ahead: 10 ran, 11 skipped of 196" in line and "84s" in line
 
 
 def test_a_hung_run_is_one_critical_after_stall_after_not_one_per_slot(
