@@ -159,7 +159,8 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
 
 def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.Fire]
              ) -> list[Change]:
-    new = {(f.job, f.session.isoformat()): f.fire_iso for f in fires}
+    # a timer's instant as instant_of() reads it back: a periodic job's is its last slot
+    new = {(f.job, f.session.isoformat()): iso(f.last_utc) for f in fires}
     out = []
     for name in removed:
         job, _, instance = name.removesuffix(".timer").removeprefix("market-").partition("@")
