@@ -1,12 +1,13 @@
 """A periodic job's slot records: completing them, recording the skipped slots, counting them.
 
-systemd never starts a second copy of a service that is still active. While a run is going its
-timer waits; when the run ends and slots have passed meanwhile, the timer fires once, at once (the
-elapses are coalesced). The runner judges that start against the latest slot: within grace it runs
-(late), otherwise it is refused as a stale start (170) and recorded. The other slots that passed
-during the run never got a start, so no runner recorded them. `account()` infers those from the
-schedule and the records: every slot that can no longer start (its instant + grace has passed) and
-has no record gets one, `skipped`:
+systemd never starts a second copy of a service that is still active, and on systemd 252 a slot
+that comes during a run is simply dropped: no start then, and no catch-up start when the run ends
+(observed in tests/e2e/test_periodic.py: a 15 s run at slot 0 of a 10 s period, the next start at
+slot 2). Should a start come late anyway (a catch-up on another systemd, Persistent= after a
+boot), the runner judges it against the latest slot and refuses it after grace (170, recorded).
+No runner ever records a dropped slot, so `account()` infers them from the schedule and the
+records: every slot that can no longer start (its instant + grace has passed) and has no record
+gets one, `skipped`:
 
 * "overlap": a run was going at that instant (the record names it) - max_instances = 1;
 * "not-started": nothing ran then (host down, timer stopped, coalesced after downtime).
