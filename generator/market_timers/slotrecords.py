@@ -284,7 +284,7 @@ def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
             f"gone. Check `journalctl MARKET_JOB={job} MARKET_SESSION={session}`.")
 
 
-def periodic_digest_lines(state_dir, session: str) -> list[str]:
+def periodic_digest_lines(state_dir, session: str, now: datetime | None = None) -> list[str]:
     """The digest's per-session count of each periodic job's slots (from plan.json)."""
     try:
         plan = json.loads((Path(state_dir) / "plan.json").read_text())
@@ -296,8 +296,8 @@ def periodic_digest_lines(state_dir, session: str) -> list[str]:
             continue
         try:
             s = account(state_dir, entry["job"], session, Schedule.from_plan(entry),
-                        int(entry.get("grace_sec", 0)), datetime.now(UTC), write=False)
+                        int(entry.get("grace_sec", 0)), now or datetime.now(UTC), write=False)
         except (OSError, ValueError, KeyError):
             continue
-        lines.append(f"  {s.text(entry['job'])}; {s.ran} ran")
+        lines.append(f"  {s.text(entry['job'])}; {s.ran} ran, {s.ahead} not yet due")
     return (["", "Periodic jobs (slots):", *lines]) if lines else []

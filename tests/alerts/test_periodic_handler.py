@@ -83,3 +83,27 @@ def test_a_failed_slot_run_is_still_alerted(handle, api, tmp_path):
     handle("failure", monitor("exit-code", "exited", "3"))
     [msg] = api.received("telegram")
     assert "cycle failed with exit status 3" in msg["text"]
+
+
+def test_the_digest_counts_the_sessions_slots_instead_of_listing_every_run(
+        handle, make_ctx, tmp_path):
+    import json
+
+    from market_timers.alerts.digest import build
+
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    (state / "plan.json").write_text(json.dumps({"fires": [{
+        "job": "cycle", "session": "2026-11-30", "every_sec": 60, "grace_sec": 20,
+        "first_utc": "2026-11-30T14:20:00Z", "last_utc": "2026-11-30T15:00:00Z",
+        "fire_utc": "2026-11-30T14:20:00Z", "pause_utc": None}]}))
+    for k in range(9):
+        ran(state, k, 5)
+    ran(state, 9, 84)
+    for _ in range(10):  # each run's success handler
+        handle("success", monitor("success", "exited", "0"))
+    body = build(make_ctx(), "2026-11-30")
+    print(body)
+    assert "  cycle: overlap-skipped, ok x10; duration" in body
+    assert ("  cycle: 1 of 41 slots skipped so far, the run takes 84 s against a 60 s period "
+            "(1 while a run was still going); 10 ran, 30 not yet due") in body
