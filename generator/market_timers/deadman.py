@@ -180,6 +180,7 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
             "planned has passed. Is market-refresh.timer running? Check `systemctl status "
             "market-refresh.service` and run `market-timers sync`."))
 
+    _prune_slot_records(config, state_dir, now)
     for finding in result.findings:
         if finding.key not in reported:
             result.new.append(finding)
@@ -225,6 +226,16 @@ def _periodic(config, entry: dict, now: datetime, watch: WatchConfig, state_dir:
     if found is not None:
         result.findings.append(Finding("missed", found[0], entry["job"], entry["session"],
                                        found[1], entry.get("severity", "critical")))
+
+
+def _prune_slot_records(config, state_dir: Path, now: datetime) -> None:
+    """Periodic jobs' slot records older than retention_days go (hundreds per session)."""
+    from .slotrecords import prune
+
+    before = (now - timedelta(days=config.retention_days + 1)).date().isoformat()
+    for job in config.jobs:
+        if getattr(job, "periodic", None) is not None:
+            prune(state_dir, job.name, before)
 
 
 def _pair(key: str) -> str:

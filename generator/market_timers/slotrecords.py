@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -301,3 +302,16 @@ def periodic_digest_lines(state_dir, session: str, now: datetime | None = None) 
             continue
         lines.append(f"  {s.text(entry['job'])}; {s.ran} ran, {s.ahead} not yet due")
     return (["", "Periodic jobs (slots):", *lines]) if lines else []
+
+
+def prune(state_dir, job: str, before: str) -> list[str]:
+    """Delete the slot records of sessions dated before `before` (YYYY-MM-DD): a periodic job
+    leaves hundreds of records per session. Returns the sessions removed."""
+    root = Path(state_dir) / "runs" / job
+    gone = []
+    for directory in sorted(root.iterdir()) if root.is_dir() else []:
+        name = directory.name
+        if directory.is_dir() and len(name) == 10 and name[4] == "-" and name < before:
+            shutil.rmtree(directory, ignore_errors=True)
+            gone.append(name)
+    return gone

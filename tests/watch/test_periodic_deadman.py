@@ -133,3 +133,14 @@ def test_a_session_where_every_slot_runs_raises_nothing(synced, fake_systemctl, 
         result = one_pass(synced, fake_systemctl, alerts, utc(now))
         assert not result.findings
     assert alerts.calls == []
+
+
+def test_slot_records_older_than_the_retention_are_pruned_by_the_pass(
+        synced, fake_systemctl, alerts):
+    ran(synced, 0, 5)
+    old = synced.state_dir / "runs" / "cycle" / "2026-11-20"
+    old.mkdir(parents=True)
+    (old / "20261120T143500Z.json").write_text("{}")
+    one_pass(synced, fake_systemctl, alerts, utc("2026-12-24T14:40:00Z"))  # retention 7 days
+    assert not old.exists()
+    assert (synced.state_dir / "runs" / "cycle" / SESSION).is_dir()
