@@ -131,8 +131,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
 def _periodic(job: Job, fire: Fire, local) -> tuple[str, list, dict]:
     """A periodic job's session: its description, its slot schedule for the runner (slotclock.py)
     and its timer's OnCalendar= lines covering exactly the slots."""
-    zone = calendars_tz(fire.calendar)
-    last = fire.last_utc.astimezone(zone)
+    last = fire.last_utc.astimezone(local.tzinfo)
     description = (f"{job.name} {fire.calendar} {fire.session} every "
                    f"{format_offset(fire.every)[1:]} {local:%H:%M}..{last:%H:%M} {last.tzname()} "
                    f"({len(fire.slots)} slots)")
@@ -146,12 +145,6 @@ def _periodic(job: Job, fire: Fire, local) -> tuple[str, list, dict]:
     timer = {"on_calendar": lines[0], "more_on_calendar": lines[1:],
              "last_slot": f"{fire.last_utc:%Y-%m-%d %H:%M:%S} UTC"}
     return description, context, timer
-
-
-def calendars_tz(name: str):
-    from .calendars import tz
-
-    return tz(name)
 
 
 def render_all(config: Config, fires: list[Fire], runner: str | None = None) -> list[Unit]:
