@@ -54,7 +54,7 @@ def measure(config: Path, out: Path) -> tuple[float, float, int]:
     proc = subprocess.run(argv, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1))
-    units = int(re.search(r"wrote (\d+) units", proc.stdout).group(1))
+    units = int(re.search(r"(\d+) units for", proc.stdout).group(1))
     return wall, rss / 1024, units
 
 

@@ -206,3 +206,157 @@ def test_relative_runner_is_refused(write_config):
     path = write_config('runner = "market-timers-run"\ncalendar = "XNYS"\n' + GOOD_JOB)
     [line] = problems_of(path)
     assert "runner: must be an absolute path" in line
+
+
+# --- issue 9: nothing that reaches a unit file may carry a control character -----------------
+
+INJECTION = "x\nExecStartPre=+/bin/sh -c 'id > /var/tmp/pwned'\n#"
+
+
+def _toml(value: str) -> str:
+    import json
+
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+@pytest.mark.parametrize("bad", [INJECTION, "a\rb", "a\x00b", "a\x1bb", "a\x7fb", "a\x85b",
+                                 "trailing\\"])
+@pytest.mark.parametrize("where", [
+    "environment = {{ NOTE = {v} }}",
+    "description = {v}",
+    "read_write_paths = [{p}]",
+    "command = [\"/usr/bin/true\", {v}]",
+])
+def test_control_character_in_a_job_value_is_refused(write_config, bad, where):
+    line = where.format(v=_toml(bad), p=_toml("/srv/" + bad))
+    body = GOOD_JOB.replace('command = ["/usr/bin/true"]\n', "") + line + "\n"
+    if "command" not in line:
+        body += 'command = ["/usr/bin/true"]\n'
+    path = write_config('calendar = "XNYS"\n' + body)
+    found = problems_of(path)
+    assert len(found) == 1, found
+    key = line.split(" ", 1)[0]
+    assert f"{path}: job[0].{key}" in found[0]
+    assert ("control character" in found[0]) or ("backslash" in found[0])
+    assert "\n" not in found[0] and "\r" not in found[0]  # the value is shown escaped
+
+
+@pytest.mark.parametrize("key", ["user", "state_dir", "spool_dir", "runtime_dir", "unit_dir",
+                                 "runner", "calendar"])
+@pytest.mark.parametrize("bad", ["\nExecStartPre=/bin/sh", "\t", "\\"])
+def test_control_character_in_a_top_level_value_is_refused(tmp_path, key, bad):
+    value = ("/srv/x" if key not in ("user", "calendar") else "xnys") + bad
+    path = tmp_path / "c.toml"
+    path.write_text(f"{key} = {_toml(value)}\n" + ('calendar = "XNYS"\n' if key != "calendar"
+                                                    else "") + GOOD_JOB)
+    found = problems_of(path)
+    assert any(f"{path}: {key}:" in x for x in found), found
+    assert all("\n" not in x for x in found)
+
+
+@pytest.mark.parametrize("user", ["root;x", "a b", "%n", "-x", "a" * 32, "trader$"])
+def test_user_must_be_a_user_name(write_config, user):
+    path = write_config(f"user = {_toml(user)}\ncalendar = \"XNYS\"\n" + GOOD_JOB)
+    [line] = problems_of(path)
+    assert f"{path}: user: " in line
+
+
+def test_path_with_dotdot_is_refused(write_config, tmp_path):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'read_write_paths = ["/srv/../etc"]\n')
+    assert any("job[0].read_write_paths[0]: must not contain '..'" in x
+               for x in problems_of(path))
+    path = tmp_path / "c.toml"
+    path.write_text('state_dir = "/srv/../etc"\ncalendar = "XNYS"\n' + GOOD_JOB)
+    assert any("state_dir: must not contain '..'" in x for x in problems_of(path))
+
+
+def test_tab_and_specials_in_arguments_and_environment_are_accepted(write_config):
+    odd = "% $ ${X} \\ \" ' ; space\ttab é"
+    cfg = config.load(write_config('calendar = "XNYS"\n' + GOOD_JOB.replace(
+        '["/usr/bin/true"]', f'["/usr/bin/true", {_toml(odd)}]') +
+        f"environment = {{ ODD = {_toml(odd)} }}\n"))
+    job = cfg.job("signal")
+    assert job.command[1] == odd and dict(job.environment)["ODD"] == odd
+
+
+def test_missing_config_file_hints_at_config_and_environment(tmp_path):
+    [line] = problems_of(tmp_path / "nope.toml")
+    assert "no such file" in line and "--config" in line and "MARKET_TIMERS_CONFIG" in line
+
+
+# --- issue 9: bounded durations, one problem per value with the right kind of example --------
+
+@pytest.mark.parametrize("offset", ["+24h", "-24h", "+30h", "-100000h", "99999999h",
+                                    "+23h60min", "9" * 5000 + "s"])
+def test_offset_beyond_a_day_is_refused(write_config, offset):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"-15min"', f'"{offset}"'))
+    [line] = problems_of(path)
+    assert "job[0].offset:" in line and "23h59min59s" in line
+
+
+@pytest.mark.parametrize("offset,seconds", [("+23h59min59s", 86399), ("-23h59min59s", -86399)])
+def test_offset_up_to_a_day_is_accepted(write_config, offset, seconds):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"-15min"', f'"{offset}"'))
+    assert config.load(path).job("signal").offset == seconds
+
+
+@pytest.mark.parametrize("key,value", [("timeout", '"99999999h"'), ("timeout", '"25h"'),
+                                       ("grace", '"25h"'), ("watchdog", '"25h"'),
+                                       ("timeout", '"' + "9" * 30 + 'h"')])
+def test_duration_beyond_its_range_is_refused(write_config, key, value):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + f"{key} = {value}\n")
+    found = problems_of(path)
+    assert len(found) == 1 and f"job[0].{key}: must be at most" in found[0], found
+
+
+def test_watchdog_not_shorter_than_timeout_is_refused(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'timeout = "1min"\nwatchdog = "2min"\n')
+    [line] = problems_of(path)
+    assert "job[0].watchdog:" in line and "timeout" in line
+
+
+@pytest.mark.parametrize("key", ["grace", "timeout", "watchdog"])
+@pytest.mark.parametrize("value", ["0", "5", "60", '"5"', '"-5min"', "true", "1.5"])
+def test_bad_duration_is_one_problem_with_a_duration_example(write_config, key, value):
+    if key == "watchdog" and value == "true":
+        value = '"on"'
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + f"{key} = {value}\n")
+    found = problems_of(path)
+    assert len(found) == 1, found
+    assert f"job[0].{key}:" in found[0]
+    assert "-15min" not in found[0] and "signed" not in found[0], found[0]
+    assert '"90s"' in found[0] or '"5min"' in found[0] or "more than zero" in found[0], found[0]
+
+
+def test_integer_zero_watchdog_is_not_off(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + "watchdog = 0\n")
+    [line] = problems_of(path)
+    assert "job[0].watchdog:" in line and '"off"' in line
+
+
+@pytest.mark.parametrize("value", ['"off"', "false"])
+def test_watchdog_off_is_accepted(write_config, value):
+    cfg = config.load(write_config('calendar = "XNYS"\n' + GOOD_JOB + f"watchdog = {value}\n"))
+    assert cfg.job("signal").watchdog is None
+
+
+@pytest.mark.parametrize("value", ["15", '"15"', "-15"])
+def test_bad_offset_is_one_problem_with_a_signed_example(write_config, value):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"-15min"', value))
+    [line] = problems_of(path)
+    assert "job[0].offset:" in line and '"-15min"' in line
+
+
+@pytest.mark.parametrize("minutes", ["1440", "99999999"])
+def test_digest_offset_beyond_a_day_is_refused(write_config, minutes):
+    """The digest is a derived job: its offset (alerts.digest_offset_minutes) is bounded too."""
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + f"""
+[alerts]
+digest_offset_minutes = {minutes}
+[alerts.email]
+host = "127.0.0.1"
+from = "market-timers@example.org"
+to = ["ops@example.org"]
+""")
+    [line] = problems_of(path)
+    assert "alerts.digest_offset_minutes: must be at most 1439" in line

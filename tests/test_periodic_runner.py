@@ -200,3 +200,35 @@ def test_runner_with_a_periodic_context_imports_nothing_heavy():
             "('pandas', 'numpy', 'exchange_calendars', 'jinja2', 'json', 'typing')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_try_refuses_when_any_slot_of_a_periodic_job_of_its_lock_group_falls_within_it(
+        write_config, tmp_path, monkeypatch, capsys):
+    from market_timers import cli, systemctl, trial
+
+    monkeypatch.setattr(trial, "RUNTIME_UNIT_DIR", tmp_path / "run-systemd")
+    monkeypatch.setattr(systemctl, "Systemctl", lambda: type("S", (), {"start": print})())
+    path = write_config("""
+calendar = "XNYS"
+[[job]]
+name = "cycle"
+every = "1min"
+from = "open+5min"
+until = "close-10min"
+command = ["/usr/bin/true"]
+lock = "orders"
+[[job]]
+name = "closing-orders"
+event = "close"
+offset = "-10min"
+command = ["/usr/bin/true"]
+lock = "orders"
+timeout = "2min"
+""")
+    # 2026-12-23 17:00 UTC: mid-session; the cycle's first slot (14:35) is long past, but its
+    # slot at 16:31 may still hold the lock (timeout 30 min) when the try runs.
+    code = cli.main(["try", "closing-orders", "--config", str(path), "--now",
+                     "2026-12-23T17:00:00Z"])
+    assert code != 0
+    assert "cycle's planned run for XNYS 2026-12-23 at 2026-12-23T16:31:00Z" in \
+        capsys.readouterr().err

@@ -116,3 +116,50 @@ def test_render_is_deterministic_and_idempotent(tmp_path: Path, monkeypatch):
 
 
 
+
+
+# --- issue 9: each value escaped for the directive it lands in --------------------------------
+
+from market_timers import render  # noqa: E402
+
+
+def test_environment_value_keeps_dollar_and_escapes_percent():
+    assert render.quote_env("P", "$5") == "P=$5"
+    assert render.quote_env("P", "100%") == "P=100%%"
+    assert render.quote_env("P", 'a "b" \\ c\td') == '"P=a \\"b\\" \\\\ c\\td"'
+
+
+def test_exec_argument_escapes_dollar_and_percent():
+    assert render.quote_arg("$5") == "$$5"
+    assert render.quote_arg("${X} 100%") == '"$${X} 100%%"'
+    assert render.quote_arg(";") == '";"'
+
+
+def test_paths_are_quoted_not_c_escaped():
+    assert render.quote_path("/srv/a b") == '"-/srv/a b"'
+    assert render.quote_path("/srv/$x%") == "-/srv/$x%%"
+
+
+@pytest.mark.parametrize("fn", [render.quote_arg, render.plain, render.quote_path,
+                                lambda v: render.quote_env("N", v)])
+@pytest.mark.parametrize("bad", ["a\nb", "a\rb", "a\x00b", "a\x7fb"])
+def test_escapers_refuse_control_characters_config_should_have_caught(fn, bad):
+    with pytest.raises(render.UnsafeValue):
+        fn(bad)
+
+
+def test_description_with_trailing_backslash_is_refused():
+    with pytest.raises(render.UnsafeValue):
+        render.plain("joins \\")
+
+
+def test_config_path_with_a_newline_stays_in_the_comment(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name = "odd\nExecStartPre=+bin-sh.toml"
+    (tmp_path / name).write_text('calendar = "XNYS"\nhorizon = 1\n[[job]]\nname = "a"\n'
+                                 'event = "close"\ncommand = ["/bin/true"]\n')
+    assert cli.main(["--config", name, "--now", "2025-11-27T12:00:00Z", "render",
+                     "--out", "u"]) == 0
+    for unit in (tmp_path / "u").iterdir():
+        assert not any(line.startswith("ExecStartPre") for line in unit.read_text().splitlines())
+        assert "odd\\x0aExecStartPre" in unit.read_text()

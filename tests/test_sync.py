@@ -225,3 +225,57 @@ def test_sync_just_before_a_fire_keeps_its_timer(setup, tmp_path):
     result = sync.sync(cfg, now=just_before, systemctl=sc, stamp_dir=tmp_path)
     assert "market-signal@2025-11-26-204500.timer" in names(cfg.unit_dir)
     assert result.removed == [] and result.changes == [] and sc.calls == []
+
+
+# --- issue 9: a hand-made unit is never overwritten; a read-only unit_dir is a message -------
+
+def test_hand_made_unit_with_a_planned_name_is_left_alone_with_a_warning(setup, tmp_path):
+    _, cfg = setup()
+    cfg.unit_dir.mkdir(parents=True)
+    hand = cfg.unit_dir / "market-signal@2025-11-28-174500.service"
+    hand.write_text("[Service]\nExecStart=/usr/local/bin/my-own-thing\n")
+    sc = RecordingSystemctl()
+    result = sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    assert hand.read_text() == "[Service]\nExecStart=/usr/local/bin/my-own-thing\n"
+    # Its timer would start the hand-made service: neither is written nor started.
+    assert not (cfg.unit_dir / "market-signal@2025-11-28-174500.timer").exists()
+    assert all("2025-11-28-174500" not in u for _, *units in sc.calls for u in units[0])
+    assert result.foreign == [hand.name]
+    assert any(line.startswith(f"warning: left {hand.name} alone") for line in result.lines())
+    # The other fires are installed as usual, and a second sync keeps it that way.
+    assert "market-signal@2025-11-26-204500.timer" in result.written
+    again = sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    assert hand.exists() and again.removed == [] and again.foreign == [hand.name]
+
+
+def test_cli_sync_warns_on_stderr_about_a_hand_made_unit(setup, tmp_path, capsys, monkeypatch):
+    from market_timers import cli
+
+    path, cfg = setup()
+    cfg.unit_dir.mkdir(parents=True)
+    (cfg.unit_dir / "market-signal@2025-11-28-174500.timer").write_text("[Timer]\n")
+    monkeypatch.setattr(sync, "Systemctl", RecordingSystemctl)
+    monkeypatch.setattr(sync, "STAMP_DIR", tmp_path)
+    assert cli.main(["--config", str(path), "--now", "2025-11-26T12:00:00Z", "sync"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: left market-signal@2025-11-28-174500.timer alone" in err
+
+
+def test_read_only_unit_dir_is_a_clear_error(setup, tmp_path, capsys, monkeypatch):
+    import errno
+
+    from market_timers import cli, render
+
+    def read_only(path, text, mode=0o644):
+        if path.parent == cfg.unit_dir:
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return True
+
+    path, cfg = setup()
+    monkeypatch.setattr(sync, "write_atomic", read_only)
+    monkeypatch.setattr(render, "write_atomic", read_only)
+    monkeypatch.setattr(sync, "Systemctl", RecordingSystemctl)
+    assert cli.main(["--config", str(path), "--now", "2025-11-26T12:00:00Z", "sync"]) == 1
+    err = capsys.readouterr().err
+    assert f"market-timers sync: cannot write units into {cfg.unit_dir}: Read-only file system" \
+        in err and "Traceback" not in err

@@ -41,74 +41,116 @@ def _instant(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
+CONFIG_HELP = ("config file (default: $MARKET_TIMERS_CONFIG, else "
+               "/etc/market-timers/market-timers.toml)")
+NOW_HELP = "pretend it is this UTC instant (replays and tests), e.g. 2025-11-24T12:00:00Z"
+CRON_QUOTE_HINT = ('hint: quote the cron line as one argument, e.g. market-timers check-cron '
+                   '"45 15 * * 1-5" --calendar XNYS (unquoted, the shell also replaces each * '
+                   "with file names)")
+
+
+def _global_options(parser: argparse.ArgumentParser, default) -> None:
+    """--config and --now: accepted before the command and after it, shown in every --help."""
+    parser.add_argument("--config", metavar="PATH", default=default, help=CONFIG_HELP)
+    parser.add_argument("--now", type=_instant, metavar="INSTANT", default=default,
+                        help=NOW_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="market-timers",
         description="Run a trading system's jobs on its exchange's calendar with systemd timers.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.add_argument("--config", metavar="PATH",
-                   help="config file (default: $MARKET_TIMERS_CONFIG, else "
-                        "/etc/market-timers/market-timers.toml)")
-    p.add_argument("--now", type=_instant, metavar="INSTANT",
-                   help="pretend it is this UTC instant (replays and tests), e.g. "
-                        "2025-11-24T12:00:00Z")
+    _global_options(p, None)
+    # After the command, a value given there wins; absent, the one before the command stays
+    # (SUPPRESS: the subcommand's namespace then has no such attribute to copy over it).
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    s = sub.add_parser("plan", help="show the planned fires (job x session -> UTC instant)")
-    s.add_argument("--from", dest="from_", type=_date, metavar="DATE")
-    s.add_argument("--to", type=_date, metavar="DATE")
+    def command(name: str, help: str) -> argparse.ArgumentParser:  # noqa: A002
+        return sub.add_parser(name, help=help, description=help, parents=[common])
+
+    s = command("plan", "show the planned fires (job x session -> UTC instant)")
+    s.add_argument("--from", dest="from_", type=_date, metavar="DATE",
+                   help="first session to show (default: the coming horizon)")
+    s.add_argument("--to", type=_date, metavar="DATE",
+                   help="last session to show (default: the --from date)")
     s.add_argument("--json", action="store_true", help="print a JSON array (a periodic job: "
                    "one entry per slot)")
     s.add_argument("--summary", action="store_true", help="one line per job and session: first, "
                    "last, count (a periodic job's slots)")
 
-    s = sub.add_parser("render", help="write the units for the horizon into a directory")
-    s.add_argument("--out", required=True, type=Path, metavar="DIR")
+    s = command("render", "write the units for the horizon into a directory")
+    s.add_argument("--out", required=True, type=Path, metavar="DIR",
+                   help="directory to write the .timer and .service files into")
 
-    s = sub.add_parser("verify", help="systemd-analyze verify + calendar on rendered units")
-    s.add_argument("directory", type=Path, metavar="DIR")
+    s = command("verify", "systemd-analyze verify + calendar on rendered units")
+    s.add_argument("directory", type=Path, metavar="DIR",
+                   help="a directory written by `market-timers render`")
 
-    s = sub.add_parser("sync", help="install the plan's timers into the live unit directory")
+    s = command("sync", "install the plan's timers into the live unit directory")
     s.add_argument("--dry-run", action="store_true", help="print what it would do")
 
-    s = sub.add_parser("refresh", help="sync, and alert on calendar changes and failures "
-                                       "(run daily by market-refresh.timer)")
+    command("refresh", "sync, and alert on calendar changes and failures "
+                       "(run daily by market-refresh.timer)")
 
-    s = sub.add_parser("check-cron", help="how a cron line would have fared against the calendar")
-    s.add_argument("expr", metavar="CRON", help='five fields, e.g. "45 15 * * 1-5"')
+    s = command("try", "run a job once, a few seconds from now, to try it "
+                       "(a one-off timer with its own session id try-<time>)")
+    s.add_argument("job", metavar="JOB", help="name of a job in the config")
+    s.add_argument("--in", dest="delay", type=_seconds, default=5, metavar="SECONDS",
+                   help="seconds from now to the fire (default 5, at most 3600)")
+
+    s = command("check-cron", "how a cron line would have fared against the calendar")
+    s.add_argument("expr", metavar="CRON", help='five fields in quotes, e.g. "45 15 * * 1-5"')
     s.add_argument("--tz", default="UTC", help="time zone cron runs in (default UTC)")
-    s.add_argument("--calendar", required=True)
+    s.add_argument("--calendar", required=True, help="exchange calendar, e.g. XNYS")
     s.add_argument("--event", default="close", help="open | close | break_start | break_end")
     s.add_argument("--offset", default="0s", help='signed, e.g. "-15min"')
-    s.add_argument("--from", dest="from_", type=_date, metavar="DATE")
-    s.add_argument("--to", type=_date, metavar="DATE")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--from", dest="from_", type=_date, metavar="DATE",
+                   help="first day to compare (default: a year ago)")
+    s.add_argument("--to", type=_date, metavar="DATE", help="last day to compare")
+    s.add_argument("--json", action="store_true", help="print a JSON object")
 
-    s = sub.add_parser("alert", help="send a test alert through a channel")
-    s.add_argument("--test", required=True, metavar="CHANNEL")
+    s = command("alert", "send a test alert through a channel")
+    s.add_argument("--test", required=True, metavar="CHANNEL",
+                   help="telegram | slack | email | webhook")
 
-    s = sub.add_parser("alert-handler", help="OnFailure=/OnSuccess= handler (used by units)")
-    s.add_argument("mode", choices=["failure", "success"])
-    s.add_argument("unit")
+    s = command("alert-handler", "OnFailure=/OnSuccess= handler (used by units)")
+    s.add_argument("mode", choices=["failure", "success"], help="which handler this is")
+    s.add_argument("unit", help="the job unit that failed or succeeded (%%i)")
 
-    s = sub.add_parser("outbox", help="the durable alert outbox")
-    s.add_argument("action", choices=["list", "flush"])
-    s.add_argument("--json", action="store_true")
+    s = command("outbox", "the durable alert outbox")
+    s.add_argument("action", choices=["list", "flush"],
+                   help="list what is pending, or flush: send it now")
+    s.add_argument("--json", action="store_true", help="print JSON (list)")
 
-    s = sub.add_parser("ack", help="acknowledge a critical alert (stops its repeats)")
-    s.add_argument("alert_id", metavar="ID")
+    s = command("ack", "acknowledge a critical alert (stops its repeats)")
+    s.add_argument("alert_id", metavar="ID", help="the alert's id, as shown in the alert")
 
-    s = sub.add_parser("digest", help="send the per-session email digest")
-    s.add_argument("--session", type=_date, metavar="DATE")
+    s = command("digest", "send the per-session email digest")
+    s.add_argument("--session", type=_date, metavar="DATE",
+                   help="session date (default: $MARKET_SESSION)")
 
-    sub.add_parser("deadman", help="compare the plan with what ran; alert on misses "
-                                   "(run every minute by market-deadman.timer)")
+    command("deadman", "compare the plan with what ran; alert on misses "
+                       "(run every minute by market-deadman.timer)")
 
-    s = sub.add_parser("status", help="each session's jobs: timer, result, duration, alerts")
-    s.add_argument("--session", type=_date, metavar="DATE")
-    s.add_argument("--json", action="store_true")
+    s = command("status", "each session's jobs: timer, result, duration, alerts")
+    s.add_argument("--session", type=_date, metavar="DATE",
+                   help="one session (default: the latest started one and the planned ones)")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
     return p
+
+
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}") from None
+    if not 1 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"from 1 to 3600 seconds: {text!r}")
+    return value
 
 
 def _glue_signed_values(argv: list[str]) -> list[str]:
@@ -124,7 +166,13 @@ def _glue_signed_values(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(_glue_signed_values(argv))
+    parser = build_parser()
+    args, extra = parser.parse_known_args(_glue_signed_values(argv))
+    if extra:
+        hint = f"\n{CRON_QUOTE_HINT}" if args.command == "check-cron" else ""
+        parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+    stdout = sys.stdout
+    sys.stdout = _PipeGuard(stdout)
     try:
         return COMMANDS[args.command](args)
     except ConfigError as e:
@@ -137,6 +185,46 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE
     except KeyboardInterrupt:
         return 130
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
+
+
+class _PipeGuard:
+    """stdout that a closed pipe (`plan | head -1`) cannot break: the rest is discarded.
+
+    The command goes on to its end (a sync or a flush is never cut short by its reader going
+    away); fd 1 then points at /dev/null so that the interpreter's last flush is quiet too.
+    """
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._broken = False
+
+    def _guard(self, fn, *a):
+        if self._broken:
+            return None
+        try:
+            return fn(*a)
+        except BrokenPipeError:
+            self._broken = True
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self._stream.fileno())
+                os.close(devnull)
+            except (OSError, ValueError, AttributeError):
+                pass
+            return None
+
+    def write(self, text: str) -> int:
+        self._guard(self._stream.write, text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._guard(self._stream.flush)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 class UsageError(Exception):
@@ -157,8 +245,10 @@ def _now(args) -> datetime:
 
 def cmd_plan(args) -> int:
     from . import plan, planview
+    from .alerts.config import print_route_warnings
 
     cfg = _config(args)
+    print_route_warnings(cfg)
     if args.from_ or args.to:
         start = args.from_ or _now(args).date()
         end = args.to or start
@@ -190,8 +280,17 @@ def cmd_render(args) -> int:
 
     cfg = _config(args)
     fires = _calendar_call(plan.plan_ahead, cfg, _now(args) + sync.MIN_LEAD)
-    units = render.render_into(cfg, args.out, fires)
-    print(f"wrote {len(units)} units for {len(fires)} fires into {args.out}")
+    try:
+        report = render.render_into(cfg, args.out, fires)
+    except OSError as e:
+        print(f"market-timers render: cannot write into {args.out}: "
+              f"{e.strerror or e}", file=sys.stderr)
+        return FAILURE
+    for name in report.new:
+        print(f"new {name}")
+    for name in report.changed:
+        print(f"changed {name}")
+    print(report.summary(len(fires), args.out))
     return 0
 
 
@@ -217,10 +316,31 @@ def cmd_sync(args) -> int:
     cfg = _config(args)
     try:
         result = _calendar_call(lambda: sync.sync(cfg, now=args.now, dry_run=args.dry_run))
-    except (SystemctlError, PermissionError) as e:
+    except (SystemctlError, sync.SyncError, OSError) as e:  # OSError: also a refused symlink in state_dir
         print(f"market-timers sync: {e}", file=sys.stderr)
         return FAILURE
-    print("\n".join(result.lines(dry_run=args.dry_run)))
+    lines = result.lines(dry_run=args.dry_run)
+    print("\n".join([x for x in lines if not x.startswith("warning: ")] or ["nothing to do"]))
+    for line in lines:
+        if line.startswith("warning: "):
+            print(f"market-timers sync: {line}", file=sys.stderr)
+    return 0
+
+
+def cmd_try(args) -> int:
+    from . import trial
+    from .systemctl import Systemctl, SystemctlError
+
+    cfg = _config(args)
+    try:
+        result = _calendar_call(trial.start_try, cfg, args.job, _now(args), args.delay,
+                                Systemctl())
+    except trial.UnknownJob as e:
+        raise UsageError(str(e)) from None
+    except (trial.TryError, SystemctlError) as e:
+        print(f"market-timers try: {e}", file=sys.stderr)
+        return FAILURE
+    print("\n".join(result.lines()))
     return 0
 
 
@@ -240,13 +360,21 @@ def _as_service_user(cfg):
     return cfg
 
 
+def _alert_config(args):
+    """The alert path's config: a broken file falls back to the last good snapshot."""
+    from . import config
+    from .alerts import snapshot
+
+    return snapshot.load(config.config_path(args.config))
+
+
 def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
-              service_user: bool = False):
+              service_user: bool = False, alert_path: bool = False):
     def command(args) -> int:
         import importlib
 
         mod = importlib.import_module(f"market_timers.{module}")
-        cfg = _config(args, check_calendars)
+        cfg = _alert_config(args) if alert_path else _config(args, check_calendars)
         if service_user:
             _as_service_user(cfg)
         return getattr(mod, function)(cfg, *extra_args(args))
@@ -267,7 +395,7 @@ def cmd_refresh(args) -> int:
 def cmd_outbox(args) -> int:
     from .alerts import commands
 
-    cfg = _as_service_user(_config(args, check_calendars=False))
+    cfg = _as_service_user(_alert_config(args))
     if args.action == "list":
         return commands.outbox_list(cfg, args.json)
     return commands.outbox_flush(cfg)
@@ -278,7 +406,7 @@ def cmd_digest(args) -> int:
 
     # Run as the built-in digest job, the runner hands over the session in $MARKET_SESSION.
     session = args.session.isoformat() if args.session else os.environ.get("MARKET_SESSION")
-    return commands.digest(_as_service_user(_config(args, check_calendars=False)), session)
+    return commands.digest(_as_service_user(_alert_config(args)), session)
 
 
 COMMANDS = {
@@ -286,14 +414,17 @@ COMMANDS = {
     "render": cmd_render,
     "verify": cmd_verify,
     "sync": cmd_sync,
+    "try": cmd_try,
     "check-cron": cmd_check_cron,
-    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True),
-    "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit"),
+    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True,
+                       alert_path=True),
+    "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit",
+                               alert_path=True),
     "outbox": cmd_outbox,
-    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True),
+    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True, alert_path=True),
     "digest": cmd_digest,
     "refresh": cmd_refresh,
-    "deadman": _delegate("deadman", "command", "now", service_user=True),
+    "deadman": _delegate("deadman", "command", "now", service_user=True, alert_path=True),
     "status": _delegate("status", "command", "session", "json", "now"),
 }
 

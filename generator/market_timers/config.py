@@ -17,7 +17,7 @@ from datetime import date, time
 from pathlib import Path
 from typing import Any
 
-from .durations import parse_duration, parse_offset
+from .durations import DURATION_EXAMPLE, MAX_OFFSET, parse_duration, parse_offset
 from .errors import ConfigError, Problems
 from .periodic import PERIODIC_KEYS, Periodic, parse_periodic
 
@@ -30,6 +30,15 @@ SEVERITIES = ("critical", "warning", "info")
 # fields: keep them to a conservative subset of systemd's unit-name characters.
 JOB_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+# systemd's strict user-name rule (valid_user_group_name): no specifier `%`, no quoting needed.
+USER_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,30}$")
+# Characters no value may carry into a unit file: C0 controls (a newline starts a new directive),
+# DEL and C1. A tab is allowed only where the renderer escapes it (command arguments, environment).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_TAB = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# Bounds of a job's durations (seconds), with why.
+MAX_GRACE = (MAX_OFFSET, "a start later than that belongs to another session")
+MAX_TIMEOUT = (24 * 3600, "a run longer than a day would overlap the next session's run")
 AT_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2}))?(?:\s+(\S+))?$")
 
 DST_EXPLANATION = (
@@ -129,9 +138,14 @@ def _digest_job(cfg: Config, problems: Problems) -> Job | None:
     calendar = cfg.calendar or next((j.calendar for j in cfg.jobs if j.is_session_job), None)
     if calendar is None:
         return None
+    offset = int(alerts.digest_offset_minutes * 60)
+    if not 0 <= offset <= MAX_OFFSET:
+        problems.add("alerts.digest_offset_minutes", "must be at most 1439 (the digest is sent "
+                     "within a day of the close)", alerts.digest_offset_minutes)
+        return None
     tool = str(Path(cfg.runner or default_runner()).parent / "market-timers")
     return Job(name=DIGEST_JOB, command=(tool, "digest"), event="close",
-               offset=int(alerts.digest_offset_minutes * 60), calendar=calendar,
+               offset=offset, calendar=calendar,
                severity="warning", timeout=600, read_write_paths=(str(cfg.spool_dir),),
                description="email digest of the session")
 
@@ -148,7 +162,8 @@ def load(path: str | os.PathLike, *, check_calendars: bool = True) -> Config:
         with open(path, "rb") as f:
             raw = tomllib.load(f)
     except FileNotFoundError:
-        problems.add("(file)", "no such file")
+        problems.add("(file)", f"no such file; give the config with --config FILE or "
+                     f"${ENV_VAR} (default {DEFAULT_PATH})")
         raise ConfigError(problems) from None
     except PermissionError:
         problems.add("(file)", "permission denied")
@@ -179,6 +194,9 @@ def parse(raw: dict, problems: Problems) -> Config:
                                   cfg.retention_days)
     if "user" in raw:
         cfg.user = _str(raw, "user", problems, "user")
+        if cfg.user and not USER_NAME.match(cfg.user):
+            problems.add("user", "must be a user name: a letter or _, then letters, digits, _ "
+                         "or - (at most 31 characters)", cfg.user)
     if "runner" in raw:
         cfg.runner = _str(raw, "runner", problems, "runner")
         if cfg.runner and not cfg.runner.startswith("/"):
@@ -188,7 +206,7 @@ def parse(raw: dict, problems: Problems) -> Config:
             value = _str(raw, key, problems, key)
             if value is not None and not value.startswith("/"):
                 problems.add(key, "must be an absolute path", value)
-            elif value is not None:
+            elif value is not None and _normal_path(value, key, problems):
                 setattr(cfg, key, Path(value))
     jobs = raw.get("job", [])
     if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
@@ -236,6 +254,9 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
     elif not command[0].startswith("/"):
         problems.add(f"{path}.command", "the program must be an absolute path (systemd runs "
                      "it without a shell or your PATH)", command[0])
+    else:
+        for i, arg in enumerate(command):
+            unit_safe(arg, f"{path}.command[{i}]", problems, tab=True)
     kw: dict[str, Any] = {}
     periodic = parse_periodic(t, path, problems)  # None: not a periodic job (periodic.py)
     if "at" in t:
@@ -260,20 +281,28 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
                          "or in this job")
         elif not isinstance(cal, str):
             problems.add(f"{path}.calendar", "must be a string", cal)
+        else:
+            unit_safe(cal, f"{path}.calendar", problems)
         kw["calendar"] = cal
         kw["skip"] = frozenset(_dates(t.get("skip", []), f"{path}.skip", problems))
-    for key, default in (("grace", "2min"), ("timeout", "30min")):
-        kw[key] = _parsed(parse_duration, t.get(key, default), f"{path}.{key}", problems, None)
-        if kw[key] == 0:
-            problems.add(f"{path}.{key}", "must be more than zero", t[key])
+    for key, default, (limit, why) in (("grace", "2min", MAX_GRACE),
+                                       ("timeout", "30min", MAX_TIMEOUT)):
+        kw[key] = _parsed(lambda v, m=limit, w=why: parse_duration(v, m, w),
+                          t.get(key, default), f"{path}.{key}", problems, None)
     if periodic:
         grace_default = periodic.pop("grace_default", None)
         kw.update(periodic)
         kw["grace"] = grace_default or kw["grace"]
-    if "watchdog" in t and t["watchdog"] not in ("off", False):
-        kw["watchdog"] = _parsed(parse_duration, t["watchdog"], f"{path}.watchdog", problems, 0)
-        if kw["watchdog"] == 0:
-            problems.add(f"{path}.watchdog", 'must be more than zero (or "off")', t["watchdog"])
+    watchdog = t.get("watchdog", "off")
+    if watchdog == 0 and not isinstance(watchdog, bool):  # 0 == False: not a way to say "off"
+        problems.add(f"{path}.watchdog", 'write "off" (or leave it out) for no watchdog, or '
+                     f"{DURATION_EXAMPLE}", watchdog)
+    elif watchdog != "off" and watchdog is not False:
+        kw["watchdog"] = _parsed(lambda v: parse_duration(v, MAX_TIMEOUT[0]), watchdog,
+                                 f"{path}.watchdog", problems, None)
+        if kw["watchdog"] and kw["timeout"] and kw["watchdog"] >= kw["timeout"]:
+            problems.add(f"{path}.watchdog", f"must be shorter than the job's timeout "
+                         f"({kw['timeout']} s): the timeout would end the run first", watchdog)
     lock = t.get("lock", name)
     if "lock" in t and (not isinstance(lock, str) or not JOB_NAME.match(lock)):
         problems.add(f"{path}.lock", "lock group names follow the job-name rule "
@@ -291,15 +320,21 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
                          "must not start with MARKET_ (reserved for the job's context)")
         if not isinstance(v, str):
             problems.add(f"{path}.environment.{k}", "must be a string", v)
+        else:
+            unit_safe(v, f"{path}.environment.{k}", problems, tab=True)
     description = t.get("description", "")
     if not isinstance(description, str):
         problems.add(f"{path}.description", "must be a string", description)
+    else:
+        unit_safe(description, f"{path}.description", problems)
     paths = t.get("read_write_paths", [])
     if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/")
                                               for p in paths):
         problems.add(f"{path}.read_write_paths", "must be an array of absolute paths (the "
                      "job's unit is sandboxed with ProtectSystem=strict)", paths)
         paths = []
+    for i, p in enumerate(paths):
+        _normal_path(p, f"{path}.read_write_paths[{i}]", problems)
     kw["read_write_paths"] = tuple(paths)
     enabled = t.get("enabled", True)
     if not isinstance(enabled, bool):
@@ -398,7 +433,39 @@ def _str(raw: dict, key: str, problems: Problems, path: str) -> str | None:
     if not isinstance(value, str) or not value:
         problems.add(path, "must be a non-empty string", value)
         return None
+    if not unit_safe(value, path, problems):
+        return None
     return value
+
+
+def unit_safe(value: str, path: str, problems: Problems, *, tab: bool = False) -> bool:
+    """False (and a problem) for a value that could break out of its line in a unit file.
+
+    render.py escapes every value for its directive; this refuses what no escaping makes
+    harmless everywhere: control characters (a newline would start a new directive, e.g.
+    ExecStartPre=+... run as root) and a trailing backslash (systemd joins the next line).
+    """
+    m = (_CONTROL_BUT_TAB if tab else _CONTROL).search(value)
+    if m:
+        problems.add(path, f"contains the control character U+{ord(m.group()):04X}; values "
+                     "written into systemd units may not hold control characters (a newline "
+                     "would start a new unit directive)", value)
+        return False
+    if value.endswith("\\"):
+        problems.add(path, "ends with a backslash; values written into systemd units may not "
+                     "(systemd would join the next line of the unit to it)", value)
+        return False
+    return True
+
+
+def _normal_path(value: str, path: str, problems: Problems) -> bool:
+    if not unit_safe(value, path, problems):
+        return False
+    if ".." in value.split("/"):
+        problems.add(path, "must not contain '..' (systemd ignores such a path in "
+                     "ReadWritePaths=)", value)
+        return False
+    return True
 
 
 def _int(value: Any, path: str, problems: Problems, lo: int, hi: int, default: int) -> int:

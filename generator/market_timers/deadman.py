@@ -26,12 +26,11 @@ import fcntl
 import json
 import logging
 import os
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from . import logsetup, runrecord
+from . import logsetup, runrecord, safefs
 from .instants import iso, parse_iso
 from .systemctl import Systemctl
 from .watch_alert import send_alert
@@ -71,7 +70,7 @@ class PassResult:
 def read_plan(state_dir: Path) -> dict | None:
     """plan.json as written by sync, or None when sync has never run."""
     try:
-        return json.loads((Path(state_dir) / PLAN_FILE).read_text())
+        return json.loads(safefs.read_bytes(Path(state_dir) / PLAN_FILE, base=state_dir))
     except FileNotFoundError:
         return None
 
@@ -141,6 +140,8 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
     state = _load_state(state_dir)
     reported: dict[str, str] = state.setdefault("reported", {})
     jobs = {j.name for j in config.jobs}
+    if getattr(config, "broken", None) is not None:  # degraded config: trust the last plan
+        jobs |= {e["job"] for e in fires}
 
     for entry in fires:
         if entry["job"] not in jobs:  # a job removed from the config since: nothing to expect
@@ -269,7 +270,7 @@ def _not_scheduled(entry: dict, what: str) -> Finding:
 def _sync_running(state_dir: Path) -> bool:
     """True while sync holds its lock (it starts timers with --no-block: let them settle)."""
     try:
-        fd = os.open(state_dir / "sync.lock", os.O_RDONLY)
+        fd = safefs.open_file(state_dir / "sync.lock", os.O_RDONLY | os.O_NONBLOCK, base=state_dir)
     except OSError:
         return False
     try:
@@ -283,9 +284,12 @@ def _sync_running(state_dir: Path) -> bool:
 
 def _load_state(state_dir: Path) -> dict:
     try:
-        doc = json.loads((state_dir / STATE_FILE).read_text())
+        doc = json.loads(safefs.read_bytes(state_dir / STATE_FILE, base=state_dir))
         return doc if isinstance(doc, dict) else {}
     except FileNotFoundError:
+        return {}
+    except OSError as e:
+        log.error("deadman: cannot read %s (%s); starting afresh", state_dir / STATE_FILE, e)
         return {}
     except ValueError:
         log.error("deadman: %s is not valid JSON; starting afresh", state_dir / STATE_FILE)
@@ -294,10 +298,8 @@ def _load_state(state_dir: Path) -> dict:
 
 def _save_state(state_dir: Path, state: dict) -> None:
     path = state_dir / STATE_FILE
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        safefs.write_json(path, state, base=state_dir)
     except OSError as e:
         # The alerts still go out (the alert layer's dedup window holds back repeats).
         log.error("deadman: cannot write %s: %s", path, e)
@@ -335,20 +337,32 @@ def summary(result: PassResult) -> str:
 
 
 def send_ping(url: str, *, fail: bool, body: str = "", timeout: float = 5.0) -> bool:
-    """healthchecks.io style: POST to the URL, or to URL/fail. Never raises; never logs the URL."""
+    """healthchecks.io style: POST to the URL, or to URL/fail, within `timeout` seconds in all.
+
+    Never raises. Nothing derived from the URL is logged (it is a secret): neither the URL nor
+    an exception text that could embed it (a control character in the URL used to put the
+    whole URL into the journal through the exception text). A 3xx is not a ping received.
+    """
+    from .alerts.httppost import PostError, post
+
     target = url.rstrip("/") + "/fail" if fail else url
-    request = urllib.request.Request(target, data=body.encode()[:10000], method="POST",
-                                     headers={"User-Agent": "market-timers-deadman",
-                                              "Content-Type": "text/plain; charset=utf-8"})
+    what = " /fail" if fail else ""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            response.read(1024)
-        return True
-    except Exception as e:  # network down, DNS, TLS, HTTP error, timeout, bad URL
-        reason = str(getattr(e, "reason", "") or e).replace(url, "[ping url]")
-        log.warning("deadman: heartbeat ping%s failed: %s: %s", " /fail" if fail else "",
-                    type(e).__name__, reason.replace(target, "[ping url]"))
+        response = post(target, body.encode()[:10000],
+                        {"User-Agent": "market-timers-deadman",
+                         "Content-Type": "text/plain; charset=utf-8"}, timeout)
+    except PostError as e:
+        log.warning("deadman: heartbeat ping%s failed: %s", what, str(e).replace(url, "[url]"))
         return False
+    except Exception as e:  # a bug must not fail the pass; its text could hold the URL
+        log.warning("deadman: heartbeat ping%s failed: %s", what, type(e).__name__)
+        return False
+    if 200 <= response.status < 300:
+        return True
+    log.warning("deadman: heartbeat ping%s failed: the monitor answered HTTP %d%s", what,
+                response.status, " (a redirect: not followed; configure the final URL)"
+                if 300 <= response.status < 400 else "")
+    return False
 
 
 # CLI --------------------------------------------------------------------------------------------
@@ -358,9 +372,15 @@ def send_ping(url: str, *, fail: bool, body: str = "", timeout: float = 5.0) -> 
 def command(config, now: datetime | None = None) -> int:
     """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
     logsetup.setup()
+    from .alerts.snapshot import announce
     from .plan import utcnow
 
-    result = run_pass(config, now or utcnow())
+    now = now or utcnow()
+    try:  # a broken live config is a critical alert of its own (once per content)
+        announce(config, now=lambda: now)
+    except Exception:
+        log.exception("deadman: could not announce the broken config")
+    result = run_pass(config, now)
     for f in result.new:
         log.error("deadman: %s", f.text)
     for e in result.errors:

@@ -4,6 +4,11 @@ Hand-written on purpose: the accepted grammar is deliberately small (units s, mi
 sign), so that a typo such as "15m" (minutes or months?) or "15" (which unit?) is an error that
 names the key, rather than something a general parser (pandas.Timedelta, systemd.time) would
 silently read its own way.
+
+Every value is bounded: an offset stays within a day of its event (further away it would land on
+another session's day, and a later sync would take the still-future timer for one that is no
+longer planned), and a duration stays within what the caller allows (systemd turns a huge
+RuntimeMaxSec= into "infinity"; datetime arithmetic overflows).
 """
 
 from __future__ import annotations
@@ -13,31 +18,57 @@ import re
 _PART = re.compile(r"(\d+)(h|min|s)")
 _WHOLE = re.compile(r"^([+-]?)((?:\d+(?:h|min|s))+)$")
 _SECONDS = {"h": 3600, "min": 60, "s": 1}
+_MAX_DIGITS = 9  # more cannot be in range, and int() of thousands of digits is itself an error
+
+MAX_OFFSET = 23 * 3600 + 59 * 60 + 59  # 86399 s: an offset stays within a day of its event
+OFFSET_EXAMPLE = 'a signed duration such as "-15min", "+30min" or "+1h30min"'
+DURATION_EXAMPLE = 'a duration such as "90s", "5min" or "1h30min"'
 
 
-def parse_offset(text: object) -> int:
-    """Signed offset in seconds. Raises ValueError with a reason."""
+def _seconds(text: object, example: str) -> tuple[str, int]:
+    """(sign, seconds) of a duration text; ValueError naming the right kind of example."""
     if not isinstance(text, str):
-        raise ValueError('must be a string such as "-15min", "+30min", "90s" or "1h30min"')
+        what = "a number has no unit; " if isinstance(text, int | float) else ""
+        raise ValueError(f"{what}write it as a string, {example}")
     s = text.strip().replace(" ", "")
     m = _WHOLE.match(s)
     if not m:
-        raise ValueError('cannot parse; write a signed duration with units s, min or h, such as '
-                         '"-15min", "+30min", "90s" or "1h30min"')
+        raise ValueError(f"cannot parse; write {example} (units s, min or h)")
     sign, body = m.groups()
-    units = [u for _, u in _PART.findall(body)]
+    parts = _PART.findall(body)
+    units = [u for _, u in parts]
     if len(set(units)) != len(units) or units != sorted(units, key=lambda u: -_SECONDS[u]):
-        raise ValueError("units must appear once each, largest first (h, min, s)")
-    total = sum(int(n) * _SECONDS[u] for n, u in _PART.findall(body))
+        raise ValueError(f"units must appear once each, largest first (h, min, s): {example}")
+    if any(len(n.lstrip("0")) > _MAX_DIGITS for n, _ in parts):
+        return sign, 10 ** _MAX_DIGITS * 3600  # out of any range: the caller says which
+    return sign, sum(int(n) * _SECONDS[u] for n, u in parts)
+
+
+def parse_offset(text: object, limit: int = MAX_OFFSET) -> int:
+    """Signed offset in seconds, within ±limit. Raises ValueError with a reason."""
+    sign, total = _seconds(text, OFFSET_EXAMPLE)
+    if total > limit:
+        raise ValueError(f"must be within ±{format_duration(limit)} of its event (further away "
+                         "it would fall on another session's day)")
     return -total if sign == "-" else total
 
 
-def parse_duration(text: object) -> int:
-    """Unsigned duration in seconds (grace, timeout, watchdog...)."""
-    seconds = parse_offset(text)
-    if isinstance(text, str) and text.strip().startswith(("-", "+")):
-        raise ValueError('a duration has no sign; write e.g. "5min"')
-    return seconds
+def parse_duration(text: object, maximum: int, why: str = "") -> int:
+    """Unsigned duration in seconds, more than zero and at most `maximum` (grace, timeout...)."""
+    sign, total = _seconds(text, DURATION_EXAMPLE)
+    if sign:
+        raise ValueError(f"a duration has no sign; write {DURATION_EXAMPLE}")
+    if total == 0:
+        raise ValueError("must be more than zero")
+    if total > maximum:
+        raise ValueError(f"must be at most {format_duration(maximum)}" + (f" ({why})" if why
+                                                                          else ""))
+    return total
+
+
+def format_duration(seconds: int) -> str:
+    """90 -> "1min30s" (no sign)."""
+    return format_offset(seconds)[1:]
 
 
 def format_offset(seconds: int) -> str:

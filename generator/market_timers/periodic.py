@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from typing import Any
 
-from .durations import parse_duration, parse_offset
+from .durations import format_duration, parse_duration, parse_offset
 
 PERIODIC_KEYS = {"every", "from", "until", "during_break", "stall_after"}
 WINDOW_EVENTS = ("open", "close")
@@ -51,21 +51,14 @@ class Periodic:
     stall_after: int = 0  # seconds
 
 
-def _period_text(seconds: int) -> str:
-    for unit, size in (("h", 3600), ("min", 60), ("s", 1)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"  # pragma: no cover - every whole number of seconds divides by 1
-
-
 def describe(p: Periodic) -> str:
     """`every 1min from open+5min until close-10min`."""
     def edge(event: str, offset: int) -> str:
         if not offset:
             return event
-        return f"{event}{'+' if offset > 0 else '-'}{_period_text(abs(offset))}"
+        return f"{event}{'+' if offset > 0 else '-'}{format_duration(abs(offset))}"
 
-    return (f"every {_period_text(p.every)} from {edge(p.start_event, p.start_offset)} until "
+    return (f"every {format_duration(p.every)} from {edge(p.start_event, p.start_offset)} until "
             f"{edge(p.end_event, p.end_offset)}")
 
 
@@ -105,7 +98,7 @@ def parse_periodic(t: dict, path: str, problems) -> dict | None:
     ok = True
     every = None
     try:
-        every = parse_duration(t["every"])
+        every = parse_duration(t["every"], 12 * 3600, "the longest period is 12h")
     except ValueError as e:
         problems.add(f"{path}.every", str(e), t["every"])
         ok = False
@@ -129,7 +122,7 @@ def parse_periodic(t: dict, path: str, problems) -> dict | None:
     stall_after = None
     if "stall_after" in t:
         try:
-            stall_after = parse_duration(t["stall_after"])
+            stall_after = parse_duration(t["stall_after"], 24 * 3600)
         except ValueError as e:
             problems.add(f"{path}.stall_after", str(e), t["stall_after"])
             ok = False
@@ -140,7 +133,7 @@ def parse_periodic(t: dict, path: str, problems) -> dict | None:
             ok = False
     if "grace" in t and every:
         try:
-            grace = parse_duration(t["grace"])
+            grace = parse_duration(t["grace"], 10 ** 9)
         except ValueError:
             grace = None  # config.py reports it
         if grace is not None and grace > every:

@@ -26,7 +26,6 @@ import hashlib
 import logging
 import os
 import pwd
-import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -67,7 +66,7 @@ def main_from_path(path: str | Path, now: datetime | None = None, **kw) -> int:
         config = config_mod.load(path, check_calendars=False)
     except ConfigError as e:
         result = RefreshResult(ok=False, problems=e.problems.lines())
-        _failed(_lenient_config(path), result, now, kw.get("alert", send_alert))
+        _failed(_lenient_config(path, result.problems), result, now, kw.get("alert", send_alert))
         return USAGE
     return command(config, now, **kw)
 
@@ -324,12 +323,14 @@ def _as_user(config, fn) -> None:
     os.waitpid(pid, 0)
 
 
-def _lenient_config(path) -> config_mod.Config:
-    """Enough of a broken config to route its alert: its [alerts], state and spool dirs."""
+def _lenient_config(path, problems=()) -> config_mod.Config:
+    """Enough of a broken config to route its alert: the last good snapshot of what alerting
+    needs (alerts/snapshot.py), else the file's own [alerts], state and spool dirs."""
+    from .alerts import snapshot
+
     try:
-        with open(path, "rb") as f:
-            raw = tomllib.load(f)
-        return config_mod.parse(raw, Problems(str(path)))
+        return snapshot.degraded(path, tuple(problems))
     except Exception:  # unreadable or not TOML: defaults (the alert is at least spooled)
+        log.exception("refresh: cannot read even part of %s", path)
         return config_mod.Config(source=str(path))
 

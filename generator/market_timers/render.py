@@ -8,6 +8,7 @@ part of the name because on systemd 252 editing a waiting timer's OnCalendar can
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,21 +52,69 @@ def _env_for(directory: str) -> jinja2.Environment:
     )
 
 
+# Each value is escaped for the directive it lands in (systemd.syntax(7), systemd.exec(7)):
+# * ExecStart=: quoted words with C escapes; `%` specifiers and `$VAR` expansion, so `%%`, `$$`.
+# * Environment=: quoted words with C escapes; `%` specifiers but NO `$` expansion, so `%%` only.
+# * ReadWritePaths=: quoted words (backslash escapes, no C escapes); `%` specifiers.
+# * Description=: the raw rest of the line; `%` specifiers; no quoting exists.
+# config.py refuses control characters (but a tab in arguments and environment values) and a
+# trailing backslash; these functions refuse them too, so nothing unchecked reaches a unit.
+_NEEDS_QUOTES = frozenset(' \t"\'\\;')
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+class UnsafeValue(ValueError):
+    """A value that cannot be written into a unit file safely (config.py should have refused it)."""
+
+
+def _refuse_control(text: str, allow_tab: bool = True) -> str:
+    m = _CONTROL.search(text) or (None if allow_tab else re.search("\t", text))
+    if m:
+        raise UnsafeValue(f"control character U+{ord(m.group()):04X} in {text!r}")
+    return text
+
+
+def _quoted(word: str, c_escapes: bool) -> str:
+    """word as one systemd word: bare when it can be, else in double quotes."""
+    if word and not any(c in _NEEDS_QUOTES for c in word):
+        return word
+    body = word.replace("\\", "\\\\").replace('"', '\\"')
+    if c_escapes:
+        body = body.replace("\t", "\\t")
+    elif "\t" in body:
+        raise UnsafeValue(f"a tab cannot be written in this setting: {word!r}")
+    return f'"{body}"'
+
+
 def quote_arg(arg: str) -> str:
-    """One ExecStart= argument: systemd's quoting, with % and $ escaped (systemd.service(5))."""
-    escaped = arg.replace("%", "%%").replace("$", "$$")
-    if escaped and not any(c in escaped for c in ' \t\n"\'\\;'):
-        return escaped
-    return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """One ExecStart= argument, received by the program exactly as given."""
+    _refuse_control(arg)
+    return _quoted(arg.replace("%", "%%").replace("$", "$$"), c_escapes=True)
 
 
 def quote_env(name: str, value: str) -> str:
-    return quote_arg(f"{name}={value}")
+    """One Environment= assignment: systemd does not expand `$` here, only `%` specifiers."""
+    _refuse_control(value)
+    return _quoted(f"{name}={value}".replace("%", "%%"), c_escapes=True)
+
+
+def quote_path(path: str, prefix: str = "-") -> str:
+    """One path of ReadWritePaths= (and the like); `-`: a missing path is not an error."""
+    _refuse_control(path, allow_tab=False)
+    return _quoted(f"{prefix}{path}".replace("%", "%%"), c_escapes=False)
 
 
 def plain(text: str) -> str:
-    """Free text for Description=: no specifier expansion, one line."""
-    return " ".join(text.replace("%", "%%").split())
+    """Free text for Description=: no specifier expansion, one line, no continuation."""
+    line = " ".join(_refuse_control(text).replace("%", "%%").split())
+    if line.endswith("\\"):
+        raise UnsafeValue(f"a trailing backslash would join the next line: {text!r}")
+    return line
+
+
+def comment(text: str) -> str:
+    """Text for a comment line: control characters shown as \\xNN, never a line break."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 @dataclass(frozen=True)
@@ -74,22 +123,32 @@ class Unit:
     text: str
 
 
-def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[Unit]:
-    """The timer and service of one fire (or of a daily job when fire is None)."""
+def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
+              try_id: str | None = None) -> list[Unit]:
+    """The timer and service of one fire (or of a daily job when fire is None).
+
+    try_id: a one-off run (`market-timers try`) with this session id instead of the fire's
+    session: no Persistent= stamp, no OnSuccess= (a try must not close a real run's alerts).
+    """
     env = _env()
-    header = (f"{GENERATED_MARK} from {config.source}.\n"
+    header = (f"{GENERATED_MARK} from {comment(config.source)}.\n"
               "# Do not edit: change the config and run `market-timers sync`.")
     if fire is not None:
         local = fire.local()
-        when = f"{local:%H:%M} {local.tzname()}"
+        when = f"{local:%H:%M:%S}" if local.second else f"{local:%H:%M}"
+        when += f" {local.tzname()}"
         what = f"{fire.event} {format_offset(fire.offset)}"
-        description = f"{job.name} {fire.calendar} {fire.session} {what} at {when}"
+        session = try_id or fire.session.isoformat()
+        description = f"{job.name} {fire.calendar} {session} {what} at {when}"
         stem = fire.unit_stem
-        context = [("MARKET_SESSION", fire.session.isoformat()),
+        if try_id:
+            description = f"{job.name} {session} (a try, not a session's run) at {when}"
+            stem = f"market-{job.name}@{try_id}"
+        context = [("MARKET_SESSION", session),
                    ("MARKET_CALENDAR", fire.calendar), ("MARKET_EVENT", fire.event),
                    ("MARKET_SCHEDULED_UTC", fire.fire_iso)]
         on_calendar = f"{fire.fire_utc:%Y-%m-%d %H:%M:%S} UTC"
-        log_fields = [f"MARKET_JOB={job.name}", f"MARKET_SESSION={fire.session.isoformat()}"]
+        log_fields = [f"MARKET_JOB={job.name}", f"MARKET_SESSION={session}"]
         if fire.is_periodic:
             description, context, periodic_timer = _periodic(job, fire, local)
     else:
@@ -116,12 +175,14 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str) -> list[
         exec_stop_post=f"{quote_arg(runner)} --record",
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
         timeout=f"{job.timeout}s", log_fields=log_fields,
-        read_write_paths=" ".join(quote_arg(f"-{p}") for p in (
+        read_write_paths=" ".join(quote_path(p) for p in (
             str(config.state_dir), str(config.runtime_dir), *job.read_write_paths)),
+        on_success=not try_id,
     )
     timer = env.get_template("job.timer.j2").render(
         header=header, description=plain(f"market-timers {description}"),
         service=f"{stem}.service",
+        persistent="false" if try_id else "true",
         **(periodic_timer if fire is not None and fire.is_periodic else
            {"on_calendar": on_calendar}),
     )
@@ -190,10 +251,38 @@ def is_generated(path: Path) -> bool:
         return False
 
 
-def render_into(config: Config, out: Path, fires: list[Fire]) -> list[Unit]:
+@dataclass
+class RenderReport:
+    """What `render --out DIR` did: files new, changed, unchanged, and other units left there."""
+
+    units: list[Unit]
+    new: list[str]
+    changed: list[str]
+    unchanged: list[str]
+    stale: list[str]  # market-*@* files in DIR that this plan does not hold (left alone)
+
+    def summary(self, fires: int, out: Path) -> str:
+        counts = (f"{len(self.new)} new, {len(self.changed)} changed, "
+                  f"{len(self.unchanged)} unchanged")
+        if not self.new and not self.changed:
+            line = f"nothing changed in {out}: {len(self.units)} units for {fires} fires"
+        else:
+            line = f"wrote {out}: {counts} ({len(self.units)} units for {fires} fires)"
+        if self.stale:
+            line += (f"; {len(self.stale)} other market-* unit(s) there are not in this plan "
+                     "(left alone)")
+        return line
+
+
+def render_into(config: Config, out: Path, fires: list[Fire]) -> RenderReport:
     """`market-timers render --out DIR`: just the files, no systemd."""
     units = render_all(config, fires)
+    existed = {p.name for p in out.glob("market-*@*")} if out.is_dir() else set()
     out.mkdir(parents=True, exist_ok=True)
+    report = RenderReport(units, [], [], [], sorted(existed - {u.name for u in units}))
     for u in units:
-        write_atomic(out / u.name, u.text)
-    return units
+        if write_atomic(out / u.name, u.text):
+            (report.changed if u.name in existed else report.new).append(u.name)
+        else:
+            report.unchanged.append(u.name)
+    return report

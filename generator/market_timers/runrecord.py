@@ -21,9 +21,12 @@ def path_for(state_dir: str | os.PathLike, job: str, session: str) -> Path:
 
 
 def read(state_dir: str | os.PathLike, job: str, session: str) -> dict | None:
+    """The record, or None. Root (deadman, status) reads these: no symlink is followed."""
+    from .safefs import SymlinkRefused, read_bytes
+
     try:
-        return json.loads(path_for(state_dir, job, session).read_text())
-    except (FileNotFoundError, ValueError):
+        return json.loads(read_bytes(path_for(state_dir, job, session), base=state_dir))
+    except (FileNotFoundError, SymlinkRefused, ValueError):
         return None
 
 
@@ -43,15 +46,28 @@ def update(state_dir: str | os.PathLike, job: str, session: str, **fields) -> di
 
 def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[dict]:
     """Every readable record (of one job, or of all), oldest session first within a job."""
+    from .safefs import read_bytes
+
     root = Path(state_dir) / "runs"
-    pattern = f"{job}/*.json" if job else "*/*.json"
     out = []
-    for path in sorted(root.glob(pattern)) if root.is_dir() else []:
+    jobs = [job] if job else _names(root, state_dir)
+    paths = [root / j / n for j in jobs if "/" not in j and j not in (".", "..")
+             for n in _names(root / j, state_dir) if n.endswith(".json")]
+    for path in sorted(paths):
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            record = json.loads(read_bytes(path, base=state_dir))
         except (OSError, ValueError):
             continue
         if isinstance(record, dict) and record.get("job"):
             record.setdefault("session", path.stem)
             out.append(record)
     return out
+
+
+def _names(directory: Path, state_dir) -> list[str]:
+    from .safefs import listdir
+
+    try:
+        return listdir(directory, base=state_dir)
+    except OSError:  # a symlink or a file where a job's directory should be
+        return []

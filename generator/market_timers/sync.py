@@ -16,11 +16,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from . import plan as planning
+from . import safefs
 from .config import Config
 from .instants import iso, parse_iso
 from .render import is_generated, render_all, write_atomic
@@ -58,6 +60,7 @@ class SyncResult:
     changes: list[Change] = field(default_factory=list)
     reloaded: bool = False
     fires: list[planning.Fire] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)  # planned names held by hand-made files
 
     @property
     def changed_anything(self) -> bool:
@@ -73,6 +76,9 @@ class SyncResult:
         out += [f"{verb}delete {n} (elapsed, past retention)" for n in self.expired]
         out += [f"{'would ' if dry_run else ''}daemon-reload"] if self.reloaded else []
         out += [f"change: {c.describe()}" for c in self.changes]
+        out += [f"warning: left {n} alone: that file was not written by market-timers (no "
+                "generated header), so this fire is not installed; rename or remove the file"
+                for n in self.foreign]
         return out or ["nothing to do"]
 
 
@@ -117,7 +123,10 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         existing = _existing(unit_dir)
         desired = {u.name: u.text for u in render_all(config, fires)
                    if u.name.rsplit(".", 1)[0] not in too_close or u.name in existing}
-        result = SyncResult(fires=fires)
+        result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing))
+        for stem in {n.rsplit(".", 1)[0] for n in result.foreign}:  # both units of that fire
+            desired.pop(f"{stem}.timer", None)
+            desired.pop(f"{stem}.service", None)
         timers_now = {n for n in existing if n.endswith(".timer")}
         state = systemctl.show(sorted(timers_now | {n for n in desired if n.endswith(".timer")}),
                                ["ActiveState", "LoadState"])
@@ -139,12 +148,15 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         result.reloaded = bool(result.rewritten)
         if dry_run:
             return result
-        unit_dir.mkdir(parents=True, exist_ok=True)
-        for name in result.written + result.rewritten:
-            write_atomic(unit_dir / name, desired[name])
-        for name in desired:
-            if name.endswith(".timer"):
-                _enable(unit_dir, name)  # also after `apt remove` disabled them
+        try:
+            unit_dir.mkdir(parents=True, exist_ok=True)
+            for name in result.written + result.rewritten:
+                write_atomic(unit_dir / name, desired[name])
+            for name in desired:
+                if name.endswith(".timer"):
+                    _enable(unit_dir, name)  # also after `apt remove` disabled them
+        except OSError as e:
+            raise SyncError(f"cannot write units into {unit_dir}: {e.strerror or e}") from None
         if result.reloaded:
             systemctl.daemon_reload()
         gone = result.removed + result.expired
@@ -154,7 +166,31 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
         systemctl.start(result.started)
         _write_plan(config, fires, now)
+        _write_alert_snapshot(config, now)
         return result
+
+
+def _write_alert_snapshot(config: Config, now: datetime) -> None:
+    """The last-good copy of what alerting needs, used while the live config is broken."""
+    from .alerts import snapshot
+    from .alerts.config import print_route_warnings
+
+    print_route_warnings(config)
+    try:
+        snapshot.write(config, now)
+    except (OSError, TypeError, ValueError) as e:
+        print(f"market-timers sync: warning: cannot write the alert snapshot: {e}",
+              file=sys.stderr)
+
+
+class SyncError(Exception):
+    """The unit directory cannot be written (read-only, permissions): a message, not a trace."""
+
+
+def _foreign(unit_dir: Path, desired: dict[str, str], existing: dict[str, str]) -> list[str]:
+    """Planned unit names already taken by files market-timers did not write: never overwrite."""
+    return sorted(n for n in desired if n not in existing
+                  and ((unit_dir / n).exists() or (unit_dir / n).is_symlink()))
 
 
 def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.Fire]
@@ -192,10 +228,8 @@ def _delete(unit_dir: Path, timer: str, stamp_dir: Path) -> None:
 def _write_plan(config: Config, fires: list[planning.Fire], now: datetime) -> None:
     """<state_dir>/plan.json: every fire planned while it was still ahead, for deadman/status."""
     path = config.state_dir / "plan.json"
-    try:
-        previous = json.loads(path.read_text()).get("fires", [])
-    except (FileNotFoundError, ValueError):
-        previous = []
+    doc = safefs.read_json(path, base=config.state_dir)  # a planted symlink is not followed
+    previous = doc.get("fires", []) if isinstance(doc, dict) else []
     jobs = {j.name: j for j in config.jobs}
     current = {(f.job, f.session.isoformat()): f for f in fires}
     keep_after = now - timedelta(days=config.retention_days)
@@ -214,7 +248,8 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime) -> No
                        "severity": job.severity}
     doc = {"generated_utc": iso(now),
            "fires": sorted(merged.values(), key=lambda e: (e["fire_utc"], e["job"]))}
-    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    safefs.write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n",
+                        base=config.state_dir, mode=0o644)
 
 
 class _sync_lock:
@@ -228,8 +263,10 @@ class _sync_lock:
     def __enter__(self):
         if self.dry_run:
             return self
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # state_dir is writable by every job: never follow a planted sync.lock symlink (root
+        # would create or truncate its target).
+        self.fd = safefs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o644,
+                                   base=self.path.parent, create_dirs=True)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 

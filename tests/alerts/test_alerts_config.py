@@ -120,3 +120,30 @@ def test_severity_rules_job_kind_and_override():
     assert effective_severity(cfg, "overlap-skipped", "noisy-job", "critical") is None
     assert effective_severity(cfg, "calendar-changed") == "warning"
     assert effective_severity(cfg, "missed", "j", None) == "critical"
+
+
+def test_a_default_route_to_an_unconfigured_channel_is_a_warning(tmp_path, capsys):
+    """[alerts.slack] only: critical alerts default to telegram and silently fell back."""
+    from market_timers.alerts.config import route_warnings
+    from market_timers.cli import main
+
+    problems = Problems()
+    cfg = parse_alerts({"slack": {}}, problems)
+    assert not problems
+    [line] = route_warnings(cfg)
+    assert "alerts.routes.critical" in line and "telegram is not configured" in line
+    assert "go to slack instead" in line
+    assert route_warnings(parse_alerts({}, Problems()))[0].startswith("alerts: no channel")
+    both = parse_alerts({"slack": {}, "telegram": {"chat_id": "1"}}, Problems())
+    assert route_warnings(both) == []
+
+    path = tmp_path / "c.toml"
+    path.write_text('calendar = "XNYS"\n[alerts.slack]\n')
+    assert main(["--config", str(path), "--now", "2026-11-30T12:00:00Z", "plan"]) == 0
+    assert "warning: alerts.routes.critical" in capsys.readouterr().err
+
+
+def test_an_explicit_route_to_an_unconfigured_channel_is_an_error():
+    problems = Problems()
+    parse_alerts({"slack": {}, "routes": {"critical": "telegram"}}, problems)
+    assert any(p.path == "alerts.routes.critical" for p in problems.items)

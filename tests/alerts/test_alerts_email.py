@@ -123,3 +123,14 @@ def test_alert_test_email_reports_delivery(make_ctx, tls_smtp, cert, capsys):
     assert alert_test(ctx, "email") == 0
     assert tls_smtp.messages[0]["Subject"] == "[INFO] market-timers test message (email)"
     assert "test message delivered" in capsys.readouterr().out
+
+
+def test_digest_that_cannot_be_delivered_exits_non_zero(make_ctx, capsys):
+    """It printed "undeliverable" and exited 0: the digest job looked fine."""
+    with FakeSmtp() as relay:
+        cfg = {**email_cfg(relay.port), "username": "u"}  # its password credential is missing
+        ctx = make_ctx({"email": cfg})
+        assert digest(ctx, S) == 1
+        assert relay.messages == []
+    err = capsys.readouterr().err
+    assert "undeliverable" in err and "credential" in err

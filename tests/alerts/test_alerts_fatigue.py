@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from market_timers.alerts.api import raise_alert, record_success
 from market_timers.alerts.commands import ack
 from market_timers.alerts.delivery import flush
@@ -60,7 +62,7 @@ def test_ack_stops_repeats(make_ctx, api, clock, capsys):
         clock.advance(minutes=15)
         flush(ctx)
     assert len(api.received()) == 1
-    assert ack(ctx, alert.id) == 1  # already acknowledged: nothing open
+    assert ack(ctx, alert.id) == 2  # already acknowledged: nothing open, refused
     assert "no open critical alert" in capsys.readouterr().err
 
 
@@ -114,3 +116,16 @@ def test_recovery_after_a_folded_burst_names_the_alert_that_was_sent(make_ctx, a
     record_success(ctx, job="j", session=S)
     texts = [m["text"] for m in api.received("telegram")]
     assert len(texts) == 2 and f"alert {first.id} is resolved" in texts[1]
+
+
+@pytest.mark.parametrize("bad", ["../../plan", "../plan", "/etc/passwd", "1130-0123ABCD",
+                                 "1130-0123abcd/..", "", "1130-0123abcd.r1", "x" * 300])
+def test_ack_refuses_a_malformed_id_and_deletes_nothing(make_ctx, tmp_path, capsys, bad):
+    """`ack ../../plan` deleted <state_dir>/plan.json and printed "acknowledged"."""
+    ctx = make_ctx()
+    plan = tmp_path / "state" / "plan.json"
+    plan.parent.mkdir(parents=True, exist_ok=True)
+    plan.write_text("{}")
+    assert ack(ctx, bad) == 2
+    assert plan.exists()
+    assert "acknowledged" not in capsys.readouterr().out

@@ -84,9 +84,11 @@ class FakeSystemctl:
 class AlertRecorder:
     def __init__(self):
         self.calls: list[dict] = []
+        self.configs: list = []  # the config each alert was raised with
 
     def __call__(self, config, **kw):
         self.calls.append(kw)
+        self.configs.append(config)
         return None
 
     def kinds(self) -> list[str]:

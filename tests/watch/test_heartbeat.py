@@ -118,3 +118,33 @@ def test_ping_on_without_credential_is_a_pass_error_not_a_crash(pinged_week, fak
     config, creds = pinged_week
     result = run(config, fake_systemctl, alerts, creds, utc("2025-11-24T12:00:00Z"))
     assert result.ping is None and any("credential" in e for e in result.errors)
+
+
+@pytest.mark.parametrize("bad", ["\x07", "\n", " ", "\x7f"])
+def test_ping_url_with_a_control_character_is_never_logged(pinged_week, fake_systemctl, alerts,
+                                                           monitor, caplog, bad):
+    """The exception text (InvalidURL "...can't contain control characters...") held the URL."""
+    config, creds = pinged_week
+    (creds / "market-timers.deadman-ping-url").write_text(
+        monitor.url.replace("secret", f"sec{bad}ret"))
+    runrecord.update(config.state_dir, "signal", "2025-11-24", started_utc="x")
+    with caplog.at_level(logging.DEBUG, logger="market_timers"):
+        result = run(config, fake_systemctl, alerts, creds, utc("2025-11-25T12:00:00Z"))
+    assert result.ping_delivered is False
+    assert "heartbeat ping failed" in caplog.text
+    assert "5e3c" not in caplog.text and "uuid" not in caplog.text
+    assert monitor.requests == []
+
+
+def test_ping_answered_by_a_redirect_is_not_a_ping(pinged_week, fake_systemctl, alerts, caplog):
+    from tests.fakes.misbehaving import RedirectServer
+
+    config, creds = pinged_week
+    runrecord.update(config.state_dir, "signal", "2025-11-24", started_utc="x")
+    with RedirectServer(302) as server:
+        (creds / "market-timers.deadman-ping-url").write_text(server.url + "/ping/5e3c")
+        with caplog.at_level(logging.WARNING, logger="market_timers"):
+            result = run(config, fake_systemctl, alerts, creds, utc("2025-11-25T12:00:00Z"))
+        assert server.requests == [("POST", "/ping/5e3c")]
+    assert result.ping_delivered is False
+    assert "HTTP 302" in caplog.text

@@ -173,3 +173,25 @@ def test_refresh_as_root_raises_its_alert_in_a_child_as_the_package_user(make_co
     assert refresh.main_from_path(path, SECOND) == 2
     assert forked == [1]
     assert any("job[0].offset" in p.read_text() for p in (tmp_path / "spool").rglob("*.json"))
+
+
+ALERTS = "\n[alerts]\nrepeat_minutes = 5\n[alerts.slack]\n"
+
+
+def test_every_successful_sync_writes_the_alert_snapshot_and_a_broken_refresh_uses_it(
+        make_config, fake_systemctl, alerts, tmp_path):
+    from market_timers.alerts import snapshot as snap
+
+    path = make_config.write(THANKSGIVING_CONFIG + ALERTS)
+    code = refresh.main_from_path(path, FIRST, systemctl=fake_systemctl, alert=alerts,
+                                  stamp_dir=tmp_path / "stamps", data_vintage=FRESH)
+    assert code == 0
+    doc = (tmp_path / "state" / snap.SNAPSHOT).read_text()
+    assert '"repeat_minutes": 5' in doc and '"written_utc": "2025-12-01T12:00:00Z"' in doc
+    make_config.write(THANKSGIVING_CONFIG.replace('"2min"', "60") + ALERTS)
+    code = refresh.main_from_path(path, SECOND, systemctl=fake_systemctl, alert=alerts,
+                                  stamp_dir=tmp_path / "stamps", data_vintage=FRESH)
+    assert code == 2
+    [cfg] = alerts.configs
+    assert cfg.alerts.repeat_minutes == 5 and cfg.alerts.slack is not None
+    assert "last good snapshot written by sync at 2025-12-01T12:00:00Z" in cfg.alert_note

@@ -13,9 +13,8 @@ import logging
 from market_timers.alerts.classify import FAILURE_KINDS
 from market_timers.alerts.classify import title as default_title
 from market_timers.alerts.context import AlertContext, context_from
-from market_timers.alerts.delivery import try_now
+from market_timers.alerts.delivery import send_direct, try_now
 from market_timers.alerts.model import Alert, make_id
-from market_timers.alerts.outbox import atomic_write_json, read_json
 from market_timers.alerts.router import chain_for, effective_severity
 from market_timers.instants import iso
 
@@ -48,6 +47,8 @@ def raise_alert(config, *, kind: str, job: str = "", session: str = "", text: st
 def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, details, chain,
            deliver):
     now = ctx.now()
+    if ctx.note:
+        text = f"{text}\n\n{ctx.note}" if text else ctx.note
     key = key or f"{kind}:{job or session}"
     sev = severity or effective_severity(ctx.cfg, kind, job, job_severity)
     if chain is None:
@@ -60,36 +61,70 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
                   chain=list(chain), channel_since=iso(now))
     event = {"at": iso(now), "event": "alert", "id": alert.id, "job": job, "kind": kind,
              "severity": sev or "off", "title": alert.title, "channels": chain}
-    with ctx.state.locked():
-        if job and kind in OUTCOME_OF:
-            ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
-                                      alert_id=alert.id, chain=chain, severity=alert.severity)
-        if sev is None or not ctx.cfg.enabled:
-            ctx.state.add_event(session, {**event, "event": "silent"})
-            return None
-        if not chain:
-            ctx.state.add_event(session, {**event, "event": "digest"})
-            return None
-        earlier = None if kind == "recovery" else \
-            ctx.state.dedup_hit(key, now, ctx.cfg.dedup_minutes)
-        if earlier:
-            if job and kind in OUTCOME_OF:  # the recovery names the alert the user saw
+    spooled = False
+    try:
+        with ctx.state.locked():
+            if job and kind in OUTCOME_OF:
                 ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
-                                          alert_id=earlier, chain=chain, severity=alert.severity)
-            ctx.state.add_event(session, {**event, "event": "deduplicated", "id": earlier})
-            log.info("alert %s folded into %s (same key %s inside the dedup window)",
-                     alert.id, earlier, key)
-            _count_suppressed(ctx, earlier)
+                                          alert_id=alert.id, chain=chain,
+                                          severity=alert.severity)
+            if sev is None or not ctx.cfg.enabled:
+                ctx.state.add_event(session, {**event, "event": "silent"})
+                return None
+            if not chain:
+                ctx.state.add_event(session, {**event, "event": "digest"})
+                return None
+            earlier = None if kind == "recovery" else \
+                ctx.state.dedup_hit(key, now, ctx.cfg.dedup_minutes)
+            if earlier:
+                if job and kind in OUTCOME_OF:  # the recovery names the alert the user saw
+                    ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
+                                              alert_id=earlier, chain=chain,
+                                              severity=alert.severity)
+                ctx.state.add_event(session, {**event, "event": "deduplicated", "id": earlier})
+                log.info("alert %s folded into %s (same key %s inside the dedup window)",
+                         alert.id, earlier, key)
+                _count_suppressed(ctx, earlier)
+                return None
+            ctx.outbox.put(alert)  # durable before any send
+            spooled = True
+            ctx.state.dedup_record(key, alert.id, now, ctx.cfg.dedup_minutes)
+            ctx.state.add_event(session, event)
+            if sev == "critical" and kind != "recovery" and ctx.cfg.repeat_minutes > 0:
+                ctx.escalations.open(alert, now, ctx.cfg.repeat_minutes)
+    except Exception as e:  # a full spool, a broken or corrupted state must not drop the alert
+        if spooled:
+            log.error("alerts: alert %s is spooled but its state could not be kept (%s)",
+                      alert.id, getattr(e, "strerror", None) or type(e).__name__)
+        elif sev is not None and ctx.cfg.enabled and chain:
+            return _deliver_unspooled(ctx, alert, e)
+        else:
+            log.error("alerts: could not record %s for %s: %s", kind, job or "-",
+                      getattr(e, "strerror", None) or type(e).__name__)
             return None
-        ctx.outbox.put(alert)  # durable before any send
-        ctx.state.dedup_record(key, alert.id, now, ctx.cfg.dedup_minutes)
-        ctx.state.add_event(session, event)
-        if sev == "critical" and kind != "recovery" and ctx.cfg.repeat_minutes > 0:
-            ctx.escalations.open(alert, now, ctx.cfg.repeat_minutes)
     log.info("alert %s (%s, %s) spooled for %s: %s", alert.id, kind, sev, ",".join(chain),
              alert.title)
     if deliver:
         try_now(ctx, alert)
+    return alert
+
+
+def _deliver_unspooled(ctx, alert: Alert, error: Exception) -> Alert:
+    """The outbox could not persist the alert (ENOSPC...): send it now, once, best effort, and
+    say so in the same message. Nothing was left behind in the spool (safefs removes its temp
+    file on any failure)."""
+    reason = getattr(error, "strerror", None) or type(error).__name__
+    alert.text = (f"{alert.text}\n\n" if alert.text else "") + (
+        f"WARNING: the outbox could not save this alert ({reason}, {ctx.outbox.dir}): it is "
+        "sent once, directly, and will not be retried or repeated. Free the spool filesystem "
+        f"({ctx.spool_dir}).")
+    channel = send_direct(ctx, alert)
+    if channel:
+        log.error("alert %s (%s) could not be spooled (%s); delivered directly via %s",
+                  alert.id, alert.kind, reason, channel)
+    else:
+        log.error("alert %s could not be spooled (%s) NOR delivered on %s: %s", alert.id,
+                  reason, ", ".join(alert.chain) or "no channel", alert.title)
     return alert
 
 
@@ -99,11 +134,10 @@ def _count_suppressed(ctx, alert_id: str) -> None:
         if spooled.id == alert_id:
             spooled.suppressed += 1
             ctx.outbox.put(spooled)
-    path = ctx.escalations.dir / f"{alert_id}.json"
-    record = read_json(path)
-    if isinstance(record, dict):
+    record = ctx.escalations.record(alert_id)
+    if record is not None:
         record["alert"]["suppressed"] = record["alert"].get("suppressed", 0) + 1
-        atomic_write_json(path, record)
+        ctx.escalations.save(alert_id, record)
 
 
 def record_success(config, *, job: str, session: str = "", details: dict | None = None,

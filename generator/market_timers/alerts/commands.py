@@ -13,21 +13,30 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 
 from market_timers import logsetup
-from market_timers.alerts import delivery, handler
+from market_timers.alerts import delivery, handler, snapshot
 from market_timers.alerts import digest as digest_mod
 from market_timers.alerts.channels.base import DeliveryError
 from market_timers.alerts.config import CHANNELS
-from market_timers.alerts.context import context_from
+from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.model import UNDELIVERABLE, Alert, make_id
 from market_timers.instants import iso
 
 log = logging.getLogger("market_timers.alerts")
+ID_RE = re.compile(r"[0-9]{4}-[0-9a-f]{8}")  # model.make_id
 
 
-
+def _announce(config, now=None, env=None) -> None:
+    """A broken live config is a critical alert of its own (once per content of the file)."""
+    if isinstance(config, AlertContext):
+        return
+    try:
+        snapshot.announce(config, now=now, env=env)
+    except Exception:  # the command's own work comes first
+        log.exception("could not announce the broken config")
 
 
 
@@ -66,6 +75,7 @@ def alert_handler(config, mode: str, unit: str, env=None, run=None, now=None) ->
         print(f"market-timers: alert-handler mode must be failure or success, not {mode!r}",
               file=sys.stderr)
         return 2
+    _announce(config, now=now, env=env)
     try:
         kwargs = {"run": run} if run else {}
         handler.handle(config, mode, unit, env=env, now=now, **kwargs)
@@ -83,13 +93,25 @@ def _rows(ctx) -> list[dict]:
             for a in ctx.outbox.load_all()]
 
 
+def _bad_row(bad, state: str, where) -> dict:
+    """A file that is not a valid alert, in the same shape as the alerts' rows."""
+    return {"id": "", "spool": bad.name, "kind": "", "severity": "", "job": "", "session": "",
+            "created": "", "state": state, "channel": None, "chain": [], "attempts": 0,
+            "not_before": "", "last_error": bad.reason, "errors": [], "repeat": 0,
+            "suppressed": 0, "title": f"not a valid alert: {bad.reason}", "reason": bad.reason,
+            "where": str(where)}
+
+
 def outbox_list(config, as_json: bool = False) -> int:
     ctx = context_from(config)
     rows = _rows(ctx)
+    bad = [_bad_row(b, "malformed", ctx.outbox.dir) for b in ctx.outbox.bad]
+    bad += [_bad_row(b, "quarantined", ctx.outbox.quarantine_dir)
+            for b in ctx.outbox.quarantined()]
     if as_json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps(rows + bad, indent=1))
         return 0
-    if not rows:
+    if not rows and not bad:
         print("outbox empty: every alert was delivered")
         return 0
     for r in rows:
@@ -98,11 +120,14 @@ def outbox_list(config, as_json: bool = False) -> int:
               f"tries={r['attempts']} next>={r['not_before'] or 'now'} {r['title']}")
         if r["last_error"]:
             print(f"{'':<20} last error: {r['last_error']}")
+    for b in bad:
+        print(f"{b['spool']:<20} {b['state']:<13} {b['reason']} (in {b['where']})")
     return 0
 
 
 def outbox_flush(config, now=None) -> int:
     logsetup.setup()
+    _announce(config, now=now)
     ctx = context_from(config, now=now)
     try:
         counts = delivery.flush(ctx)
@@ -115,14 +140,21 @@ def outbox_flush(config, now=None) -> int:
 
 
 def ack(config, alert_id: str, now=None) -> int:
+    """Stop the repeats of an open critical alert. A malformed or unknown id is refused (exit 2):
+    an id is part of a file name, and `ack ../../plan` used to delete plan.json."""
+    if not ID_RE.fullmatch(alert_id or ""):
+        print(f"market-timers ack: {alert_id!r} is not an alert id (MMDD-xxxxxxxx, 8 hex digits, "
+              "as shown in the alert and by `market-timers outbox list`)", file=sys.stderr)
+        return 2
     ctx = context_from(config, now=now)
     if ctx.escalations.close(alert_id):
         ctx.escalations.drop_pending_repeats(ctx.outbox, [alert_id])
         ctx.state.add_event("ack", {"at": iso(ctx.now()), "event": "ack", "id": alert_id})
         print(f"{alert_id}: acknowledged, no more repeats")
         return 0
-    print(f"market-timers: no open critical alert with id {alert_id}", file=sys.stderr)
-    return 1
+    print(f"market-timers ack: no open critical alert with id {alert_id} (already acknowledged, "
+          "recovered, or never a repeating critical)", file=sys.stderr)
+    return 2
 
 
 def digest(config, session: str | None = None, now=None) -> int:
@@ -136,6 +168,14 @@ def digest(config, session: str | None = None, now=None) -> int:
         return 0
     ctx.outbox.put(alert)
     outcome = delivery.try_now(ctx, alert)
+    if outcome == delivery.GAVE_UP:
+        [spooled] = [a for a in ctx.outbox.load_all() if a.spool_name == alert.spool_name] or [alert]
+        print(f"market-timers digest {session}: undeliverable ({spooled.last_error or 'no channel'})"
+              "; kept in the outbox (market-timers outbox list)", file=sys.stderr)
+        return 1
+    if outcome != delivery.DELIVERED:
+        print(f"digest {session}: {outcome}; kept in the outbox, market-outbox.timer retries it")
+        return 0
     print(f"digest {session}: {outcome}")
     return 0
 

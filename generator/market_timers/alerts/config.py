@@ -222,3 +222,35 @@ def parse_alerts(raw: dict | None, problems: Problems) -> AlertsConfig:
         cfg.overrides[job] = _severity_map(table, f"alerts.overrides.{job}", problems,
                                            (*SEVERITIES, "off"))
     return cfg
+
+
+def route_warnings(cfg: AlertsConfig | None) -> list[str]:
+    """What the [alerts] table routes somewhere it did not say: a default route to a channel that
+    is not configured falls back along `fallback` (an explicit one is a config error)."""
+    if cfg is None or not cfg.enabled:
+        return []
+    configured = cfg.configured()
+    if not configured:
+        return ["alerts: no channel is configured ([alerts.telegram], [alerts.slack], "
+                "[alerts.email] or [alerts.webhook]): no alert is sent, they are only recorded "
+                "for `market-timers status` and the digest"]
+    from market_timers.alerts.router import chain_for
+
+    out = []
+    for sev in SEVERITIES:
+        first = cfg.routes.get(sev, DIGEST)
+        if first == DIGEST or first in configured:
+            continue
+        chain = chain_for(cfg, sev)
+        where = f"go to {chain[0]} instead" if chain else "are not sent at all"
+        out.append(f"alerts.routes.{sev}: the default channel {first} is not configured "
+                   f"([alerts.{first}]): {sev} alerts {where} (set routes.{sev} to say so)")
+    return out
+
+
+def print_route_warnings(config, stream=None) -> None:
+    import sys
+
+    for line in route_warnings(getattr(config, "alerts", None)):
+        print(f"{getattr(config, 'source', '<config>')}: warning: {line}",
+              file=stream or sys.stderr)

@@ -30,6 +30,7 @@ class AlertContext:
     now: Callable[[], datetime] = utcnow
     env: dict | None = None  # None = os.environ (credentials directory)
     channel_factory: Callable = make_channel
+    note: str = ""  # appended to every alert's text (the config is broken: see snapshot.py)
     outbox: Outbox = field(init=False)
     state: AlertState = field(init=False)
     escalations: Escalations = field(init=False)
@@ -52,4 +53,4 @@ def context_from(config, now: Callable[[], datetime] | None = None,
     cfg = getattr(config, "alerts", None) or AlertsConfig()
     return AlertContext(cfg, getattr(config, "state_dir", None) or DEFAULT_STATE_DIR,
                         getattr(config, "spool_dir", None) or DEFAULT_SPOOL_DIR,
-                        now=now or utcnow, env=env)
+                        now=now or utcnow, env=env, note=getattr(config, "alert_note", "") or "")

@@ -28,6 +28,15 @@ def backoff(attempts: int) -> timedelta:
     return timedelta(seconds=min(30 * 2 ** max(attempts - 1, 0), 600))
 
 
+def _save(ctx, alert: Alert) -> None:
+    """Keep the alert's delivery state; a full spool must not stop the flush of the others."""
+    try:
+        ctx.outbox.put(alert)
+    except OSError as e:
+        log.error("alert %s: cannot update its outbox file (%s); its last saved state stays",
+                  alert.id, e.strerror or type(e).__name__)
+
+
 def _advance(ctx, alert: Alert, now, reason: str) -> None:
     alert.errors.append(f"{iso(now)} {alert.channel}: {reason}")
     log.warning("alert %s: giving up on %s: %s", alert.id, alert.channel, reason)
@@ -57,7 +66,7 @@ def attempt(ctx, alert: Alert) -> str:
         waits = [t for t in (parse_iso(alert.not_before), ctx.state.channel_not_before(name)) if t]
         if waits and now < max(waits):
             alert.not_before = iso(max(waits))
-            ctx.outbox.put(alert)
+            _save(ctx, alert)
             return WAITING
         try:
             ctx.channel(name).send(alert)
@@ -77,14 +86,14 @@ def attempt(ctx, alert: Alert) -> str:
             if alert.attempts >= ctx.cfg.fallback_after_attempts:
                 _advance(ctx, alert, now, f"{alert.attempts} failed attempts ({e})")
                 continue
-            ctx.outbox.put(alert)
+            _save(ctx, alert)
             return RETRY
         except Exception as e:  # a bug in a channel must not lose the alert
             alert.attempts += 1
             alert.last_error = f"{name}: internal error {type(e).__name__}"
             log.error("alert %s: %s", alert.id, alert.last_error)
             alert.not_before = iso(now + backoff(alert.attempts))
-            ctx.outbox.put(alert)
+            _save(ctx, alert)
             return RETRY
         ctx.outbox.remove(alert)
         ctx.state.add_event(alert.session, {"at": iso(now), "event": "delivered", "id": alert.id,
@@ -97,20 +106,44 @@ def attempt(ctx, alert: Alert) -> str:
                   alert.id, ", ".join(alert.chain) or "no channel configured")
     alert.state = UNDELIVERABLE
     alert.not_before = iso(now + UNDELIVERABLE_RETRY)
-    ctx.outbox.put(alert)
+    _save(ctx, alert)
     return GAVE_UP
 
 
 def flush(ctx) -> dict[str, int]:
-    """The outbox timer's pass: queue due critical repeats, then try every spooled alert once."""
-    counts = {DELIVERED: 0, WAITING: 0, RETRY: 0, GAVE_UP: 0, "busy": 0}
+    """The outbox timer's pass: queue due critical repeats, set aside malformed files (one alert
+    each), then try every spooled alert once."""
+    counts = {DELIVERED: 0, WAITING: 0, RETRY: 0, GAVE_UP: 0, "busy": 0, "quarantined": 0}
     with ctx.outbox.lock(wait=True):
         if ctx.cfg.repeat_minutes > 0:
             ctx.escalations.due_repeats(ctx.outbox, ctx.now(), ctx.cfg.repeat_minutes,
                                         ctx.cfg.escalate_after, ctx.cfg.escalation_channel)
-        for alert in ctx.outbox.load_all():
+        alerts = ctx.outbox.load_all()
+        if ctx.outbox.bad:
+            counts["quarantined"] = len(_quarantine(ctx))
+            alerts = ctx.outbox.load_all()
+        for alert in alerts:
             counts[attempt(ctx, alert)] += 1
     return counts
+
+
+def _quarantine(ctx) -> list:
+    """Move the malformed outbox files aside and raise one critical alert for each."""
+    from market_timers.alerts.api import raise_alert
+
+    moved = ctx.outbox.quarantine()
+    for bad in moved:
+        log.error("outbox: %s is not a valid alert (%s): moved to %s", bad.name, bad.reason,
+                  ctx.outbox.quarantine_dir)
+        raise_alert(ctx, kind="outbox-quarantined", severity="critical",
+                    key=f"outbox-quarantined:{bad.name}",
+                    title=f"an outbox file was malformed and set aside: {bad.name}",
+                    text=(f"{ctx.outbox.dir}/{bad.name.split('.json')[0]}.json was not a valid "
+                          f"alert ({bad.reason}) and was moved to {ctx.outbox.quarantine_dir}/"
+                          f"{bad.name}. It may have been an alert that was never delivered: "
+                          "look at it (`market-timers outbox list` shows the quarantine)."),
+                    deliver=False)
+    return moved
 
 
 def try_now(ctx, alert: Alert) -> str:
@@ -123,4 +156,19 @@ def try_now(ctx, alert: Alert) -> str:
         return attempt(ctx, alert)
 
 
-__all__ = ["attempt", "flush", "try_now", "PENDING"]
+def send_direct(ctx, alert: Alert) -> str | None:
+    """Send on each channel of the chain in turn, once, without the outbox (it cannot persist):
+    the name of the channel that confirmed delivery, or None."""
+    for name in alert.chain:
+        try:
+            ctx.channel(name).send(alert)
+            return name
+        except DeliveryError as e:
+            log.warning("alert %s: direct send via %s failed: %s", alert.id, name, e)
+        except Exception as e:  # a bug in a channel: the next one may still work
+            log.error("alert %s: direct send via %s: internal error %s", alert.id, name,
+                      type(e).__name__)
+    return None
+
+
+__all__ = ["attempt", "flush", "send_direct", "try_now", "PENDING"]

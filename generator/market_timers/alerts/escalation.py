@@ -15,36 +15,42 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from market_timers import safefs
 from market_timers.alerts.model import PENDING, Alert, parse_iso
-from market_timers.alerts.outbox import Outbox, atomic_write_json, fsync_dir, read_json
+from market_timers.alerts.outbox import Outbox
 from market_timers.instants import iso
 
 
 class Escalations:
     def __init__(self, state_dir: str | os.PathLike):
-        self.dir = Path(state_dir) / "alerts" / "active"
+        self.base = Path(state_dir)
+        self.dir = self.base / "alerts" / "active"
 
     def _path(self, alert_id: str) -> Path:
         return self.dir / f"{alert_id}.json"
 
+    def _write(self, path: Path, doc: dict) -> None:
+        safefs.write_json(path, doc, base=self.base)
+
+    def record(self, alert_id: str) -> dict | None:
+        doc = safefs.read_json(self._path(alert_id), base=self.base)
+        return doc if isinstance(doc, dict) and isinstance(doc.get("alert"), dict) else None
+
+    def save(self, alert_id: str, record: dict) -> None:
+        self._write(self._path(alert_id), record)
+
     def open(self, alert: Alert, now: datetime, repeat_minutes: float) -> None:
-        atomic_write_json(self._path(alert.id), {
+        self._write(self._path(alert.id), {
             "alert": alert.to_json(), "repeats": 0, "escalated": False,
             "next": iso(now + timedelta(minutes=repeat_minutes))})
 
     def active(self) -> list[dict]:
-        if not self.dir.is_dir():
-            return []
-        records = [read_json(p) for p in sorted(self.dir.glob("*.json"))]
-        return [r for r in records if isinstance(r, dict) and "alert" in r]
+        records = [safefs.read_json(self.dir / n, base=self.base)
+                   for n in safefs.listdir(self.dir, base=self.base) if n.endswith(".json")]
+        return [r for r in records if _valid(r)]
 
     def close(self, alert_id: str) -> bool:
-        try:
-            self._path(alert_id).unlink()
-        except FileNotFoundError:
-            return False
-        fsync_dir(self.dir)
-        return True
+        return safefs.unlink(self._path(alert_id), base=self.base)
 
     def close_job(self, job: str) -> list[str]:
         """Close every open critical of `job` (its recovery); return their ids."""
@@ -65,7 +71,7 @@ class Escalations:
             base = Alert.from_json(record["alert"])
             record["next"] = iso(now + timedelta(minutes=repeat_minutes))
             if base.id in waiting:  # the last notice is still undelivered: no new copy
-                atomic_write_json(self._path(base.id), record)
+                self._write(self._path(base.id), record)
                 continue
             record["repeats"] += 1
             n = record["repeats"]
@@ -80,7 +86,7 @@ class Escalations:
                                       chain=[escalation_channel], **fresh))
             for copy in copies:
                 outbox.put(copy)
-            atomic_write_json(self._path(base.id), record)
+            self._write(self._path(base.id), record)
             queued += copies
         return queued
 
@@ -89,3 +95,12 @@ class Escalations:
             if alert.id in ids and alert.repeat:
                 with contextlib.suppress(OSError):
                     outbox.remove(alert)
+
+
+def _valid(record) -> bool:
+    """A repeat record we can act on (a corrupted one is skipped, never stops the flush)."""
+    from market_timers.alerts.outbox import check_alert
+
+    return (isinstance(record, dict) and check_alert(record.get("alert")) is None
+            and isinstance(record.get("next"), str) and isinstance(record.get("repeats"), int)
+            and not isinstance(record.get("repeats"), bool))

@@ -70,8 +70,8 @@ class Alert:
         again = f" (repeat {self.repeat})" if self.repeat else ""
         return f"[{tag}] {self.title}{again}"
 
-    def body(self, excerpt_limit: int | None = None) -> str:
-        """Plain text: subject, text, context lines, then the journal excerpt (cut to the limit)."""
+    def head(self) -> str:
+        """Subject, text and context lines: the body without the journal excerpt."""
         lines = [self.subject(), ""]
         if self.text:
             lines += [self.text, ""]
@@ -87,15 +87,12 @@ class Alert:
         lines.append(f"alert id: {self.id}" + (
             f" (stop repeats: market-timers ack {self.id})" if self.severity == "critical"
             and self.kind != "recovery" else ""))
-        head = "\n".join(lines)
-        journal = self.details.get("journal") or ""
-        if not journal:
-            return head
-        tail = "\n\nlast journal lines:\n"
-        if excerpt_limit is not None:
-            room = excerpt_limit - len(head) - len(tail)
-            if room <= 20:
-                return head[:excerpt_limit]
-            if len(journal) > room:
-                journal = "…" + journal[-(room - 1):]  # keep the end: the error is at the bottom
-        return head + tail + journal
+        return "\n".join(lines)
+
+    def body(self, excerpt_limit: int | None = None, measure=len) -> str:
+        """Plain text: subject, text, context lines, then the journal excerpt; with a limit, the
+        whole text is cut to at most `excerpt_limit` units of `measure` (see textfit)."""
+        from market_timers.alerts.textfit import fit_parts
+
+        return fit_parts(self.head(), str(self.details.get("journal") or ""), excerpt_limit,
+                         measure)

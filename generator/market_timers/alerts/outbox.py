@@ -4,6 +4,11 @@ An alert is written (temp file, fsync, rename, fsync of the directory) before an
 and removed only after a confirmed delivery, so a crash or a kill mid-send loses nothing and the
 resend carries the same id. Senders serialise on `outbox/.lock` (flock): the handler's immediate
 try takes it without waiting and leaves the alert to the outbox timer when it is busy.
+
+A file that is not a valid alert (truncated, not JSON, a field missing or of the wrong type, a
+symlink) is never skipped silently: `load_all` sets it aside in `bad`, `quarantine()` moves it to
+`<spool_dir>/quarantine/` (the flush then raises one alert per file) and `outbox list` shows both.
+Every open goes through safefs: no symlink under the spool directory is followed.
 """
 
 from __future__ import annotations
@@ -12,50 +17,62 @@ import contextlib
 import fcntl
 import json
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from market_timers.alerts.model import Alert
+from market_timers import safefs
+from market_timers.alerts.model import SEVERITY_RANK, Alert
+
+QUARANTINE = "quarantine"
+_ID_RE = re.compile(r"[0-9]{4}-[0-9a-f]{8}")  # model.make_id
+_NAME_RE = re.compile(r"^[0-9]{4}-[0-9a-f]{8}(\.r[0-9]+(\.esc)?)?\.json$")
 
 
-def atomic_write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+def atomic_write_json(path: Path, data: dict, base: Path | None = None) -> None:
+    safefs.write_json(path, data, base=base or path.parent)
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def read_json(path: Path, default=None, base: Path | None = None):
+    return safefs.read_json(path, base=base or path.parent, default=default)
 
 
-def open_lock(path: Path) -> int:
-    """A lock file's fd; read-only when root created it (flock works on any fd)."""
-    try:
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
-    except PermissionError:
-        return os.open(path, os.O_RDONLY)
+@dataclass
+class BadFile:
+    name: str
+    reason: str
+    quarantined: bool = False
 
 
-def read_json(path: Path, default=None):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return default
+def check_alert(data: object) -> str | None:
+    """Why `data` is not a valid spooled alert, or None."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    for key in ("id", "kind", "key", "title"):
+        if not isinstance(data.get(key), str) or not data.get(key):
+            return f"field {key!r} missing or not a string"
+    if not _ID_RE.fullmatch(data["id"]):
+        return "field 'id' is not an alert id"
+    if data.get("severity") not in SEVERITY_RANK:
+        return "field 'severity' missing or not critical/warning/info"
+    types = {"text": str, "job": str, "session": str, "created": str, "details": dict,
+             "chain": list, "channel_index": int, "attempts": int, "channel_since": str,
+             "not_before": str, "state": str, "last_error": str, "errors": list,
+             "suppressed": int, "repeat": int, "spool_name": str}
+    for key, kind in types.items():
+        if key in data and (not isinstance(data[key], kind) or isinstance(data[key], bool)):
+            return f"field {key!r} is not a {kind.__name__}"
+    if not all(isinstance(c, str) for c in data.get("chain", [])):
+        return "field 'chain' is not a list of channel names"
+    return None
 
 
 class Outbox:
     def __init__(self, spool_dir: str | os.PathLike):
-        self.dir = Path(spool_dir) / "outbox"
+        self.base = Path(spool_dir)
+        self.dir = self.base / "outbox"
+        self.quarantine_dir = self.base / QUARANTINE
+        self.bad: list[BadFile] = []
 
     def path(self, alert: Alert) -> Path:
         return self.dir / f"{alert.spool_name or alert.id}.json"
@@ -63,32 +80,88 @@ class Outbox:
     def put(self, alert: Alert) -> None:
         if not alert.spool_name:
             alert.spool_name = alert.id
-        atomic_write_json(self.path(alert), alert.to_json())
+        safefs.write_json(self.path(alert), alert.to_json(), base=self.base)
 
     def remove(self, alert: Alert) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.path(alert).unlink()
-            fsync_dir(self.dir)
+        safefs.unlink(self.path(alert), base=self.base)
 
     def exists(self, alert: Alert) -> bool:
-        return self.path(alert).exists()
+        try:
+            fd = safefs.open_file(self.path(alert), os.O_RDONLY | os.O_NONBLOCK, base=self.base)
+        except OSError:
+            return False
+        os.close(fd)
+        return True
 
     def load_all(self) -> list[Alert]:
-        if not self.dir.is_dir():
-            return []
-        alerts = []
-        for path in sorted(self.dir.glob("*.json")):
-            data = read_json(path)
-            if isinstance(data, dict) and data.get("id"):
-                alerts.append(Alert.from_json(data))
+        """Every valid spooled alert, oldest first; invalid files are listed in `self.bad`."""
+        alerts, self.bad = [], []
+        for name in safefs.listdir(self.dir, base=self.base):
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            try:
+                data = json.loads(safefs.read_bytes(self.dir / name, base=self.base))
+            except FileNotFoundError:  # delivered and removed meanwhile
+                continue
+            except safefs.SymlinkRefused:
+                self.bad.append(BadFile(name, "a symlink, not a file (not followed)"))
+                continue
+            except OSError as e:
+                self.bad.append(BadFile(name, f"unreadable ({e.strerror or type(e).__name__})"))
+                continue
+            except ValueError:
+                self.bad.append(BadFile(name, "not valid JSON (truncated or corrupted)"))
+                continue
+            reason = check_alert(data)
+            if reason is None and not _NAME_RE.match(name):
+                reason = "file name is not an alert id"
+            if reason:
+                self.bad.append(BadFile(name, reason))
+                continue
+            alert = Alert.from_json(data)
+            alert.spool_name = name.removesuffix(".json")
+            alerts.append(alert)
         alerts.sort(key=lambda a: (a.created, a.spool_name))
         return alerts
+
+    def quarantine(self) -> list[BadFile]:
+        """Move the files `load_all` found bad into <spool_dir>/quarantine/; return those moved."""
+        moved = []
+        for bad in self.bad:
+            target = self.quarantine_dir / bad.name
+            n = 1
+            while os.path.lexists(target):
+                target = self.quarantine_dir / f"{bad.name}.{n}"
+                n += 1
+            try:
+                safefs.rename(self.dir / bad.name, target, base=self.base)
+            except FileNotFoundError:
+                continue
+            bad.quarantined = True
+            bad.name = target.name
+            moved.append(bad)
+        return moved
+
+    def quarantined(self) -> list[BadFile]:
+        """What sits in the quarantine directory, with why (checked again now)."""
+        out = []
+        for name in safefs.listdir(self.quarantine_dir, base=self.base):
+            if name.startswith("."):
+                continue
+            try:
+                reason = check_alert(json.loads(safefs.read_bytes(self.quarantine_dir / name,
+                                                                  base=self.base)))
+            except safefs.SymlinkRefused:
+                reason = "a symlink, not a file"
+            except (OSError, ValueError):
+                reason = "not valid JSON (truncated or corrupted)"
+            out.append(BadFile(name, reason or "moved aside", quarantined=True))
+        return out
 
     @contextlib.contextmanager
     def lock(self, wait: bool):
         """Yield True while holding the senders' lock, False when `wait` is off and it is busy."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = open_lock(self.dir / ".lock")
+        fd = safefs.open_lock(self.dir / ".lock", base=self.base)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))

@@ -15,8 +15,8 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from market_timers import safefs
 from market_timers.alerts.model import parse_iso
-from market_timers.alerts.outbox import atomic_write_json, open_lock, read_json
 from market_timers.instants import iso
 
 
@@ -24,14 +24,32 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name) or "_"
 
 
+def _instant(value) -> datetime | None:
+    try:
+        return parse_iso(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 class AlertState:
     def __init__(self, state_dir: str | os.PathLike):
-        self.dir = Path(state_dir) / "alerts"
+        self.base = Path(state_dir)
+        self.dir = self.base / "alerts"
+
+    def read(self, path: Path, default=None):
+        """The JSON document; `default` when missing, unreadable, or not of default's type (a
+        corrupted state file must not stop an alert)."""
+        doc = safefs.read_json(path, base=self.base, default=default)
+        if isinstance(default, dict) and not isinstance(doc, dict):
+            return default
+        return doc
+
+    def write(self, path: Path, doc) -> None:
+        safefs.write_json(path, doc, base=self.base)
 
     @contextlib.contextmanager
     def locked(self):
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = open_lock(self.dir / ".state.lock")
+        fd = safefs.open_lock(self.dir / ".state.lock", base=self.base)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -44,62 +62,62 @@ class AlertState:
         if window_minutes <= 0:
             return None
         path = self.dir / "dedup.json"
-        table = read_json(path, {})
+        table = self.read(path, {})
         entry = table.get(key)
-        sent = parse_iso(entry.get("sent")) if entry else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            return None
+        sent = _instant(entry.get("sent"))
         if sent is None or now - sent >= timedelta(minutes=window_minutes):
             return None
-        entry["count"] = entry.get("count", 0) + 1
-        atomic_write_json(path, table)
+        count = entry.get("count", 0)
+        entry["count"] = (count if isinstance(count, int) else 0) + 1
+        self.write(path, table)
         return entry["id"]
 
     def dedup_record(self, key: str, alert_id: str, now: datetime, window_minutes: float) -> None:
         path = self.dir / "dedup.json"
-        table = read_json(path, {})
+        table = self.read(path, {})
         horizon = now - timedelta(minutes=max(window_minutes, 1) * 4)
-        table = {k: v for k, v in table.items() if (parse_iso(v.get("sent")) or now) > horizon}
+        table = {k: v for k, v in table.items()
+                 if isinstance(v, dict) and (_instant(v.get("sent")) or now) > horizon}
         table[key] = {"id": alert_id, "sent": iso(now), "count": 0}
-        atomic_write_json(path, table)
+        self.write(path, table)
 
     # per-job last outcome -------------------------------------------------------------------
     def job_outcome(self, job: str) -> dict:
-        return read_json(self.dir / "jobs" / f"{_safe(job)}.json", {}) or {}
+        return self.read(self.dir / "jobs" / f"{_safe(job)}.json", {}) or {}
 
     def set_job_outcome(self, job: str, outcome: str, now: datetime, **extra) -> None:
-        atomic_write_json(self.dir / "jobs" / f"{_safe(job)}.json",
+        self.write(self.dir / "jobs" / f"{_safe(job)}.json",
                           {"outcome": outcome, "at": iso(now), **extra})
 
     # channel rate limits --------------------------------------------------------------------
     def channel_not_before(self, channel: str) -> datetime | None:
-        return parse_iso(read_json(self.dir / "channels.json", {}).get(channel))
+        return _instant(self.read(self.dir / "channels.json", {}).get(channel))
 
     def set_channel_not_before(self, channel: str, when: datetime) -> None:
         path = self.dir / "channels.json"
-        table = read_json(path, {})
+        table = self.read(path, {})
         table[channel] = iso(when)
-        atomic_write_json(path, table)
+        self.write(path, table)
 
     # session events (digest) ----------------------------------------------------------------
     def add_event(self, session: str, event: dict) -> None:
-        directory = self.dir / "events"
-        directory.mkdir(parents=True, exist_ok=True)
         line = json.dumps(event, sort_keys=True) + "\n"
-        fd = os.open(directory / f"{_safe(session or 'none')}.jsonl",
-                     os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        safefs.append(self.dir / "events" / f"{_safe(session or 'none')}.jsonl", line.encode(),
+                      base=self.base)
 
     def events(self, session: str) -> list[dict]:
         path = self.dir / "events" / f"{_safe(session)}.jsonl"
         out = []
         with contextlib.suppress(OSError):
-            for line in path.read_text(encoding="utf-8").splitlines():
+            text = safefs.read_bytes(path, base=self.base).decode("utf-8", "replace")
+            for line in text.splitlines():
                 with contextlib.suppress(ValueError):
                     out.append(json.loads(line))
         return out
 
     def sessions(self) -> list[str]:
-        directory = self.dir / "events"
-        return sorted(p.stem for p in directory.glob("*.jsonl")) if directory.is_dir() else []
+        return sorted(n.removesuffix(".jsonl") for n in safefs.listdir(self.dir / "events",
+                                                                      base=self.base)
+                      if n.endswith(".jsonl"))

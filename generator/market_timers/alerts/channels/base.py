@@ -9,12 +9,10 @@ redacted: urllib's exception texts can embed the URL, and the Telegram URL holds
 
 from __future__ import annotations
 
-import http.client
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
+from market_timers.alerts import httppost
 from market_timers.alerts.credentials import read_credential, redact
 
 
@@ -55,32 +53,25 @@ class Channel:
         return redact(text, self._secrets)
 
     def post_json(self, url: str, payload: dict, timeout: float) -> HttpResponse:
-        """POST JSON; HTTP errors come back as responses, network errors as transient errors."""
+        """POST JSON within a total deadline of `timeout` seconds, never following a redirect.
+
+        HTTP answers (3xx included) come back as responses; no answer is a DeliveryError: a
+        malformed URL is permanent, a network error or the deadline transient."""
         try:
-            request = urllib.request.Request(
-                url, data=json.dumps(payload).encode(), method="POST",
-                headers={"Content-Type": "application/json", "User-Agent": "market-timers"})
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-                return HttpResponse(response.status, _read(response), dict(response.headers))
-        except urllib.error.HTTPError as e:
-            return HttpResponse(e.code, _read(e), dict(e.headers or {}))
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            reason = getattr(e, "reason", e)
-            if isinstance(reason, str):  # "unknown url type: ...": a config error, text unsafe
-                raise DeliveryError(f"{self.name}: the configured URL is malformed or its scheme "
-                                    "unsupported", permanent=True) from None
-            what = type(reason).__name__
-            errno = getattr(reason, "errno", None)
-            raise DeliveryError(self.clean(f"{self.name}: network error {what}"
-                                           + (f" (errno {errno})" if errno else "")),
-                                permanent=False) from None
-        except ValueError:  # malformed URL: the message would contain it, so do not keep it
-            raise DeliveryError(f"{self.name}: the configured URL is malformed",
-                                permanent=True) from None
+            r = httppost.post(url, json.dumps(payload).encode(),
+                              {"Content-Type": "application/json", "User-Agent": "market-timers"},
+                              timeout)
+        except httppost.PostError as e:
+            raise DeliveryError(self.clean(f"{self.name}: {e}"), permanent=e.config) from None
+        return HttpResponse(r.status, r.body, r.headers)
 
     def raise_for_status(self, response: HttpResponse, code: str, retry_after: float | None):
         """Map a non-2xx response: 429 -> transient with retry_after, other 4xx -> permanent."""
         code = self.clean(code)[:200]
+        if 300 <= response.status < 400:  # never followed: a POST redirected is not delivered
+            raise DeliveryError(f"{self.name}: the server answered {response.status} (a redirect"
+                                "); redirects are not followed, so nothing was delivered: "
+                                "configure the final URL", permanent=True)
         if response.status == 429:
             raise DeliveryError(f"{self.name}: rate limited (429 {code})", permanent=False,
                                 retry_after=retry_after if retry_after is not None else 60)
@@ -89,13 +80,6 @@ class Channel:
                                 permanent=True)
         raise DeliveryError(f"{self.name}: server error ({response.status} {code})",
                             permanent=False)
-
-
-def _read(response) -> str:
-    try:
-        return response.read(65536).decode("utf-8", "replace")
-    except Exception:  # a body we cannot read changes nothing about the status
-        return ""
 
 
 def retry_after_header(headers: dict) -> float | None:

@@ -16,6 +16,7 @@ from email.message import EmailMessage
 from email.utils import formatdate
 
 from market_timers.alerts.channels.base import Channel, DeliveryError
+from market_timers.alerts.httppost import _Deadline
 
 log = logging.getLogger("market_timers.alerts")
 
@@ -40,14 +41,30 @@ class EmailChannel(Channel):
         msg["X-Market-Timers-Alert"] = ident
         msg.set_content(body)
         password = self.secret(s.password_credential) if s.username else None
+        deadline = _Deadline(s.timeout)  # `timeout` bounds the whole attempt, not each read
+        deadline.timer.start()
         try:
-            with smtplib.SMTP(s.host, s.port, timeout=s.timeout) as smtp:
+            refused = self._exchange(deadline, msg, recipients, password)
+        except DeliveryError:
+            if deadline.expired:  # whatever smtplib made of the shut socket
+                raise DeliveryError(f"email: no complete exchange within the {s.timeout:g} s "
+                                    "deadline", permanent=False) from None
+            raise
+        finally:
+            deadline.timer.cancel()
+        if refused:
+            log.warning("email %s: recipients refused: %s", ident, ", ".join(sorted(refused)))
+
+    def _exchange(self, deadline, msg, recipients, password) -> dict:
+        s = self.settings
+        try:
+            with _smtp(deadline)(s.host, s.port, timeout=s.timeout) as smtp:
                 if s.starttls:
                     context = ssl.create_default_context(cafile=s.tls_ca_file or None)
                     smtp.starttls(context=context)
                 if s.username:
                     smtp.login(s.username, password)
-                refused = smtp.send_message(msg, to_addrs=recipients)
+                return smtp.send_message(msg, to_addrs=recipients)
         except smtplib.SMTPRecipientsRefused as e:
             raise DeliveryError(f"email: all recipients refused ({', '.join(e.recipients)})",
                                 permanent=True) from None
@@ -63,5 +80,19 @@ class EmailChannel(Channel):
                                 permanent=True) from None
         except (smtplib.SMTPException, OSError) as e:
             raise DeliveryError(f"email: {type(e).__name__}", permanent=False) from None
-        if refused:
-            log.warning("email %s: recipients refused: %s", ident, ", ".join(sorted(refused)))
+
+
+def _smtp(deadline: _Deadline):
+    """smtplib.SMTP whose sockets the deadline can shut down (then every blocked read returns)."""
+    class SMTP(smtplib.SMTP):
+        def _get_socket(self, host, port, timeout):
+            sock = super()._get_socket(host, port, deadline.remaining())
+            deadline.watch(sock)
+            return sock
+
+        def starttls(self, *args, **kwargs):
+            reply = super().starttls(*args, **kwargs)
+            deadline.watch(self.sock)  # the TLS socket replaced the plain one
+            return reply
+
+    return SMTP

@@ -8,8 +8,14 @@ network errors are transient. The URL is the secret: it is never logged.
 from __future__ import annotations
 
 from market_timers.alerts.channels.base import Channel, retry_after_header
+from market_timers.alerts.textfit import utf16_len
 
 LIMIT = 3900  # Slack truncates `text` beyond 40,000 characters but advises under 4,000
+
+
+def fit(alert) -> str:
+    """Counted in UTF-16 units, as Telegram does: never more than Slack counts in characters."""
+    return alert.body(excerpt_limit=LIMIT, measure=utf16_len)
 
 
 class SlackChannel(Channel):
@@ -17,7 +23,7 @@ class SlackChannel(Channel):
 
     def send(self, alert) -> None:
         url = self.secret(self.settings.webhook_credential)
-        response = self.post_json(url, {"text": alert.body(excerpt_limit=LIMIT)},
+        response = self.post_json(url, {"text": fit(alert)},
                                   self.settings.timeout)
         if response.status == 200:
             return

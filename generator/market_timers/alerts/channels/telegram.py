@@ -3,7 +3,7 @@
 Response shape: `{"ok": true, "result": {...}}` or `{"ok": false, "error_code": N,
 "description": "...", "parameters": {"retry_after": S}}`. 429 -> wait `retry_after`; other 4xx
 are permanent (the same message gives the same error); 5xx and network errors are transient.
-Text is at most 4096 characters (UTF-16 units to be safe): the journal excerpt is cut to fit.
+Text is at most 4096 characters, counted as Telegram does, in UTF-16 code units (textfit.py).
 """
 
 from __future__ import annotations
@@ -11,21 +11,13 @@ from __future__ import annotations
 import json
 
 from market_timers.alerts.channels.base import Channel, DeliveryError
+from market_timers.alerts.textfit import utf16_len
 
 LIMIT = 4096
 
 
-def utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
 def fit(alert) -> str:
-    limit = LIMIT
-    text = alert.body(excerpt_limit=limit)
-    while utf16_len(text) > LIMIT:  # astral characters count twice
-        limit -= max(16, utf16_len(text) - LIMIT)
-        text = alert.body(excerpt_limit=limit)
-    return text
+    return alert.body(excerpt_limit=LIMIT, measure=utf16_len)
 
 
 class TelegramChannel(Channel):

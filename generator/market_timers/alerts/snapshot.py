@@ -1,0 +1,240 @@
+"""Alerting that survives a broken config: the last-good snapshot and the degraded load.
+
+One typo (`grace = 60`) used to make `alert-handler`, `outbox flush` and `deadman` exit 2: no job
+failure was even spooled while the installed timers kept running jobs. Now:
+
+* every successful `sync` writes `<state_dir>/alerts-snapshot.json` (atomically, no symlink
+  followed): the raw `[alerts]` and `[watch]` tables, the paths, the user and the job names;
+* `load(path)` is what the alert-path commands use instead of `config.load`: with a valid config
+  it is the config; with a broken one it is a degraded Config built from the snapshot (found in the
+  state_dir the broken file names, read leniently, else the default), or, with no snapshot, from
+  the broken file's own `[alerts]`/`[watch]` tables and paths parsed leniently. Every alert raised
+  with it says so (`alert_note`);
+* `announce(config)` (called by those commands once they run as the service user) raises one
+  critical "config-broken" alert per content of the file: keyed on the file's sha256, remembered in
+  `<state_dir>/alerts/config-broken.json`, forgotten (and its repeats stopped) once the file loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from market_timers import config as config_mod
+from market_timers import safefs
+from market_timers.errors import ConfigError, Problems
+from market_timers.instants import iso
+
+log = logging.getLogger("market_timers.alerts")
+
+SNAPSHOT = "alerts-snapshot.json"
+MARKER = "config-broken.json"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class SnapshotJob:
+    name: str
+    is_session_job: bool
+
+
+@dataclass(frozen=True)
+class Broken:
+    source: str
+    sha256: str
+    problems: tuple[str, ...]
+    how: str  # "the last good snapshot written by sync at ..." | "its [alerts] table alone" ...
+
+
+# writing (sync) ---------------------------------------------------------------------------------
+
+def write(config, now) -> Path:
+    """Write the snapshot of a config that loaded and synced fine (root: readable by the user)."""
+    raw = getattr(config, "raw", None) or {}
+    doc = {"version": VERSION, "written_utc": iso(now), "source": str(config.source),
+           "config_sha256": _sha256(config.source), "user": config.user,
+           "state_dir": str(config.state_dir), "spool_dir": str(config.spool_dir),
+           "alerts": raw.get("alerts"), "watch": raw.get("watch"),
+           "jobs": [{"name": j.name, "session": bool(j.is_session_job)} for j in config.jobs]}
+    path = Path(config.state_dir) / SNAPSHOT
+    safefs.write_json(path, doc, base=config.state_dir, mode=0o644)
+    return path
+
+
+# loading ---------------------------------------------------------------------------------------
+
+def load(path: str | os.PathLike):
+    """The config for the alert path: the real one if it loads, else a degraded one (never raises
+    ConfigError: alerting must not depend on the whole config being valid)."""
+    try:
+        return config_mod.load(path, check_calendars=False)
+    except ConfigError as e:
+        problems = tuple(e.problems.lines())
+    return degraded(path, problems)
+
+
+def degraded(path: str | os.PathLike, problems: tuple[str, ...] = ()):
+    raw = _lenient_raw(path)
+    try:
+        lenient = config_mod.parse(raw, Problems(str(path)))  # every valid piece kept
+    except Exception:  # the validator itself tripped on this input: the defaults, then
+        log.exception("alerts: cannot read even part of %s", path)
+        lenient = config_mod.Config(source=str(path))
+    snap = _read_snapshot(Path(lenient.state_dir))
+    if snap is not None:
+        cfg, how = snap, (f"the last good snapshot written by sync at {snap.snapshot_utc} "
+                          f"({Path(lenient.state_dir) / SNAPSHOT})")
+    else:
+        cfg = lenient
+        alerts_ok = _valid_alone(raw, "alerts")
+        how = ("no snapshot (sync has not succeeded yet): the file's own [alerts] and [watch] "
+               "tables, read on their own" + ("" if alerts_ok else
+                                              "; [alerts] itself has problems, so only its valid "
+                                              "parts are used"))
+    cfg.source = str(path)
+    broken = Broken(str(path), _sha256(path), problems, how)
+    cfg.broken = broken
+    cfg.alert_note = (f"NOTE: the config {path} is broken ({len(problems)} problem(s), first: "
+                      f"{problems[0] if problems else 'unreadable'}); until it is fixed, alerts "
+                      f"are routed with {how}.")
+    return cfg
+
+
+def _sha256(path) -> str:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError as e:
+        return f"unreadable-{e.errno}"
+
+
+def _lenient_raw(path) -> dict:
+    """The TOML document; if it does not parse, what does of its top-level keys (so `state_dir`
+    is still found) and of its [alerts...] and [watch] tables, each section on its own; else {}."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return {}
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        pass
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    for line in text.splitlines():
+        head = line.strip()
+        if head.startswith("["):
+            sections.append((head.strip("[] \t").split("#")[0].strip(), [line]))
+        else:
+            sections[-1][1].append(line)
+    wanted = [lines for name, lines in sections
+              if name == "" or name.split(".")[0].strip('"') in ("alerts", "watch")]
+    try:
+        return tomllib.loads("\n".join(line for lines in wanted for line in lines))
+    except tomllib.TOMLDecodeError:
+        pass
+    raw: dict = {}
+    for lines in wanted:  # one by one: a broken section costs only itself
+        try:
+            _merge(raw, tomllib.loads("\n".join(lines)))
+        except tomllib.TOMLDecodeError:
+            continue
+    return raw
+
+
+def _merge(into: dict, doc: dict) -> None:
+    for key, value in doc.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        elif key not in into:
+            into[key] = value
+
+
+def _valid_alone(raw: dict, table: str) -> bool:
+    problems = Problems()
+    if table == "alerts":
+        from market_timers.alerts.config import parse_alerts
+
+        parse_alerts(raw.get("alerts"), problems)
+    return not problems
+
+
+def _read_snapshot(state_dir: Path):
+    doc = safefs.read_json(state_dir / SNAPSHOT, base=state_dir)
+    if not isinstance(doc, dict) or doc.get("version") != VERSION:
+        return None
+    from market_timers.alerts.config import parse_alerts
+    from market_timers.watch_config import parse_watch
+
+    problems = Problems(str(state_dir / SNAPSHOT))
+    try:
+        cfg = config_mod.Config(source=str(doc.get("source", "")), user=str(doc["user"]),
+                                state_dir=Path(doc["state_dir"]),
+                                spool_dir=Path(doc["spool_dir"]))
+        cfg.alerts = parse_alerts(doc.get("alerts"), problems)
+        cfg.watch = parse_watch(doc.get("watch"), problems)
+        cfg.jobs = [SnapshotJob(str(j["name"]), bool(j["session"])) for j in doc.get("jobs", [])]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if problems or not cfg.state_dir.is_absolute() or not cfg.spool_dir.is_absolute():
+        log.error("alerts: the snapshot %s is not valid; not used", state_dir / SNAPSHOT)
+        return None
+    cfg.snapshot_utc = str(doc.get("written_utc", "?"))
+    return cfg
+
+
+# announcing ------------------------------------------------------------------------------------
+
+def announce(config, now=None, env=None) -> object:
+    """One critical alert per content of a broken config file; nothing when it loads."""
+    from market_timers.alerts.api import raise_alert
+    from market_timers.alerts.context import context_from
+
+    ctx = context_from(config, now=now, env=env)
+    marker = ctx.state.dir / MARKER
+    broken: Broken | None = getattr(config, "broken", None)
+    if broken is None:
+        seen = ctx.state.read(marker)
+        if seen is not None:  # fixed: a new break alerts again; stop the old alert's repeats
+            alert_id = seen.get("alert_id") if isinstance(seen, dict) else None
+            if isinstance(alert_id, str) and re.fullmatch(r"[0-9]{4}-[0-9a-f]{8}", alert_id):
+                ctx.escalations.close(alert_id)
+            safefs.unlink(marker, base=ctx.state.base)
+            log.info("alerts: the config loads again; the broken-config alert is closed")
+        return None
+    try:
+        with ctx.state.locked():
+            seen = ctx.state.read(marker, {}) or {}
+            if seen.get("sha256") == broken.sha256:
+                return None
+            ctx.state.write(marker, {"sha256": broken.sha256, "at": iso(ctx.now()),
+                                     "source": broken.source})
+    except OSError as e:  # cannot remember: alert anyway (a repeat beats silence)
+        log.error("alerts: cannot record the broken config in %s: %s", marker, e.strerror)
+    for line in broken.problems:
+        log.error("alerts: %s", line)
+    text = (f"{broken.source} does not load ({len(broken.problems)} problem(s)):\n"
+            + "\n".join(broken.problems[:20])
+            + ("\n…" if len(broken.problems) > 20 else "")
+            + "\n\nThe timers already installed keep firing; job failures, misses and the outbox "
+              "are handled with the alert settings described below. Fix the file and run "
+              "`market-timers sync` (`market-timers plan` shows every problem).")
+    # Once per content is the marker's job; the random part keeps the dedup window from folding
+    # a break that comes back after a fix into the first one.
+    alert = raise_alert(config, kind="config-broken", severity="critical",
+                        key=f"config-broken:{broken.sha256[:16]}:{os.urandom(4).hex()}",
+                        title=f"config {broken.source} is broken", text=text,
+                        details={"invocation": broken.sha256[:16]}, now=ctx.now, env=env)
+    if alert is not None:
+        try:
+            with ctx.state.locked():
+                ctx.state.write(marker, {"sha256": broken.sha256, "at": iso(ctx.now()),
+                                         "source": broken.source, "alert_id": alert.id})
+        except OSError as e:  # the alert is out; only its later closing needs the id
+            log.warning("alerts: cannot record the broken-config alert id: %s", e.strerror)
+    return alert

@@ -1,0 +1,98 @@
+"""`market-timers try JOB`: run one job once, a few seconds from now, to see the whole path work.
+
+The job's units are rendered as for a session, but with the session id `try-<UTC time>` (never a
+session date), written into systemd's runtime unit directory /run/systemd/system (gone at the
+next boot; `sync` never looks there) and the timer is started: systemd starts a brand-new unit
+file without a daemon-reload. So a try:
+* is not a session's run: the deadman, `status` and the digest only know planned sessions, and its
+  run record is runs/<job>/try-<time>.json;
+* leaves no Persistent= stamp and has no OnSuccess= handler (a successful try must not close the
+  alerts of a real run that failed); a failing try alerts like any run, naming its try session;
+* is refused when a planned run of the same lock group falls within its timeout: it would hold
+  the lock then, and that session's run would be skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from . import plan as planning
+from .config import Config, default_runner
+from .instants import iso
+from .render import job_units, write_atomic
+
+RUNTIME_UNIT_DIR = Path("/run/systemd/system")
+
+
+class TryError(Exception):
+    pass
+
+
+class UnknownJob(TryError):
+    pass
+
+
+@dataclass
+class Trial:
+    timer: str
+    service: str
+    fire_utc: datetime
+    session_id: str
+
+    def lines(self) -> list[str]:
+        return [
+            f"started {self.timer}: {self.service} runs at {self.fire_utc:%Y-%m-%d %H:%M:%S} "
+            f"UTC as session {self.session_id} (a try: no session's run is replaced)",
+            f"follow it:  journalctl -f -u {self.service}",
+            f"its result: systemctl status {self.service}",
+        ]
+
+
+def start_try(config: Config, job_name: str, now: datetime, delay: int, systemctl,
+              unit_dir: Path | None = None) -> Trial:
+    try:
+        job = config.job(job_name)
+    except KeyError:
+        names = ", ".join(j.name for j in config.jobs) or "none"
+        raise UnknownJob(f"no job named {job_name!r} in {config.source} (jobs: {names})") from None
+    at = now.replace(microsecond=0) + timedelta(seconds=delay)
+    _refuse_overlap(config, job, now, at)
+    try_id = f"try-{at:%Y%m%dT%H%M%SZ}"
+    if job.is_session_job:
+        from .calendars import resolve
+
+        fire = planning.Fire(at, job.name, resolve(job.calendar), at.date(), job.event,
+                             job.offset)
+    else:
+        fire = planning.Fire(at, job.name, "UTC", at.date(), planning.DAILY, 0)
+    units = job_units(config, job, fire, config.runner or default_runner(), try_id=try_id)
+    unit_dir = unit_dir or RUNTIME_UNIT_DIR
+    try:
+        for unit in units:
+            write_atomic(unit_dir / unit.name, unit.text)
+    except OSError as e:
+        raise TryError(f"cannot write the try's units into {unit_dir}: {e.strerror or e} "
+                       "(run it as root)") from None
+    timer = next(u.name for u in units if u.name.endswith(".timer"))
+    systemctl.start([timer])
+    return Trial(timer, timer.removesuffix(".timer") + ".service", at, try_id)
+
+
+def _refuse_overlap(config: Config, job, now: datetime, at: datetime) -> None:
+    """A planned run of the lock group within this try's timeout would find the lock held."""
+    jobs = {j.name: j for j in config.jobs}
+    until = at + timedelta(seconds=job.timeout)
+    for f in planning.plan_ahead(config, now):
+        other = jobs.get(f.job)
+        if other is None or other.lock != job.lock:
+            continue
+        lo = at - timedelta(seconds=other.timeout)
+        # a periodic job's fire is many slots: any of them may fall in the try's run
+        hit = next((t for t in (f.slots or (f.fire_utc,)) if lo <= t <= until), None)
+        if hit is not None:
+            raise TryError(
+                f"{f.job}'s planned run for {f.calendar} {f.session} at {iso(hit)} shares the "
+                f"lock group {job.lock!r} and falls within this try's run (up to its timeout "
+                f"of {job.timeout} s): one of the two would be skipped. Try after that run.")

@@ -1,0 +1,48 @@
+"""Issue 9, High 1 on real systemd: one config typo must not silence alerting.
+
+The job is synced with a good config (sync writes the alert snapshot), then the live config gets
+a typo (`grace = 60`, an integer) before the job fires and fails. The failure handler still
+reaches the fake Telegram (routed with the snapshot, saying so), and the broken config is one
+critical alert of its own, not one per handler or outbox run.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .scenario import CONFIG, Job, Scenario, instant_in
+
+pytestmark = pytest.mark.e2e
+
+LEAD = 10  # seconds from now to the fire: sync, then the config edit
+
+
+def test_broken_live_config_still_alerts_a_job_failure_and_says_once_it_is_broken(
+    scenario: Scenario,
+) -> None:
+    job = Job("typo-victim", instant_in(LEAD), ["fail", "3"])
+    scenario.schedule([job])
+    assert scenario.box.exists("/var/lib/market-timers/alerts-snapshot.json")
+    typo = Job("typo", instant_in(3600), ["ok"], {"grace": 60})
+    scenario.box.write_file(CONFIG, scenario.config_text([job, typo]))
+    check = scenario.box.run(["market-timers", "plan"], check=False)
+    assert check.returncode == 2 and "grace" in check.stderr  # the config is really broken
+
+    assert scenario.wait_finished(job, LEAD + 20)["exit_status"] == "3"
+    alert = scenario.wait_message("telegram", "typo-victim failed with exit status 3",
+                                  timeout=60, poll=scenario.flush_outbox)["text"]
+    print(alert)
+    assert alert.startswith("[CRITICAL] typo-victim failed with exit status 3")
+    assert "e2e-job step 2: broker rejected the order" in alert  # the handler read the journal
+    assert f"the config {CONFIG} is broken" in alert
+    assert "last good snapshot written by sync" in alert
+
+    broken = scenario.wait_message("telegram", f"config {CONFIG} is broken", timeout=60,
+                                   poll=scenario.flush_outbox)["text"]
+    print(broken)
+    assert broken.startswith(f"[CRITICAL] config {CONFIG} is broken")
+    assert "job[1].grace" in broken
+    for _ in range(3):  # more handler/outbox/deadman runs: still one such alert
+        scenario.flush_outbox()
+        scenario.box.run(["market-timers", "deadman"], check=False, timeout=60)
+    assert len(scenario.messages("telegram", f"[CRITICAL] config {CONFIG} is broken")) == 1
