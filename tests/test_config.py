@@ -186,7 +186,7 @@ def test_two_override_tables_for_one_exchange_are_refused(write_config):
         [overrides.XNYS]
         closed = ["2027-01-08"]
         [overrides.NYSE]
-        closed = ["2027-01-09"]
+        closed = ["2027-01-11"]
     """)
     [line] = problems_of(path)
     assert "overrides.NYSE: a second table for XNYS (also overrides.XNYS)" in line
@@ -206,6 +206,78 @@ def test_relative_runner_is_refused(write_config):
     path = write_config('runner = "market-timers-run"\ncalendar = "XNYS"\n' + GOOD_JOB)
     [line] = problems_of(path)
     assert "runner: must be an absolute path" in line
+
+
+# overrides (issue 9, medium 7) and calendar problems in the same pass --------------------------
+
+def override_problems(write_config, table: str) -> list[str]:
+    return problems_of(write_config('calendar = "XNYS"\n' + GOOD_JOB + "[overrides.XNYS]\n"
+                                    + table))
+
+
+@pytest.mark.parametrize("table,key,why", [
+    ('early_close = { "2026-12-24" = "24:00" }', "overrides.XNYS.early_close.2026-12-24",
+     "not a valid time of day"),
+    ('late_open = { "2027-03-02" = "13:60" }', "overrides.XNYS.late_open.2027-03-02",
+     "not a valid time of day"),
+    ('early_close = { "2027-03-02" = "17:00" }', "overrides.XNYS.early_close.2027-03-02",
+     "an early close must fall inside the session (XNYS 2027-03-02 trades 09:30-16:00"),
+    ('early_close = { "2027-03-02" = "09:00" }', "overrides.XNYS.early_close.2027-03-02",
+     "an early close must fall inside the session"),
+    ('late_open = { "2027-03-02" = "16:30" }', "overrides.XNYS.late_open.2027-03-02",
+     "a late open must fall inside the session"),
+    ('closed = ["2027-01-09"]', "overrides.XNYS.closed", "2027-01-09 is a Saturday"),
+    ('closed = ["2026-12-25"]', "overrides.XNYS.closed",
+     "2026-12-25 is a holiday (Christmas) on XNYS"),
+    ('late_open = { "2027-01-10" = "10:30" }', "overrides.XNYS.late_open.2027-01-10",
+     "2027-01-10 is a Sunday"),
+    ('early_close = { "2027-03-02" = "12:00" }\nlate_open = { "2027-03-02" = "13:00" }',
+     "overrides.XNYS.late_open.2027-03-02", "not before the early close"),
+])
+def test_bad_override_is_named_with_key_value_and_why(write_config, table, key, why):
+    lines = override_problems(write_config, table)
+    assert len(lines) == 1, lines
+    assert f": {key}: " in lines[0] and why in lines[0]
+    assert "(got '" in lines[0]
+
+
+def test_bad_override_is_exit_2_in_every_command_not_a_traceback(write_config, capsys):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB +
+                        '[overrides.XNYS]\nearly_close = { "2026-12-24" = "24:00" }\n')
+    for argv in (["plan"], ["sync", "--dry-run"], ["render", "--out", str(path.parent / "o")]):
+        assert cli.main(["--config", str(path), *argv]) == 2, argv
+        assert "overrides.XNYS.early_close.2026-12-24" in capsys.readouterr().err
+
+
+def test_good_overrides_are_accepted(write_config):
+    cfg = config.load(write_config('calendar = "XNYS"\n' + GOOD_JOB + """
+[overrides.NYSE]
+closed = ["2027-01-08"]
+early_close = { "2026-12-24" = "13:00", "2027-03-02" = "14:00" }
+late_open = { "2027-01-11" = "10:30" }
+"""))
+    assert cfg.overrides["NYSE"].closed == {__import__("datetime").date(2027, 1, 8)}
+
+
+def test_unknown_calendar_is_reported_with_the_other_problems_once_naming_its_keys(
+        write_config):
+    text = 'calendar = "XNYZ"\n' + "".join(
+        GOOD_JOB.replace('"signal"', f'"job{i}"') for i in range(7))
+    text += GOOD_JOB.replace('"signal"', '"other"') + 'calendar = "XNYZ"\n'
+    text = text.replace('offset = "-15min"', 'offset = "-15"', 1)
+    lines = problems_of(write_config(text))
+    assert len(lines) == 2, lines
+    assert ": job[0].offset: cannot parse" in lines[0]
+    assert ": calendar: unknown exchange calendar" in lines[1]
+    assert "(used by calendar, job[7].calendar)" in lines[1] and "(got 'XNYZ')" in lines[1]
+
+
+def test_two_distinct_bad_calendars_are_two_lines(write_config):
+    text = ('calendar = "XNYZ"\n' + GOOD_JOB + GOOD_JOB.replace('"signal"', '"b"')
+            + 'calendar = "XLNO"\n' + "[overrides.XNYZ]\nclosed = []\n")
+    lines = problems_of(write_config(text))
+    assert [line.split(": ")[1] for line in lines] == ["calendar", "job[1].calendar"]
+    assert "(used by calendar, overrides.XNYZ)" in lines[0]
 
 
 # --- issue 9: nothing that reaches a unit file may carry a control character -----------------

@@ -1,20 +1,37 @@
 """Exchange sessions from exchange_calendars, with the config's manual overrides applied.
 
-This is the only module (with plan.py) that imports pandas / exchange_calendars; the runner and the
+This is the only module (with cron_check.py) that imports exchange_calendars; the runner and the
 alert handlers never import it.
+
+Windows. exchange_calendars builds a calendar for a window of dates; without one it picks 20 years
+back and one year ahead of today, silently. Here every calendar is built for the window asked for
+(rounded out to whole years, so that nearby requests share one build, and cached per process),
+inside two limits that are said out loud when a request crosses them:
+
+* the range market-timers plans at all (`supported_range`): from FIRST_DAY to the end of the year
+  YEARS_AHEAD years from now. Before it, exchange_calendars' rules describe today's trading hours,
+  not the ones of the time; after it a rule-based calendar only projects today's holiday rules.
+  `plan` and `check-cron` apply the same rule (`check_range`).
+* the calendar's own data (`data_limits`): some calendars record their holidays as yearly tables
+  (XSHG, XBOM, XSES: up to 2026-12-31 in exchange_calendars 4.13) and cannot be built past them.
+  That end is the class's public `bound_max()`; a calendar without one computes holidays from rules.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from .config import Config, Override
 from .errors import Problems
+
+FIRST_DAY = date(1990, 1, 1)
+YEARS_AHEAD = 5
 
 
 @dataclass(frozen=True)
@@ -45,12 +62,17 @@ def known_names() -> list[str]:
     return sorted(set(xc.get_calendar_names(include_aliases=True)))
 
 
+def canonical_names() -> list[str]:
+    """Every calendar exchange_calendars ships, without aliases."""
+    return sorted(_xc().get_calendar_names(include_aliases=False))
+
+
 def resolve(name: str) -> str:
     """Canonical calendar name for a name or alias; CalendarError suggesting close names."""
     xc = _xc()
     names = known_names()
     if name in names:
-        return xc.resolve_alias(name) if hasattr(xc, "resolve_alias") else _resolve_alias(name)
+        return xc.resolve_alias(name)
     upper = {n.upper(): n for n in names}
     close = difflib.get_close_matches(name.upper(), list(upper), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(upper[c] for c in close)}?" if close else ""
@@ -58,81 +80,320 @@ def resolve(name: str) -> str:
                         f"get_calendar_names())")
 
 
-def _resolve_alias(name: str) -> str:
-    from exchange_calendars.calendar_utils import global_calendar_dispatcher
+def version() -> str:
+    try:
+        from importlib.metadata import version as dist_version
 
-    return global_calendar_dispatcher.resolve_alias(name)
+        return dist_version("exchange_calendars")
+    except Exception:  # not installed as a distribution (a source checkout)
+        return "?"
 
 
-@lru_cache(maxsize=32)
-def calendar(name: str):
-    # exchange_calendars 4.x trips pandas 3 deprecation warnings in its own code while it builds
-    # a calendar: nothing a user can act on.
+# the window ------------------------------------------------------------------------------------
+
+def supported_range(today: date | None = None) -> tuple[date, date]:
+    today = today or datetime.now(UTC).date()
+    return FIRST_DAY, date(today.year + YEARS_AHEAD, 12, 31)
+
+
+def check_range(start: date, end: date, today: date | None = None) -> None:
+    """The one range rule of `plan` and `check-cron`: CalendarError outside supported_range."""
+    lo, hi = supported_range(today)
+    if start < lo or end > hi:
+        raise CalendarError(
+            f"asked for {start}..{end}; market-timers plans and checks dates from {lo} to {hi} "
+            f"only (before {lo.year} exchange_calendars' rules describe today's trading hours, "
+            f"not those of the time; after {hi.year} a calendar only projects today's holiday "
+            "rules)")
+
+
+# Classes of the calendars built so far: bound_min()/bound_max() are public class methods.
+_classes: dict[str, type] = {}
+
+
+@lru_cache(maxsize=64)
+def _build(canonical: str, start: date, end: date):
+    import pandas as pd
+
+    # exchange_calendars 4.x trips pandas deprecation warnings in its own code while it builds a
+    # calendar: nothing a user can act on.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=DeprecationWarning)
         warnings.simplefilter("ignore", category=FutureWarning)
-        return _xc().get_calendar(resolve(name))
+        cal = _xc().get_calendar(canonical, start=pd.Timestamp(start), end=pd.Timestamp(end))
+    _classes[canonical] = type(cal)
+    return cal
+
+
+def _class_of(canonical: str) -> type:
+    """The calendar's class, from a calendar built earlier or exchange_calendars' default one
+    (which always lies inside the class's bounds)."""
+    if canonical not in _classes:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=DeprecationWarning)
+            warnings.simplefilter("ignore", category=FutureWarning)
+            try:
+                _classes[canonical] = type(_xc().get_calendar(canonical))
+            except Exception as e:
+                raise CalendarError(f"{canonical}: exchange_calendars {version()} cannot build "
+                                    f"this calendar: {type(e).__name__}: {e}") from None
+    return _classes[canonical]
+
+
+def data_limits(name: str) -> tuple[date | None, date | None]:
+    """(first, last) date exchange_calendars has holiday data for; None where it sets no bound
+    (holidays computed from rules)."""
+    cls = _class_of(resolve(name))
+    lo, hi = cls.bound_min(), cls.bound_max()
+    return (lo.date() if lo is not None else None, hi.date() if hi is not None else None)
+
+
+def _window(canonical: str, start: date, end: date) -> tuple[date, date]:
+    """The whole years around start..end, inside the supported range and the calendar's data."""
+    lo, hi = supported_range()
+    s = max(date(start.year, 1, 1), lo)
+    e = min(date(end.year, 12, 31), hi)
+    first, last = data_limits(canonical) if canonical in _classes else (None, None)
+    if first is not None:
+        s = max(s, first)
+    if last is not None:
+        e = min(e, last)
+    return s, e
+
+
+def _out_of_data(canonical: str, start: date, end: date) -> CalendarError:
+    lo, hi = supported_range()
+    first, last = data_limits(canonical)
+    if last is not None and start > last:
+        return CalendarError(f"{canonical}: exchange_calendars {version()} records {canonical}'s "
+                             f"holidays up to {last} only; asked for {start}..{end}. Upgrade "
+                             "exchange_calendars (the market-timers package)")
+    if first is not None and end < first:
+        return CalendarError(f"{canonical}: exchange_calendars {version()} has {canonical} from "
+                             f"{first} on only; asked for {start}..{end}")
+    return CalendarError(f"{canonical}: asked for {start}..{end}, outside the dates market-timers "
+                         f"plans ({lo} to {hi})")
+
+
+def calendar_for(name: str, start: date, end: date):
+    """The exchange_calendars calendar built for a window covering start..end as far as the data
+    goes. CalendarError (naming the calendar) when none of it is covered or the build fails."""
+    canonical = resolve(name)
+    known = canonical in _classes
+    s, e = _window(canonical, start, end)
+    if s < e:
+        try:
+            return _build(canonical, s, e)
+        except ValueError as err:  # a bound of the calendar's data crossed, when not yet known
+            if known:
+                raise _build_error(canonical, s, e, err) from None
+        except Exception as err:
+            raise _build_error(canonical, s, e, err) from None
+    _class_of(canonical)  # learn the calendar's bounds, then retry inside them
+    s, e = _window(canonical, start, end)
+    if s >= e or end < s or start > e:
+        raise _out_of_data(canonical, start, end)
+    try:
+        return _build(canonical, s, e)
+    except Exception as err:
+        raise _build_error(canonical, s, e, err) from None
+
+
+def _build_error(canonical: str, s: date, e: date, err: Exception) -> CalendarError:
+    return CalendarError(f"{canonical}: exchange_calendars {version()} cannot build this calendar "
+                         f"for {s}..{e}: {type(err).__name__}: {err}")
+
+
+def _some_calendar(name: str):
+    """A built calendar for class-level facts (time zone, breaks): this year's, else the nearest
+    year with data."""
+    today = datetime.now(UTC).date()
+    try:
+        return calendar_for(name, today, today)
+    except CalendarError:
+        first, last = data_limits(name)
+        day = last if last is not None and last < today else first or today
+        return calendar_for(name, day, day)
 
 
 def tz(name: str) -> ZoneInfo:
-    return ZoneInfo(str(calendar(name).tz))
+    return ZoneInfo(str(_some_calendar(name).tz))
 
 
 def has_breaks(name: str) -> bool:
-    sched = calendar(name).schedule
-    return bool(sched["break_start"].notna().any())
+    return _some_calendar(name).break_start_times is not None
 
 
-def bounds(name: str) -> tuple[date, date]:
-    cal = calendar(name)
-    return cal.first_session.date(), cal.last_session.date()
+def last_session(name: str) -> date | None:
+    """The calendar's last session in the installed data, or None when its holidays come from
+    rules without an end (then the data has no last session)."""
+    _, last = data_limits(name)
+    if last is None:
+        return None
+    return calendar_for(name, last, last).last_session.date()
 
+
+# config checks ---------------------------------------------------------------------------------
 
 def check_config(config: Config, problems: Problems) -> None:
-    """Cross-checks that need the calendars: names, break events, override calendars."""
+    """Cross-checks that need the calendars: names (each bad value reported once, naming every
+    key that uses it), break events, override calendars and override dates."""
+    bad: dict[str, tuple[str, list[str]]] = {}  # value -> (why, keys using it)
+    raw_jobs = config.raw.get("job", [])
+    if isinstance(config.raw.get("calendar"), str):
+        _resolve_into(config.raw["calendar"], "calendar", bad)
+    for i, t in enumerate(raw_jobs if isinstance(raw_jobs, list) else []):
+        if isinstance(t, dict) and isinstance(t.get("calendar"), str):
+            _resolve_into(t["calendar"], f"job[{i}].calendar", bad)
     for i, job in enumerate(config.jobs):
-        if job.calendar is None:
+        if job.calendar is None or job.calendar in bad:
             continue
-        try:
-            resolve(job.calendar)
-        except CalendarError as e:
-            key = f"job[{i}].calendar" if _job_sets_calendar(config, i) else "calendar"
-            problems.add(key, str(e), job.calendar)
-            continue
-        if job.event in ("break_start", "break_end") and not has_breaks(job.calendar):
-            problems.add(f"job[{i}].event", f"calendar {resolve(job.calendar)} never has a "
-                         "break (a midday pause): no session would ever fire", job.event)
+        if job.event in ("break_start", "break_end") and not _safe_has_breaks(job.calendar):
+            key = next((f"job[{n}].event" for n, t in enumerate(raw_jobs)
+                        if isinstance(t, dict) and t.get("name") == job.name), f"job[{i}].event")
+            problems.add(key, f"calendar {resolve(job.calendar)} never has a break (a midday "
+                         "pause): no session would ever fire", job.event)
     seen: dict[str, str] = {}
-    for cal in config.overrides:
+    for cal, override in config.overrides.items():
         try:
             canonical = resolve(cal)
         except CalendarError as e:
-            problems.add(f"overrides.{cal}", str(e), cal)
+            bad.setdefault(cal, (str(e), []))[1].append(f"overrides.{cal}")
             continue
         if canonical in seen:
             problems.add(f"overrides.{cal}", f"a second table for {canonical} (also "
                          f"overrides.{seen[canonical]}): merge them into one")
         seen.setdefault(canonical, cal)
+        check_override(canonical, override, f"overrides.{cal}", problems)
+    for value, (why, keys) in bad.items():
+        also = f" (used by {', '.join(keys)})" if len(keys) > 1 else ""
+        problems.add(keys[0], why + also, value)
 
 
-def _job_sets_calendar(config: Config, i: int) -> bool:
-    jobs = config.raw.get("job", [])
-    return i < len(jobs) and "calendar" in jobs[i]
+def _resolve_into(value: str, key: str, bad: dict) -> None:
+    try:
+        resolve(value)
+    except CalendarError as e:
+        bad.setdefault(value, (str(e), []))[1].append(key)
 
+
+def _safe_has_breaks(name: str) -> bool:
+    try:
+        return has_breaks(name)
+    except CalendarError:  # a calendar that does not build is the planner's failure to report
+        return True
+
+
+def check_override(canonical: str, override: Override, path: str, problems: Problems) -> None:
+    """Each override date must be a session of the calendar (else it silently does nothing),
+    and a moved open or close must stay inside that session."""
+    dates = ([("closed", d, None) for d in sorted(override.closed)]
+             + [("early_close", d, t) for d, t in override.early_close]
+             + [("late_open", d, t) for d, t in override.late_open])
+    # A date outside the calendar's data (or the planned range) can never be planned, so an
+    # override there changes nothing either way: it is left unchecked.
+    first, last = supported_range()
+    inside = [d for _, d, _ in dates if first <= d <= last]
+    if inside:  # built first, so that the data's bounds come without a default-window build
+        with contextlib.suppress(CalendarError):
+            calendar_for(canonical, min(inside), max(inside))
+    try:
+        data_first, data_last = data_limits(canonical)
+    except CalendarError:
+        return  # a calendar that does not build is reported by the planner, per calendar
+    first, last = max(first, data_first or first), min(last, data_last or last)
+    dates = [(k, d, t) for k, d, t in dates if first <= d <= last]
+    if not dates:
+        return
+    try:
+        cal = calendar_for(canonical, min(d for _, d, _ in dates), max(d for _, d, _ in dates))
+        local = ZoneInfo(str(cal.tz))
+    except CalendarError:
+        return  # as above: the planner reports it, per calendar
+    sched = cal.schedule
+    for key, day, at in dates:
+        where = f"{path}.{key}" + (f".{day}" if at is not None else "")
+        value = day.isoformat() if at is None else _hm(at)
+        label = _label(day)
+        if label not in sched.index:
+            problems.add(where, f"not a session of {canonical}: {_why_not(cal, day)}; "
+                         "an override on it would do nothing", value)
+            continue
+        if at is None:
+            continue
+        row = sched.loc[label]
+        opens, closes = _utc(row["open"]), _utc(row["close"])
+        moved = _local(day, at, local)
+        hm = f"{opens.astimezone(local):%H:%M}-{closes.astimezone(local):%H:%M}"
+        if key == "early_close" and not opens < moved <= closes:
+            problems.add(where, f"an early close must fall inside the session ({canonical} "
+                         f"{day} trades {hm} exchange time)", value)
+        if key == "late_open" and not opens <= moved < closes:
+            problems.add(where, f"a late open must fall inside the session ({canonical} {day} "
+                         f"trades {hm} exchange time)", value)
+    early = dict(override.early_close)
+    for day, at in override.late_open:
+        if day in early and not at < early[day]:
+            problems.add(f"{path}.late_open.{day}", f"the late open is not before the early "
+                         f"close of the same day ({early[day]:%H:%M})", _hm(at))
+    for day in sorted(override.closed & ({d for d, _ in override.early_close}
+                                         | {d for d, _ in override.late_open})):
+        problems.add(f"{path}.closed", f"{day} is closed and also has an early close or late "
+                     "open: keep one", day.isoformat())
+
+
+def _hm(at: time) -> str:
+    return at.isoformat(timespec="minutes" if at.second == 0 else "seconds")
+
+
+def _label(day: date):
+    import pandas as pd
+
+    return pd.Timestamp(day)
+
+
+def _why_not(cal, day: date) -> str:
+    """Which weekday or holiday a non-session date is."""
+    if day.weekday() in _weekend_days(cal):
+        return f"{day} is a {day:%A}"
+    name = _holiday_name(cal, day)
+    return f"{day} is a holiday ({name}) on {cal.name}" if name else \
+        f"{day} is a holiday on {cal.name}"
+
+
+def _weekend_days(cal) -> set[int]:
+    weekmask = getattr(cal, "weekmask", "1111100")
+    return {i for i, c in enumerate(weekmask) if c == "0"}
+
+
+def _holiday_name(cal, day: date) -> str | None:
+    import pandas as pd
+
+    try:
+        rules = cal.regular_holidays
+        if rules is None:
+            return None
+        names = rules.holidays(pd.Timestamp(day), pd.Timestamp(day), return_name=True)
+    except Exception:  # a calendar without named rules: say "a holiday"
+        return None
+    if len(names):
+        return str(names.iloc[0])
+    return None
+
+
+# sessions --------------------------------------------------------------------------------------
 
 def sessions(name: str, start: date, end: date, override: Override | None = None
              ) -> list[Session]:
-    """Sessions with label in [start, end], overrides applied. CalendarError outside bounds."""
+    """Sessions with label in [start, end] as far as the data goes, overrides applied.
+    CalendarError when the calendar cannot cover any of it."""
     import pandas as pd
 
     canonical = resolve(name)
-    first, last = bounds(name)
-    if end < first or start > last:
-        raise CalendarError(f"{canonical} has sessions from {first} to {last} in the installed "
-                            f"exchange_calendars; asked for {start}..{end}")
-    sched = calendar(name).schedule.loc[pd.Timestamp(start):pd.Timestamp(end)]
+    cal = calendar_for(canonical, start, end)
+    sched = cal.schedule.loc[pd.Timestamp(start):pd.Timestamp(end)]
     override = override or Override()
-    local = tz(name)
+    local = ZoneInfo(str(cal.tz))
     early = dict(override.early_close)
     late = dict(override.late_open)
     out = []
@@ -143,17 +404,17 @@ def sessions(name: str, start: date, end: date, override: Override | None = None
         s = Session(canonical, day, _utc(row["open"]), _utc(row["close"]),
                     _utc(row["break_start"]), _utc(row["break_end"]))
         if day in early:
-            s = _replace(s, close=_local(day, early[day], local))
+            s = replace(s, close=_local(day, early[day], local))
         if day in late:
-            s = _replace(s, open=_local(day, late[day], local))
+            s = replace(s, open=_local(day, late[day], local))
         out.append(s)
     return out
 
 
-def _replace(s: Session, **kw) -> Session:
-    from dataclasses import replace
-
-    return replace(s, **kw)
+def covered_until(name: str, end: date) -> date | None:
+    """The last date up to `end` that the data covers, when it stops before `end`."""
+    _, last = data_limits(name)
+    return last if last is not None and last < end else None
 
 
 def _local(day: date, t: time, zone: ZoneInfo) -> datetime:
@@ -170,14 +431,35 @@ def _utc(value) -> datetime | None:
 
 def next_sessions(name: str, after: datetime, count: int, override: Override | None = None
                   ) -> list[Session]:
-    """The next `count` sessions whose close is after `after` (the current session included)."""
-    first, last = bounds(name)
-    start = max(first, (after - timedelta(days=2)).date())
-    out: list[Session] = []
+    """The next `count` sessions whose close is after `after` (the current session included),
+    fewer when the calendar's data ends first. CalendarError when it has none at all."""
+    canonical = resolve(name)
+    start = (after - timedelta(days=2)).date()
     span = max(14, count * 2)
-    while len(out) < count and start <= last:
-        end = min(last, start + timedelta(days=span))
-        out.extend(s for s in sessions(name, start, end, override)
+    with contextlib.suppress(CalendarError):  # the first window: it also tells the data's bounds
+        calendar_for(canonical, start, start + timedelta(days=span))
+    _, last = data_limits(canonical)
+    _, policy_end = supported_range()
+    stop = min(last, policy_end) if last is not None else policy_end
+    if start > stop:
+        raise _none_after(canonical, after, last)
+    out: list[Session] = []
+    while len(out) < count and start <= stop:
+        end = min(stop, start + timedelta(days=span))
+        out.extend(s for s in sessions(canonical, start, end, override)
                    if s.close > after and s not in out)
         start = end + timedelta(days=1)
+    if not out and last is not None and last <= after.date():
+        raise _none_after(canonical, after, last)
     return out[:count]
+
+
+def _none_after(canonical: str, after: datetime, last: date | None) -> CalendarError:
+    if last is not None and last <= after.date():
+        return CalendarError(f"{canonical}: exchange_calendars {version()} records "
+                             f"{canonical}'s holidays up to {last} only: no session after "
+                             f"{after:%Y-%m-%d %H:%M} UTC is known. Upgrade exchange_calendars "
+                             "(the market-timers package)")
+    lo, hi = supported_range()
+    return CalendarError(f"{canonical}: {after:%Y-%m-%d} is outside the dates market-timers "
+                         f"plans ({lo} to {hi})")

@@ -244,7 +244,7 @@ def _now(args) -> datetime:
 
 
 def cmd_plan(args) -> int:
-    from . import plan, planview
+    from . import calendars, plan, planview
     from .alerts.config import print_route_warnings
 
     cfg = _config(args)
@@ -254,16 +254,25 @@ def cmd_plan(args) -> int:
         end = args.to or start
         if end < start:
             raise UsageError(f"--from {start} is after --to {end}")
-        fires = _calendar_call(plan.plan_between, cfg, start, end)
+        _calendar_call(calendars.check_range, start, end)
+        result = plan.plan_between_partial(cfg, start, end)
     else:
-        fires = _calendar_call(plan.plan_ahead, cfg, _now(args))
+        result = plan.plan_ahead_partial(cfg, _now(args))
     if args.json:
-        print(json.dumps(planview.json_entries(fires), indent=2))
+        print(json.dumps(planview.json_entries(result.fires), indent=2))
     elif args.summary:
-        print(planview.summary(fires))
+        print(planview.summary(result.fires))
     else:
-        print(planview.table(fires, cfg))
-    return 0
+        print(planview.table(result.fires, cfg))
+    return _report_failures(args.command, result.failures)
+
+
+def _report_failures(command: str, failures) -> int:
+    """A calendar that could not be planned costs only its own jobs: the rest is printed (or
+    installed) as usual, the failure goes to stderr and the exit status is 1."""
+    for f in failures:
+        print(f"market-timers {command}: {f.line()}", file=sys.stderr)
+    return FAILURE if failures else 0
 
 
 def _calendar_call(fn, *a):
@@ -279,7 +288,8 @@ def cmd_render(args) -> int:
     from . import plan, render, sync
 
     cfg = _config(args)
-    fires = _calendar_call(plan.plan_ahead, cfg, _now(args) + sync.MIN_LEAD)
+    planned = plan.plan_ahead_partial(cfg, _now(args) + sync.MIN_LEAD)
+    fires = planned.fires
     try:
         report = render.render_into(cfg, args.out, fires)
     except OSError as e:
@@ -291,7 +301,7 @@ def cmd_render(args) -> int:
     for name in report.changed:
         print(f"changed {name}")
     print(report.summary(len(fires), args.out))
-    return 0
+    return _report_failures(args.command, planned.failures)
 
 
 def cmd_verify(args) -> int:
@@ -324,7 +334,7 @@ def cmd_sync(args) -> int:
     for line in lines:
         if line.startswith("warning: "):
             print(f"market-timers sync: {line}", file=sys.stderr)
-    return 0
+    return _report_failures(args.command, result.failures)
 
 
 def cmd_try(args) -> int:

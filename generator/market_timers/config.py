@@ -172,7 +172,7 @@ def load(path: str | os.PathLike, *, check_calendars: bool = True) -> Config:
         problems.add("(file)", f"not valid TOML: {e}")
         raise ConfigError(problems) from None
     config = parse(raw, problems)
-    if check_calendars and not problems:
+    if check_calendars:  # in the same pass: every problem at once, calendar ones included
         from .calendars import check_config
 
         check_config(config, problems)
@@ -377,10 +377,20 @@ def _override(table: Any, path: str, problems: Problems) -> Override:
             if not m or m.group(4):
                 problems.add(f"{path}.{key}.{day}", 'must be "HH:MM" (or "HH:MM:SS") in the '
                              "exchange's local time of that day", hhmm)
+            elif (t := _time_of_day(m)) is None:
+                problems.add(f"{path}.{key}.{day}", "not a valid time of day (00:00 to 23:59:59, "
+                             "the exchange's local time of that day)", hhmm)
             elif d is not None:
-                items.append((d, time(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))))
+                items.append((d, t))
         moved[key] = tuple(sorted(items))
     return Override(closed=closed, **moved)
+
+
+def _time_of_day(m: re.Match) -> time | None:
+    try:
+        return time(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    except ValueError:  # "24:00", "13:60"
+        return None
 
 
 def _at(value: Any, path: str, problems: Problems) -> time | None:

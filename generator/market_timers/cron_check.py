@@ -24,8 +24,9 @@ ones run twice; cron(8), for changes under three hours: skipped ones run right a
 once), so for a line inside a DST change hour the count is croniter's reading. A line at a trading
 hour is not affected.
 
-pandas, exchange_calendars and croniter are imported inside the functions: this module is imported
-by the CLI, and only this command needs them.
+pandas, exchange_calendars (through calendars.py, which also applies `plan`'s range rule) and croniter
+are imported inside the functions: this module is imported by the CLI, and only this command needs
+them.
 """
 
 from __future__ import annotations
@@ -155,20 +156,27 @@ def _zone(tz: str):
 
 
 def _calendar(name: str, start: date, end: date):
-    import exchange_calendars as xc
-    import pandas as pd
+    """The calendar for start..end (a week's margin either side: a fire near the window's edge
+    may belong to a session just outside it), built by calendars.py under the same range rule
+    and data limits as `plan`."""
+    from . import calendars
 
-    names = xc.get_calendar_names(include_aliases=True)
+    names = calendars.known_names()
     if name not in names:
         close = difflib.get_close_matches(name.upper(), names, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise ValueError(f"--calendar {name!r}: unknown exchange calendar{hint}")
-    # a margin either side: a fire near the window's edge may belong to a session just outside it
-    lo, hi = pd.Timestamp(start - timedelta(days=7)), pd.Timestamp(end + timedelta(days=7))
     try:
-        return xc.get_calendar(name, start=lo, end=hi)
-    except (xc.errors.CalendarError, ValueError) as e:
+        calendars.check_range(start, end)
+        cal = calendars.calendar_for(name, start - timedelta(days=7), end + timedelta(days=7))
+    except calendars.CalendarError as e:
         raise ValueError(f"--calendar {name!r}: cannot cover {start}..{end}: {e}") from None
+    first, last = calendars.data_limits(name)
+    if (first is not None and start < first) or (last is not None and end > last):
+        raise ValueError(f"--calendar {name!r}: cannot cover {start}..{end}: exchange_calendars "
+                         f"{calendars.version()} has {cal.name}'s holidays from "
+                         f"{first or 'any date'} to {last or 'any date'} only")
+    return cal
 
 
 # ---------------------------------------------------------------------------------------------

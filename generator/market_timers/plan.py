@@ -124,36 +124,107 @@ def daily_fires(job: Job, start: date, end: date) -> list[Fire]:
                  "UTC", start + timedelta(days=i), DAILY, 0) for i in range(max(days, 0))]
 
 
-def plan_between(config: Config, start: date, end: date) -> list[Fire]:
-    """Every fire of every job for sessions (days, for `at` jobs) labelled start..end."""
+@dataclass(frozen=True)
+class CalendarFailure:
+    """A calendar that could not be planned: only its own jobs are left out."""
+
+    calendar: str
+    jobs: tuple[str, ...]
+    reason: str
+
+    def line(self) -> str:
+        return f"calendar {self.calendar} (job {', '.join(self.jobs)}): {self.reason}"
+
+
+@dataclass
+class Plan:
+    fires: list[Fire]
+    failures: list[CalendarFailure]
+
+    def failed_jobs(self) -> set[str]:
+        return {j for f in self.failures for j in f.jobs}
+
+
+def _by_calendar(config: Config) -> dict[str, list[Job]]:
+    out: dict[str, list[Job]] = {}
+    for job in config.jobs:
+        if job.is_session_job:
+            out.setdefault(calendars.resolve(job.calendar), []).append(job)
+    return out
+
+
+def _plan_each(config: Config, fires_of) -> Plan:
+    """fires_of(calendar, jobs) for each calendar in turn: one that fails (exchange_calendars
+    cannot build it, its data has ended) costs only its own jobs."""
     fires: list[Fire] = []
+    failures: list[CalendarFailure] = []
+    for cal, jobs in sorted(_by_calendar(config).items()):
+        try:
+            fires.extend(fires_of(cal, jobs))
+        except Exception as e:  # noqa: BLE001 - any failure of one calendar is reported
+            reason = str(e).removeprefix(f"{cal}: ") if isinstance(
+                e, calendars.CalendarError) else f"planning failed: {type(e).__name__}: {e}"
+            failures.append(CalendarFailure(cal, tuple(j.name for j in jobs), reason))
+    return Plan(fires, failures)
+
+
+def plan_between_partial(config: Config, start: date, end: date) -> Plan:
+    """Every fire of every job for sessions (days, for `at` jobs) labelled start..end; a calendar
+    whose data stops before `end` plans what it has and is reported as a failure too."""
+    def fires_of(cal: str, jobs: list[Job]) -> list[Fire]:
+        sess = calendars.sessions(cal, start, end, _override(config, cal))
+        out = [f for job in jobs for f in fires_for_sessions(job, sess)]
+        stop = calendars.covered_until(cal, end)
+        if stop is not None:
+            missing.append(CalendarFailure(cal, tuple(j.name for j in jobs), (
+                f"exchange_calendars {calendars.version()} records {cal}'s holidays up to "
+                f"{stop} only: nothing is planned after it (asked up to {end})")))
+        return out
+
+    missing: list[CalendarFailure] = []
+    result = _plan_each(config, fires_of)
     for job in config.jobs:
         if not job.is_session_job:
-            fires.extend(daily_fires(job, start, end))
-            continue
-        cal = calendars.resolve(job.calendar)
-        sess = calendars.sessions(cal, start, end, _override(config, cal))
-        fires.extend(fires_for_sessions(job, sess))
-    return sorted(fires)
+            result.fires.extend(daily_fires(job, start, end))
+    result.fires.sort()
+    result.failures.extend(missing)
+    return result
+
+
+def plan_between(config: Config, start: date, end: date) -> list[Fire]:
+    """plan_between_partial, raising CalendarError when any calendar failed."""
+    return _strict(plan_between_partial(config, start, end))
+
+
+def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None) -> Plan:
+    """Fires still to come in the next `horizon` sessions of each job's calendar."""
+    horizon = horizon or config.horizon
+
+    def fires_of(cal: str, jobs: list[Job]) -> list[Fire]:
+        # Look back a day so that a job after the close of the current session is kept.
+        sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
+                                       _override(config, cal))
+        # last_utc: a periodic job's session stays planned until its last slot has passed
+        return [f for job in jobs for f in fires_for_sessions(job, sess) if f.last_utc > now]
+
+    result = _plan_each(config, fires_of)
+    for job in config.jobs:
+        if not job.is_session_job:
+            result.fires.extend(f for f in daily_fires(job, now.date(), (
+                now + timedelta(days=horizon)).date()) if f.fire_utc > now)
+    result.fires = _within_horizon(sorted(result.fires), horizon)
+    return result
 
 
 def plan_ahead(config: Config, now: datetime, horizon: int | None = None) -> list[Fire]:
-    """Fires still to come in the next `horizon` sessions of each job's calendar."""
-    horizon = horizon or config.horizon
-    fires: list[Fire] = []
-    cache: dict[str, list[calendars.Session]] = {}
-    for job in config.jobs:
-        if not job.is_session_job:
-            fires.extend(f for f in daily_fires(job, now.date(), (now + timedelta(days=horizon))
-                                                .date()) if f.fire_utc > now)
-            continue
-        cal = calendars.resolve(job.calendar)
-        if cal not in cache:
-            # Look back a day so that a job after the close of the current session is kept.
-            cache[cal] = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
-                                                 _override(config, cal))
-        fires.extend(f for f in fires_for_sessions(job, cache[cal]) if f.last_utc > now)
-    return _within_horizon(sorted(fires), horizon)
+    """plan_ahead_partial, raising CalendarError when any calendar failed."""
+    return _strict(plan_ahead_partial(config, now, horizon))
+
+
+def _strict(result: Plan) -> list[Fire]:
+    if result.failures:
+        raise calendars.CalendarError("; ".join(f.line() for f in result.failures))
+    return result.fires
 
 
 def _within_horizon(fires: list[Fire], horizon: int) -> list[Fire]:

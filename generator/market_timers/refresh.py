@@ -13,8 +13,14 @@ Alerts are spooled, not sent: market-outbox.timer delivers them (the refresh has
 * a failing refresh (a bad config edit, an unknown calendar, an exception in exchange_calendars):
   one critical "refresh-failed" alert naming the file and key; nothing is written, so the timers
   already installed keep working.
-* the installed exchange_calendars is getting old (`[watch] calendar_max_age_days`), or a
-  calendar ends inside the horizon: a warning, because sessions past its end are not planned.
+* a calendar that cannot be planned (exchange_calendars cannot build it, its data has ended):
+  only its own jobs are affected; the other calendars are synced, the failed one's installed timers
+  are left as they are, and one critical "calendar-failed" alert names the calendar and its jobs.
+  The refresh exits 1.
+* a calendar's data ends within `[watch] calendar_warn_days` (default 45): a warning naming the
+  calendar and its last session, at most once a day per calendar, because no session after it is
+  planned; the installed exchange_calendars is getting old (`[watch] calendar_max_age_days`): a
+  warning.
 
 `main_from_path(path, now)` loads the config itself, so that a config that does not load still
 alerts (through its own [alerts] table, read leniently); the CLI calls it for `refresh`.
@@ -22,13 +28,14 @@ alerts (through its own [alerts] table, read leniently); the CLI calls it for `r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import pwd
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 
 from . import config as config_mod
@@ -43,6 +50,7 @@ log = logging.getLogger("market_timers.watch")
 # Calendars whose holidays exchange_calendars keeps as yearly tables (the exchange announces them
 # a year at a time): the table's end tells how recent the installed data is.
 YEARLY_TABLE_CALENDAR = "XSHG"
+WARNED_FILE = "calendar-warned.json"  # in state_dir: calendar -> the day it was last warned about
 
 
 @dataclass
@@ -52,6 +60,7 @@ class RefreshResult:
     problems: list[str] = field(default_factory=list)  # why it failed
     diffs: list[tuple[str, str, str]] = field(default_factory=list)  # (calendar, session, text)
     warnings: list[str] = field(default_factory=list)  # calendar age / end
+    failures: list = field(default_factory=list)  # plan.CalendarFailure: calendars not planned
     sync: object = None
 
 
@@ -81,7 +90,9 @@ def command(config, now: datetime | None = None, *, systemctl=None, alert=send_a
         return result.exit_code
     for line in result.sync.lines():
         log.info("refresh: %s", line)
-    return 0
+    for failure in result.failures:
+        log.error("refresh: %s", failure.line())
+    return FAILURE if result.failures else 0
 
 
 def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
@@ -122,19 +133,40 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
                     key=f"calendar-changed:{cal}:{session}:{digest}", session=session,
                     title=f"{cal} {session}: calendar changed", text=text + _removed_note(),
                     now=now)
+    result.failures = list(getattr(result.sync, "failures", []))
+    for f in result.failures:
+        digest = hashlib.sha256(f.reason.encode()).hexdigest()[:10]
+        _safe_alert(alert, config, kind="calendar-failed", severity="critical",
+                    key=f"calendar-failed:{f.calendar}:{digest}",
+                    title=f"calendar {f.calendar} could not be planned",
+                    text=_failure_text(f), now=now)
+    ending: list[tuple[str, str]] = []
     try:
-        result.warnings = calendar_end_warnings(config, now, last_session_of)
+        ending = calendar_end_warnings(config, now, last_session_of, watch.calendar_warn_days,
+                                       skip={f.calendar for f in result.failures})
         age = data_age_warning(now, watch.calendar_max_age_days, data_vintage)
-        if age:
-            result.warnings.append(age)
     except Exception as e:  # a warning check must not turn a good refresh into a failed one
         log.warning("refresh: calendar checks failed: %s: %s", type(e).__name__, e)
-    for text in result.warnings:
-        digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+        age = None
+    result.warnings = [text for _, text in ending] + ([age] if age else [])
+    for cal, text in ending:  # once a day per calendar, however often the refresh runs
+        _safe_alert(alert, config, kind="calendar-stale", severity="warning",
+                    key=f"calendar-ends:{cal}:{now.date()}",
+                    title=f"exchange calendar {cal}: data ends soon", text=text, now=now,
+                    once_a_day=(cal, now.date()))
+    if age:
+        digest = hashlib.sha256(age.encode()).hexdigest()[:10]
         _safe_alert(alert, config, kind="calendar-stale", severity="warning",
                     key=f"calendar-stale:{digest}", title="exchange calendar data needs an update",
-                    text=text, now=now)
+                    text=age, now=now)
     return result
+
+
+def _failure_text(f) -> str:
+    return (f"{f.line()}\nOnly the jobs of {f.calendar} are affected: the other calendars were "
+            f"planned and synced. The timers already installed for {', '.join(f.jobs)} stay as "
+            "they are and still fire, but no new session of this calendar is planned until this "
+            "is fixed. `market-timers plan` shows the same error.")
 
 
 def _removed_note() -> str:
@@ -198,27 +230,40 @@ def _grouped(diffs) -> dict[tuple[str, str], list[str]]:
 
 # how fresh the calendar data is -----------------------------------------------------------------
 
-def calendar_end_warnings(config, now: datetime, last_session_of=None) -> list[str]:
-    """A calendar whose last session falls inside the horizon (or within 30 days)."""
+def calendar_end_warnings(config, now: datetime, last_session_of=None, warn_days: int = 45,
+                          skip=frozenset()) -> list[tuple[str, str]]:
+    """(calendar, text) for each calendar of the config whose data ends within `warn_days`."""
     from . import calendars
-    from .plan import _override
 
-    last_session_of = last_session_of or (lambda cal: calendars.bounds(cal)[1])
+    last_session_of = last_session_of or calendars.last_session
     out = []
     names = sorted({calendars.resolve(j.calendar) for j in config.jobs if j.is_session_job})
     for cal in names:
-        last = last_session_of(cal)
+        if cal in skip:
+            continue
         try:
-            ahead = calendars.next_sessions(cal, now, config.horizon, _override(config, cal))
-        except calendars.CalendarError:
-            ahead = []
-        horizon_end = ahead[-1].label if len(ahead) == config.horizon else now.date()
-        limit = max(horizon_end, now.date() + timedelta(days=30))
-        if last <= limit:
-            out.append(f"calendar {cal} ends {last} inside the horizon ({config.horizon} "
-                       f"sessions, to {horizon_end}; warned 30 days ahead): sessions after it "
-                       "are not planned. Upgrade exchange_calendars (the market-timers package).")
+            text = end_warning(cal, last_session_of(cal), now.date(), warn_days)
+        except Exception as e:  # one calendar's check must not hide the others' warnings
+            log.warning("refresh: cannot tell where %s's data ends: %s: %s", cal,
+                        type(e).__name__, e)
+            continue
+        if text:
+            out.append((cal, text))
     return out
+
+
+def end_warning(cal: str, last: date | None, today: date, warn_days: int) -> str | None:
+    """The warning for a calendar whose last session is `last` (None: no end), or None. Shared
+    with `status`."""
+    if last is None or warn_days <= 0 or (last - today).days > warn_days:
+        return None
+    from . import calendars
+
+    when = "has passed" if last < today else f"is in {(last - today).days} day(s)"
+    return (f"calendar {cal}: the installed exchange_calendars {calendars.version()} has "
+            f"sessions up to {last} only; its last session {when} ([watch] calendar_warn_days = "
+            f"{warn_days}). No session after it is planned, so its jobs stop running then. "
+            "Upgrade the market-timers package (a newer exchange_calendars) before that day.")
 
 
 def data_vintage() -> tuple[date, str] | None:
@@ -227,22 +272,19 @@ def data_vintage() -> tuple[date, str] | None:
     The package's files carry no release date (their mtimes are the install time). What it does
     carry are holiday tables kept a year at a time, for exchanges that announce holidays yearly:
     a release that knows XSHG's holidays up to 31 December of year Y was made once they were
-    announced, around December of Y-1. That is the estimate.
+    announced, around December of Y-1. That is the estimate; the end of the table is the
+    calendar's public bound (calendars.data_limits).
     """
+    from . import calendars
+
     try:
-        from importlib.metadata import version
-
-        from exchange_calendars.calendar_utils import _default_calendar_factories
-
-        bound = _default_calendar_factories[YEARLY_TABLE_CALENDAR].bound_max()
-        ver = version("exchange_calendars")
-    except Exception:  # private API moved: say nothing rather than something wrong
+        end = calendars.data_limits(YEARLY_TABLE_CALENDAR)[1]
+    except Exception:  # exchange_calendars broken or the calendar gone: say nothing wrong
         return None
-    if bound is None:
+    if end is None:
         return None
-    end = bound.date()
-    return date(end.year - 1, 12, 1), (f"exchange_calendars {ver} knows {YEARLY_TABLE_CALENDAR} "
-                                       f"holidays up to {end}")
+    return date(end.year - 1, 12, 1), (f"exchange_calendars {calendars.version()} knows "
+                                       f"{YEARLY_TABLE_CALENDAR} holidays up to {end}")
 
 
 def data_age_warning(now: datetime, max_age_days: int, vintage=None) -> str | None:
@@ -278,11 +320,14 @@ def _failed(config, result: RefreshResult, now, alert) -> None:
                 now=now)
 
 
-def _safe_alert(alert, config, **kw) -> None:
+def _safe_alert(alert, config, *, once_a_day: tuple[str, date] | None = None, **kw) -> None:
     """Spool the alert; market-outbox.timer delivers it within a minute. The refresh itself never
-    touches the network, so its unit runs with PrivateNetwork=yes."""
+    touches the network, so its unit runs with PrivateNetwork=yes. `once_a_day` = (what, day):
+    raised only by the first refresh of that day (the refresh also runs after each boot)."""
     def raise_it() -> None:
         try:
+            if once_a_day is not None and not _first_today(config, *once_a_day):
+                return
             alert(config, deliver=False, **kw)
         except Exception:
             log.exception("refresh: could not raise the %s alert", kw.get("kind"))
@@ -291,6 +336,41 @@ def _safe_alert(alert, config, **kw) -> None:
         _as_user(config, raise_it)
     else:
         raise_it()
+
+
+def _first_today(config, what: str, day: date) -> bool:
+    """True (and remembered in state_dir) unless `what` was already warned about on `day`. Runs as
+    the package user when the refresh runs as root; the file is never followed through a
+    symlink (the state dir is the package user's)."""
+    import json
+
+    path = Path(config.state_dir) / WARNED_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            seen = json.loads(f.read() or b"{}")
+        if not isinstance(seen, dict):
+            seen = {}
+    except FileNotFoundError:
+        seen = {}
+    except (OSError, ValueError) as e:  # unreadable or garbage: warn rather than stay silent
+        log.warning("refresh: cannot read %s (%s): warning again", path, e)
+        seen = {}
+    if seen.get(what) == day.isoformat():
+        return False
+    seen[what] = day.isoformat()
+    tmp = path.with_name(f".{WARNED_FILE}.{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump(seen, f, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError as e:  # cannot remember: the warning may repeat, which is the safe side
+        log.warning("refresh: cannot write %s: %s", path, e)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return True
 
 
 def _drop_to(config):

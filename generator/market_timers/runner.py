@@ -6,9 +6,10 @@
    NotifyAccess=main works) and the inherited lock fd lives exactly as long as the job; the OS
    releases the lock however the job dies.
 
-A periodic job (MARKET_SLOT_* in its unit, slotclock.py) is judged by run_slot(): the start
-belongs to the latest slot at or before it; grace is measured from that slot, and the run record
-is that slot's, created exclusively (a second start for the slot is refused, 173).
+A periodic job (MARKET_SLOT_EVERY_SEC and the like in its unit, slotclock.py) is judged by
+run_slot(): the start belongs to the latest slot at or before it; grace is measured from that
+slot, and the run record is that slot's, created exclusively (a second start for the slot is
+refused, 173).
 
 `market-timers-run --record` (ExecStopPost=) completes the run record.
 

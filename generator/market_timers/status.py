@@ -10,7 +10,8 @@ alert layer's session events) with the outbox's pending count. `--json` prints o
                    "jobs": [{"job", "calendar", "event", "fire_utc", "unit", "timer", "result",
                              "exit_status", "duration_sec", "started_utc", "finished_utc",
                              "alerts": [{"id", "kind", "severity", "title", "handling"}]}]}],
-     "outbox": {"pending": 0, "undeliverable": 0, ...}}
+     "outbox": {"pending": 0, "undeliverable": 0, ...},
+     "calendar_warnings": ["calendar XSHG: ... sessions up to 2026-12-31 only; ..."]}
 
 A periodic job has one row per session: `result` reads `running: 120 ran, 3 skipped of 376`
 (state: scheduled, running, ahead, done), `duration_sec` is its longest run, and `slots` holds the
@@ -72,7 +73,30 @@ def collect(config, session=None, now: datetime | None = None, *,
             sessions[e["session"]][-1].update(_periodic(state_dir, e, now))
     return {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
             "sessions": [{"session": s, "jobs": jobs} for s, jobs in sorted(sessions.items())],
-            "outbox": _outbox(config)}
+            "outbox": _outbox(config), "calendar_warnings": calendar_warnings(config, now)}
+
+
+def calendar_warnings(config, now: datetime) -> list[str]:
+    """The refresh's data-end warning for each calendar of the config ([watch]
+    calendar_warn_days), so that `status` shows it too. Never breaks status."""
+    try:
+        from . import calendars
+        from .refresh import end_warning
+
+        warn_days = watch_of(config).calendar_warn_days
+        names = {j.calendar for j in config.jobs if j.is_session_job and j.calendar}
+    except Exception:
+        return []
+    out = []
+    for name in sorted(names):
+        try:
+            cal = calendars.resolve(name)
+            text = end_warning(cal, calendars.last_session(cal), now.date(), warn_days)
+        except Exception as e:  # a calendar that does not build: say so rather than nothing
+            text = f"calendar {name}: cannot tell where its data ends: {e}"
+        if text and text not in out:
+            out.append(text)
+    return out
 
 
 def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
@@ -168,11 +192,13 @@ def table(doc: dict) -> str:
                          f"{duration:g}s" if isinstance(duration, int | float) else "-",
                          ", ".join(f"{a['kind']} ({a['handling']})" for a in j["alerts"])
                          or "-"))
+    warn = [f"warning: {w}" for w in doc.get("calendar_warnings") or []]
     if not rows:
-        return "no planned fire in this range (see `market-timers plan`)"
+        return "\n".join([*warn, "no planned fire in this range (see `market-timers plan`)"])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [head, *rows]]
+    lines = [*warn, *([""] if warn else []), *lines]
     box = doc.get("outbox") or {}
     if box:
         lines.append("")

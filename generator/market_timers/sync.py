@@ -60,6 +60,8 @@ class SyncResult:
     changes: list[Change] = field(default_factory=list)
     reloaded: bool = False
     fires: list[planning.Fire] = field(default_factory=list)
+    # calendars that could not be planned: their jobs' installed timers are left as they are
+    failures: list[planning.CalendarFailure] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)  # planned names held by hand-made files
 
     @property
@@ -113,7 +115,8 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     now = now or planning.utcnow()
     systemctl = systemctl or Systemctl()
     unit_dir = config.unit_dir
-    fires = planning.plan_ahead(config, now)
+    planned = planning.plan_ahead_partial(config, now)
+    fires, kept = planned.fires, planned.failed_jobs()
     # A fire due within MIN_LEAD is not written anew (it could pass before systemd starts its
     # timer, and then it would never fire), but an installed timer for it is kept as it is.
     # A periodic job's timer (many slots) is written even mid-session: on its first start systemd
@@ -123,7 +126,8 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         existing = _existing(unit_dir)
         desired = {u.name: u.text for u in render_all(config, fires)
                    if u.name.rsplit(".", 1)[0] not in too_close or u.name in existing}
-        result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing))
+        result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing),
+                            failures=planned.failures)
         for stem in {n.rsplit(".", 1)[0] for n in result.foreign}:  # both units of that fire
             desired.pop(f"{stem}.timer", None)
             desired.pop(f"{stem}.service", None)
@@ -139,6 +143,8 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                 result.started.append(name)
         retention = timedelta(days=config.retention_days)
         for name in sorted(timers_now - set(desired)):
+            if _job_of(name) in kept:
+                continue
             instant = instant_of(existing[name])
             if instant is None or instant > now:
                 result.removed.append(name)
@@ -165,7 +171,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
             _delete(unit_dir, name, stamp_dir)
         systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
         systemctl.start(result.started)
-        _write_plan(config, fires, now)
+        _write_plan(config, fires, now, kept)
         _write_alert_snapshot(config, now)
         return result
 
@@ -181,6 +187,10 @@ def _write_alert_snapshot(config: Config, now: datetime) -> None:
     except (OSError, TypeError, ValueError) as e:
         print(f"market-timers sync: warning: cannot write the alert snapshot: {e}",
               file=sys.stderr)
+
+
+def _job_of(unit: str) -> str:
+    return unit.removeprefix("market-").partition("@")[0]
 
 
 class SyncError(Exception):
@@ -225,7 +235,8 @@ def _delete(unit_dir: Path, timer: str, stamp_dir: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _write_plan(config: Config, fires: list[planning.Fire], now: datetime) -> None:
+def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
+                kept: set[str] = frozenset()) -> None:
     """<state_dir>/plan.json: every fire planned while it was still ahead, for deadman/status."""
     path = config.state_dir / "plan.json"
     doc = safefs.read_json(path, base=config.state_dir)  # a planted symlink is not followed
@@ -238,7 +249,7 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime) -> No
         key = (entry["job"], entry["session"])
         instant = parse_iso(entry["fire_utc"])
         # An entry still ahead but not in the plan any more was cancelled (closure, skip...).
-        if instant > now and key not in current:
+        if instant > now and key not in current and entry["job"] not in kept:
             continue
         if instant >= keep_after and entry["job"] in jobs:
             merged[key] = entry

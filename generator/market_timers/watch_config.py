@@ -6,6 +6,7 @@
     ping_timeout = 5                              # seconds; a slow monitor never holds the pass
     slack_sec = 30                                # extra seconds after grace + timeout before "missed"
     calendar_max_age_days = 365                   # warn when exchange_calendars is older; 0 = off
+    calendar_warn_days = 45                       # warn when a calendar's data ends this soon; 0 = off
 
 The ping URL is a secret (anyone holding it can mark the check up), so it never appears in the
 config, only its credential's name. Every problem names its key, e.g. `watch.slack_sec`.
@@ -27,9 +28,11 @@ class WatchConfig:
     ping_timeout: float = 5.0
     slack_sec: int = 30
     calendar_max_age_days: int = 365
+    calendar_warn_days: int = 45
 
 
-KEYS = ("ping", "ping_credential", "ping_timeout", "slack_sec", "calendar_max_age_days")
+KEYS = ("ping", "ping_credential", "ping_timeout", "slack_sec", "calendar_max_age_days",
+        "calendar_warn_days")
 
 
 def parse_watch(raw: dict | None, problems: Problems) -> WatchConfig:
@@ -61,7 +64,8 @@ def parse_watch(raw: dict | None, problems: Problems) -> WatchConfig:
         else:
             problems.add("watch.ping_timeout", "must be a number of seconds, more than 0 and at "
                          "most 30 (a slow monitor must not hold up the dead-man pass)", value)
-    for key, lo, hi in (("slack_sec", 0, 3600), ("calendar_max_age_days", 0, 3650)):
+    for key, lo, hi in (("slack_sec", 0, 3600), ("calendar_max_age_days", 0, 3650),
+                        ("calendar_warn_days", 0, 366)):
         if key in raw:
             value = raw[key]
             if _number(value) and isinstance(value, int) and lo <= value <= hi:

@@ -7,7 +7,6 @@ from datetime import date
 import pytest
 
 from market_timers import calendars, refresh
-from market_timers import plan as plan_mod
 
 from .conftest import THANKSGIVING_CONFIG, utc
 
@@ -96,18 +95,23 @@ def test_broken_config_changes_nothing_in_unit_dir_and_alerts_critical(
     assert named in alerts.calls[0]["text"] and "market-timers.toml" in alerts.calls[0]["text"]
 
 
-def test_exception_in_the_calendar_changes_nothing_and_alerts_critical(
+def test_exception_in_the_calendar_keeps_its_timers_and_alerts_critical(
         installed, make_config, fake_systemctl, alerts, tmp_path, monkeypatch):
-    def explode(*a, **kw):
-        raise calendars.CalendarError("XNYS has sessions to 2025-12-02 only")
+    real = calendars._build
 
-    monkeypatch.setattr(plan_mod, "plan_ahead", explode)
+    def explode(canonical, start, end):
+        if canonical == "XNYS":
+            raise RuntimeError("XNYS special dates are not sessions")
+        return real(canonical, start, end)
+
+    monkeypatch.setattr(calendars, "_build", explode)
     before = snapshot(tmp_path / "units")
     code = second_refresh(installed, make_config, fake_systemctl, alerts, THANKSGIVING_CONFIG)
     assert code == 1 and snapshot(tmp_path / "units") == before
     assert fake_systemctl.called("stop") == [] and fake_systemctl.called("start") == []
-    assert alerts.kinds() == ["refresh-failed"]
-    assert "XNYS has sessions to 2025-12-02 only" in alerts.calls[0]["text"]
+    assert [(c["kind"], c["severity"]) for c in alerts.calls] == [("calendar-failed", "critical")]
+    assert "XNYS special dates are not sessions" in alerts.calls[0]["text"]
+    assert "calendar XNYS (job signal)" in alerts.calls[0]["text"]
 
 
 def test_calendar_ending_inside_the_horizon_warns(make_config, fake_systemctl, alerts, tmp_path):
@@ -117,8 +121,9 @@ def test_calendar_ending_inside_the_horizon_warns(make_config, fake_systemctl, a
                                  last_session_of=lambda cal: date(2025, 12, 10))
     assert result.ok
     assert [(c["kind"], c["severity"]) for c in alerts.calls] == [("calendar-stale", "warning")]
-    assert alerts.calls[0]["text"].startswith(
-        "calendar XNYS ends 2025-12-10 inside the horizon")
+    assert alerts.calls[0]["text"].startswith("calendar XNYS: the installed exchange_calendars")
+    assert "sessions up to 2025-12-10 only; its last session is in 9 day(s)" in \
+        alerts.calls[0]["text"]
 
 
 def test_calendar_ending_a_year_ahead_does_not_warn(make_config):

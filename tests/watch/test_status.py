@@ -38,7 +38,7 @@ def status_json(config, systemctl, capsys, now, session=None):
 def test_status_json_has_sessions_with_each_jobs_timer_result_and_alerts(week, fake_systemctl,
                                                                          capsys):
     doc = status_json(week, fake_systemctl, capsys, utc("2025-11-26T12:00:00Z"))
-    assert set(doc) == {"now", "plan_generated_utc", "sessions", "outbox"}
+    assert set(doc) == {"now", "plan_generated_utc", "sessions", "outbox", "calendar_warnings"}
     assert doc["now"] == "2025-11-26T12:00:00Z"
     labels = [s["session"] for s in doc["sessions"]]
     assert labels[0] == "2025-11-25" and "2025-11-27" not in labels and "2025-11-28" in labels
