@@ -224,9 +224,10 @@ def _periodic(config, entry: dict, now: datetime, watch: WatchConfig, state_dir:
         found = (f"missed:{entry['job']}:{entry['session']}",
                  f"{entry['job']} ({entry.get('calendar', '?')} {entry['session']}) ran none of "
                  f"its {summary.total} slots ({entry['first_utc']} .. {entry['last_utc']}).")
-    if found is not None:
+    if found is not None:  # a stall is critical whatever the job's own severity (which is for
+        # its failures and skips); [alerts] overrides can still lower it for this job
         result.findings.append(Finding("missed", found[0], entry["job"], entry["session"],
-                                       found[1], entry.get("severity", "critical")))
+                                       found[1], "critical"))
 
 
 def _prune_slot_records(config, state_dir: Path, now: datetime) -> None:

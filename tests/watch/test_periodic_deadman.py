@@ -27,6 +27,7 @@ from = "open+5min"
 until = "close-10min"
 command = ["/bin/true"]
 grace = "20s"
+severity = "warning"        # its failures and skips warn; a stall is still critical
 """
 SESSION = "2026-12-24"
 FIRST = utc("2026-12-24T14:35:00Z")
@@ -106,7 +107,7 @@ def test_a_hung_run_is_one_critical_after_stall_after_not_one_per_slot(
     quiet = one_pass(synced, fake_systemctl, alerts, utc("2026-12-24T14:50:00Z"))
     assert not quiet.findings
     first = one_pass(synced, fake_systemctl, alerts, utc("2026-12-24T14:51:45Z"))
-    assert [f.kind for f in first.new] == ["missed"]
+    assert [(f.kind, f.severity) for f in first.new] == [("missed", "critical")]
     assert "stalled: no slot has started since the run of 2026-12-24T14:45:00Z" in \
         first.new[0].text and "still going" in first.new[0].text
     for minute in range(52, 70):
