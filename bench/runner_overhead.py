@@ -40,14 +40,19 @@ def runner_env(tmp: Path) -> dict[str, str]:
     }
 
 
-def hyperfine(commands: list[str], env: dict[str, str], out: Path) -> dict[str, dict]:
+def hyperfine(commands: list[str], env: dict[str, str], out: Path,
+              prepare: str | None = None) -> dict[str, dict]:
     cmd = ["hyperfine", "--shell=none", "--warmup", "5", "--runs", str(RUNS),
            "--export-json", str(out), *commands]
+    if prepare:  # run before every timed run (and warm-up), not timed
+        cmd[1:1] = ["--prepare", prepare]
     subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
     return {r["command"]: r for r in json.loads(out.read_text())["results"]}
 
 
-def peak_rss_kb(argv: list[str], env: dict[str, str]) -> int:
+def peak_rss_kb(argv: list[str], env: dict[str, str], before: Path | None = None) -> int:
+    if before is not None:  # a fresh session for the runner (see run())
+        shutil.rmtree(before, ignore_errors=True)
     proc = subprocess.run(["/usr/bin/time", "-v", *argv], env=env, capture_output=True,
                           text=True, check=True)
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
@@ -79,14 +84,20 @@ def run(_box=None) -> Section:
     with tempfile.TemporaryDirectory(prefix="mt-bench-runner-") as d:
         tmp = Path(d)
         env = runner_env(tmp)
+        # Each run must claim a session of its own in the run ledger (a second start of one
+        # session exits 173 before the lock and the claim): forget the bench job's session, as a
+        # new session would find it (ledger/ and ledger/bench/ exist, the session's dir does not).
+        session_dir = tmp / "state" / "ledger" / "bench" / env["MARKET_SESSION"]
         res = hyperfine([f"{runner} -- /bin/true", "/bin/true", f"{PY} -S -c pass"], env,
-                        tmp / "hf.json")
+                        tmp / "hf.json", prepare=f"rm -rf {session_dir}")
         med_py = res[f"{PY} -S -c pass"]["median"] * 1000
         r_run, r_true = res[f"{runner} -- /bin/true"], res["/bin/true"]
         med_run, med_true = r_run["median"] * 1000, r_true["median"] * 1000
-        rss = [peak_rss_kb([runner, "--", "/bin/true"], env) for _ in range(RSS_RUNS)]
+        rss = [peak_rss_kb([runner, "--", "/bin/true"], env, before=session_dir)
+               for _ in range(RSS_RUNS)]
         rss_py = [peak_rss_kb([PY, "-c", "pass"], env) for _ in range(RSS_RUNS)]
         rss_true = [peak_rss_kb(["/bin/true"], env) for _ in range(RSS_RUNS)]
+        shutil.rmtree(session_dir, ignore_errors=True)
         mods = imported_modules(env, runner)
     heavy = sorted({m.split(".")[0] for m in mods if m.split(".")[0] in HEAVY})
     ours = sorted(m for m in mods if m.startswith("market_timers"))
@@ -105,8 +116,9 @@ def run(_box=None) -> Section:
     s.add(f"Runner overhead (median difference): **{overhead:.1f} ms**; ratio runner/true = "
           f"**{med_run / med_true:.0f}×** (runs per command: {RUNS}, after 5 warm-ups). "
           f"`python -S -c pass` (the interpreter's own start, no site) is the floor a Python runner "
-          f"cannot go under: {med_py:.1f} ms. The runner also writes its run record (a small JSON "
-          "file) before it execs.")
+          f"cannot go under: {med_py:.1f} ms. Each timed run also claims a fresh session in the run "
+          "ledger before it execs (its directory and `attempt-1` created and fsync'd, on the "
+          "temporary directory's file system), as a timer's start does.")
     s.add(f"Modules imported by the runner (`python -X importtime`): {len(mods)} in all; "
           f"market_timers modules: {', '.join(ours)}; heavy packages "
           f"({', '.join(HEAVY)}) imported: {', '.join(heavy) or 'none'}.")
@@ -122,7 +134,8 @@ def run(_box=None) -> Section:
     s.commands += [
         "# env: MARKET_JOB=bench MARKET_SCHEDULED_UTC=<now> MARKET_GRACE_SEC=1000000000 "
         "MARKET_LOCK_DIR=$TMP/run MARKET_STATE_DIR=$TMP/state (what a unit's Environment= gives)",
-        f"hyperfine --shell=none --warmup 5 --runs {RUNS} --export-json hf.json "
+        f"hyperfine --shell=none --prepare 'rm -rf $TMP/state/ledger/bench/2026-01-05' "
+        f"--warmup 5 --runs {RUNS} --export-json hf.json "
         "'.venv/bin/market-timers-run -- /bin/true' '/bin/true' '.venv/bin/python -S -c pass'",
         f"/usr/bin/time -v .venv/bin/market-timers-run -- /bin/true   # x{RSS_RUNS}, "
         "'Maximum resident set size'",

@@ -112,14 +112,26 @@ def test_a_start_later_than_grace_after_its_slot_is_refused_and_not_replayed(tmp
     assert slot_record(tmp_path, slot_of(env))["refused"] == "stale-start"
 
 
-def test_a_second_start_for_the_same_slot_is_refused_173(tmp_path):
+def test_the_ledger_claims_each_slot_once_a_second_start_is_already_ran_173(tmp_path):
+    from market_timers import ledger
+
     env = context(tmp_path, slot_ago=2)
     assert run(env, "/bin/true").returncode == 0
     marker = tmp_path / "second"
     proc = run(env, "/usr/bin/touch", str(marker))
-    assert proc.returncode == slotclock.SLOT_ALREADY_RAN == 173
+    assert proc.returncode == exitcodes.ALREADY_RAN == 173
     assert not marker.exists()
-    assert "duplicate" in proc.stderr
+    assert "already ran" in proc.stderr
+    slot = Schedule.from_env(env).current(datetime.now(UTC))
+    book = ledger.open_ledger(env)
+    [attempt] = book.attempts(ledger.Key("cycle", SESSION, slotclock.slot_name(slot)))
+    assert attempt["how"] == "timer"
+    assert book.holder(ledger.Key("cycle", SESSION, "")) is None  # per slot, not per session
+    # another slot of the session is a key of its own: it runs (a slot 62 s ago, the last one)
+    other = context(tmp_path, slot_ago=62, grace=70)
+    other["MARKET_SLOT_LAST_UTC"] = slotclock.z(datetime.now(UTC) - timedelta(seconds=62))
+    assert slot_of(other) != slotclock.z(slot)
+    assert run(other, "/bin/true").returncode == 0
 
 
 def test_another_job_of_the_lock_group_running_skips_the_slot(tmp_path):
@@ -183,9 +195,7 @@ def test_slots_after_a_run_that_ended_are_recorded_not_started(tmp_path):
     first = now - timedelta(seconds=45)
     state = tmp_path / "state"
     key = started_record(state, first, first)
-    from market_timers import runrecord
-
-    runrecord.update(state, "cycle", key, result="success",
+    slotrecords.update_slot(state, "cycle", key, result="success",
                      finished_utc=(first + timedelta(seconds=3)).isoformat(), duration_sec=3.0)
     schedule = Schedule(first, 10, first + timedelta(seconds=100))
     summary = slotrecords.account(state, "cycle", SESSION, schedule, 2, now)

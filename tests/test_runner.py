@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -11,7 +10,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from market_timers import exitcodes
+from market_timers import exitcodes, runrecord
 
 RUNNER = [sys.executable, "-m", "market_timers.runner"]
 
@@ -47,7 +46,8 @@ def running_job(tmp_path: Path, script: str, **extra):
 
 
 def record(tmp_path: Path, job: str = "signal", session: str = "2025-11-28") -> dict:
-    return json.loads((tmp_path / "state" / "runs" / job / f"{session}.json").read_text())
+    """What status and the deadman read: the run ledger's record of (job, session)."""
+    return runrecord.read(tmp_path / "state", job, session)
 
 
 def test_start_later_than_grace_is_refused_with_the_stale_code(tmp_path):
@@ -101,16 +101,17 @@ def test_lock_of_a_holder_killed_with_sigkill_is_freed(tmp_path):
     # cgroup is killed with the job, children included).
     with running_job(tmp_path, "echo go; exec sleep 30") as holder:
         assert holder.first_line == "go"
-        assert run(context(tmp_path), "/bin/true").returncode == exitcodes.OVERLAP_SKIPPED
+        other = context(tmp_path, MARKET_JOB="closing-orders")  # same lock group, another job
+        assert run(other, "/bin/true").returncode == exitcodes.OVERLAP_SKIPPED
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
-        assert run(context(tmp_path), "/bin/true").returncode == 0
+        assert run(other, "/bin/true").returncode == 0
 
 
 def test_different_lock_groups_run_side_by_side(tmp_path):
     with running_job(tmp_path, "echo go; sleep 10") as holder:
         assert holder.first_line == "go"
-        proc = run(context(tmp_path, MARKET_LOCK_GROUP="broker"), "/bin/true")
+        proc = run(context(tmp_path, MARKET_JOB="quotes", MARKET_LOCK_GROUP="broker"), "/bin/true")
         assert proc.returncode == 0
 
 
@@ -118,6 +119,7 @@ def test_missing_program_is_a_runner_error(tmp_path):
     proc = run(context(tmp_path), "/nonexistent/job")
     assert proc.returncode == exitcodes.RUNNER_ERROR
     assert "cannot run /nonexistent/job" in proc.stderr
+    assert record(tmp_path) is None  # no claim: once fixed, the session can still run once
 
 
 def test_missing_context_is_a_runner_error(tmp_path):
@@ -182,16 +184,183 @@ def test_jobnotify_sends_to_the_notify_socket(tmp_path, monkeypatch):
     assert got == ["READY=1", "WATCHDOG=1", "STATUS=computing weights"]
 
 
-def test_start_record_is_valid_json_even_with_odd_characters(tmp_path):
-    from market_timers import runstart
+def test_ledger_fields_survive_odd_characters(tmp_path):
+    from market_timers import ledger
 
-    fields = {"refused": 'a "quoted"\\ name\n', "late_sec": 1.5, "pid": 7, "result": None}
-    runstart.write_start(str(tmp_path / "state"), "signal", "2025-11-28", fields)
-    assert record(tmp_path, "signal", "2025-11-28") == {
-        "job": "signal", "session": "2025-11-28", **fields}
+    fields = {"refused": 'a "quoted"\\ name\n=x', "late_sec": 1.5, "pid": 7, "result": None}
+    text = ledger.format_fields(fields)
+    assert len(text.splitlines()) == 3  # one line per field; None is left out
+    assert ledger.parse_fields(text) == {k: v for k, v in fields.items() if v is not None}
 
 
 def test_malformed_scheduled_instant_is_a_runner_error(tmp_path):
     proc = run(context(tmp_path, MARKET_SCHEDULED_UTC="2025-11-28 17:45"), "/bin/true")
     assert proc.returncode == exitcodes.RUNNER_ERROR
     assert "MARKET_SCHEDULED_UTC='2025-11-28 17:45' is not YYYY-MM-DDTHH:MM:SSZ" in proc.stderr
+
+
+# The run ledger (issue 10): exactly once per (job, session) ----------------------------------
+
+def appender(tmp_path: Path) -> tuple[list[str], Path]:
+    out = tmp_path / "orders-sent"
+    return ["/bin/sh", "-c", f"echo sent >> {out}"], out
+
+
+def test_second_start_of_a_session_exits_173_and_names_when_and_where_it_ran(tmp_path):
+    command, out = appender(tmp_path)
+    first = run(context(tmp_path), *command)
+    assert first.returncode == 0, first.stderr
+    # the same (job, session) again, e.g. its timer moved 5 min later by a config change
+    second = run(context(tmp_path, MARKET_SCHEDULED_UTC=(datetime.now(UTC) + timedelta(
+        seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")), *command)
+    assert second.returncode == exitcodes.ALREADY_RAN == 173
+    assert out.read_text() == "sent\n"
+    assert "already ran: signal for session 2025-11-28 was started at 20" in second.stderr
+    assert f"on host {os.uname().nodename} (pid " in second.stderr
+    assert "market-timers run signal --session 2025-11-28 --force" in second.stderr
+    rec = record(tmp_path)
+    assert rec["attempts"] == 1 and rec["refused_starts"] == ["already-ran"]
+
+
+def test_already_ran_is_told_before_a_stale_start(tmp_path):
+    """A late second start of a session that ran is 'already ran' (warning), not 'did not run'."""
+    assert run(context(tmp_path), "/bin/true").returncode == 0
+    late = context(tmp_path, datetime.now(UTC) - timedelta(hours=1))
+    assert run(late, "/bin/true").returncode == exitcodes.ALREADY_RAN
+
+
+def test_a_stale_start_does_not_use_up_the_session(tmp_path):
+    command, out = appender(tmp_path)
+    stale = run(context(tmp_path, datetime.now(UTC) - timedelta(seconds=600)), *command)
+    assert stale.returncode == exitcodes.STALE_START and not out.exists()
+    assert run(context(tmp_path), *command).returncode == 0  # e.g. moved later, or by hand
+    assert out.read_text() == "sent\n"
+
+
+def test_an_overlap_skip_does_not_use_up_the_session(tmp_path):
+    command, out = appender(tmp_path)
+    env = context(tmp_path, MARKET_JOB="closing-orders")
+    with running_job(tmp_path, "echo go; exec sleep 30") as holder:
+        assert holder.first_line == "go"
+        assert run(env, *command).returncode == exitcodes.OVERLAP_SKIPPED
+        assert record(tmp_path, "closing-orders")["refused"] == "overlap-skipped"
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+    assert run(env, *command).returncode == 0
+    assert out.read_text() == "sent\n"
+
+
+def test_many_starts_racing_for_one_session_run_it_exactly_once(tmp_path):
+    """Each in its own lock group, so only the ledger's claim stands between them."""
+    out = tmp_path / "orders-sent"
+    procs = [subprocess.Popen([*RUNNER, "--", "/bin/sh", "-c", f"echo $$ >> {out}"],
+                              env=context(tmp_path, MARKET_LOCK_GROUP=f"g{i}"),
+                              stderr=subprocess.PIPE, text=True) for i in range(16)]
+    codes = sorted(p.wait(timeout=60) for p in procs)
+    for p in procs:
+        p.stderr.close()
+    assert codes == [0] + [exitcodes.ALREADY_RAN] * 15
+    assert len(out.read_text().splitlines()) == 1
+
+
+def test_record_after_a_refused_second_start_keeps_the_first_runs_result(tmp_path):
+    env = context(tmp_path)
+    assert run(env, "/bin/true").returncode == 0
+    finish(env, SERVICE_RESULT="success", EXIT_CODE="exited", EXIT_STATUS="0")
+    assert run(env, "/bin/true").returncode == exitcodes.ALREADY_RAN
+    finish(env, SERVICE_RESULT="exit-code", EXIT_CODE="exited", EXIT_STATUS="173")
+    rec = record(tmp_path)
+    assert (rec["result"], rec["exit_status"], rec["attempts"]) == ("success", "0", 1)
+
+
+def finish(env: dict, **result) -> None:
+    subprocess.run([*RUNNER, "--record"], env={**env, **result}, check=True)
+
+
+def ticket(tmp_path: Path, nonce: str, force: bool, session: str = "2025-11-28") -> None:
+    from market_timers.ledger.local import LocalLedger
+
+    LocalLedger(str(tmp_path / "state")).write_ticket(nonce, {
+        "job": "signal", "session": session, "force": "yes" if force else "no", "by": "alice"})
+
+
+def test_a_forced_start_runs_again_as_the_next_attempt_once_per_ticket(tmp_path):
+    command, out = appender(tmp_path)
+    assert run(context(tmp_path), *command).returncode == 0
+    ticket(tmp_path, "n1", force=True)
+    forced = context(tmp_path, datetime.now(UTC) - timedelta(hours=3), MARKET_TICKET="n1")
+    proc = run(forced, "/usr/bin/env")
+    assert proc.returncode == 0, proc.stderr
+    assert "MARKET_ATTEMPT=2" in proc.stdout and "MARKET_TICKET" not in proc.stdout
+    assert "started by alice with `market-timers run --force`" in proc.stderr
+    rec = record(tmp_path)
+    assert (rec["attempt"], rec["how"], rec["by"], rec["attempts"]) == (2, "forced", "alice", 2)
+    again = run(forced, *command)  # the same ticket cannot force a second run
+    assert again.returncode == exitcodes.RUNNER_ERROR
+    assert "start ticket n1 of signal for session 2025-11-28 is unknown or already used" \
+        in again.stderr
+    assert out.read_text() == "sent\n"
+
+
+def test_a_ticket_for_another_session_is_refused(tmp_path):
+    ticket(tmp_path, "n2", force=True, session="2025-11-27")
+    proc = run(context(tmp_path, MARKET_TICKET="n2"), "/bin/true")
+    assert proc.returncode == exitcodes.RUNNER_ERROR
+
+
+def test_an_operator_start_without_force_skips_the_grace_but_not_the_ledger(tmp_path):
+    command, out = appender(tmp_path)
+    ticket(tmp_path, "n3", force=False)
+    late = context(tmp_path, datetime.now(UTC) - timedelta(hours=3), MARKET_TICKET="n3")
+    assert run(late, *command).returncode == 0  # a missed session, caught up by hand
+    ticket(tmp_path, "n4", force=False)
+    assert run({**late, "MARKET_TICKET": "n4"}, *command).returncode == exitcodes.ALREADY_RAN
+    assert out.read_text() == "sent\n"
+
+
+def test_an_unwritable_ledger_refuses_the_run_with_172(tmp_path):
+    command, out = appender(tmp_path)
+    (tmp_path / "state").write_text("not a directory")
+    proc = run(context(tmp_path), *command)
+    assert proc.returncode == exitcodes.RUNNER_ERROR
+    assert "not running signal for session 2025-11-28" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_a_symlink_planted_in_the_ledger_is_not_followed(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "state" / "ledger").mkdir(parents=True)
+    (tmp_path / "state" / "ledger" / "signal").symlink_to(elsewhere)
+    proc = run(context(tmp_path), "/bin/true")
+    assert proc.returncode == exitcodes.RUNNER_ERROR
+    assert "Traceback" not in proc.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_missing_or_unwritable_lock_dir_is_172_with_a_clear_line(tmp_path):
+    (tmp_path / "afile").write_text("")
+    proc = run(context(tmp_path, MARKET_LOCK_DIR=str(tmp_path / "afile" / "locks")), "/bin/true")
+    assert proc.returncode == exitcodes.RUNNER_ERROR
+    assert f"cannot open the lock file {tmp_path}/afile/locks/orders.lock" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert record(tmp_path) is None  # not claimed: the session can still run
+
+
+def test_a_symlink_planted_as_the_lock_file_is_not_followed(tmp_path):
+    target = tmp_path / "victim"
+    target.write_text("precious\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "orders.lock").symlink_to(target)
+    proc = run(context(tmp_path), "/bin/true")
+    assert proc.returncode == exitcodes.RUNNER_ERROR
+    assert "orders.lock: it is a symbolic link, not followed" in proc.stderr
+    assert target.read_text() == "precious\n"
+
+
+def test_help_works_without_a_job_context():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MARKET_")}
+    proc = subprocess.run([*RUNNER, "--help"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("usage: market-timers-run -- COMMAND")
+    assert "173" in proc.stdout

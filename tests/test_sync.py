@@ -227,6 +227,120 @@ def test_sync_just_before_a_fire_keeps_its_timer(setup, tmp_path):
     assert result.removed == [] and result.changes == [] and sc.calls == []
 
 
+# The run ledger (issue 10): sync never schedules a (job, session) that has already started ------
+
+CLOSING = """
+calendar = "XNYS"
+horizon = 2
+[[job]]
+name = "closing-orders"
+event = "close"
+offset = "{offset}"
+command = ["/usr/bin/true"]
+"""
+
+
+def ran(cfg, job: str, session: str, at: str = "2025-11-26T20:50:00.031Z") -> None:
+    """What the runner leaves in the ledger when the timer fired and the job started."""
+    from market_timers.ledger import Key
+    from market_timers.ledger.local import LocalLedger
+
+    LocalLedger(str(cfg.state_dir)).claim(Key(job, session), "timer", {
+        "host": "ny4-a", "pid": 4242, "started_utc": at})
+
+
+def test_offset_changed_after_the_session_ran_does_not_schedule_it_again(write_config, tmp_path):
+    """The live bug: closing-orders at close -10min ran at 20:50; at 20:52 the offset becomes
+    -5min; sync must not install ...-205500.timer (the orders would be sent twice)."""
+    cfg = config.load(write_config(CLOSING.format(offset="-10min")))
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    assert "market-closing-orders@2025-11-26-205000.timer" in names(cfg.unit_dir)
+    ran(cfg, "closing-orders", "2025-11-26")
+    sc.calls.clear()
+
+    cfg = config.load(write_config(CLOSING.format(offset="-5min")))
+    result = sync.sync(cfg, now=datetime(2025, 11, 26, 20, 52, tzinfo=UTC), systemctl=sc,
+                       stamp_dir=tmp_path)
+    twice = "market-closing-orders@2025-11-26-205500.timer"
+    assert twice not in names(cfg.unit_dir)
+    assert all(twice not in c[1] for c in sc.calls if c[0] == "start")
+    # the elapsed timer that ran stays; the next session moves as asked
+    assert "market-closing-orders@2025-11-26-205000.timer" in names(cfg.unit_dir)
+    assert "market-closing-orders@2025-11-28-175500.timer" in names(cfg.unit_dir)
+    lines = result.lines()
+    assert (f"not install {twice}: closing-orders already ran for session 2025-11-26 "
+            "(at 2025-11-26T20:50:00.031Z on host ny4-a (pid 4242, attempt 1, timer))") in lines
+    assert ("change: XNYS 2025-11-26: closing-orders moved from 2025-11-26T20:50:00Z to "
+            "2025-11-26T20:55:00Z; it already ran: not installed, not run again") in lines
+    plan = json.loads((cfg.state_dir / "plan.json").read_text())
+    [today] = [f for f in plan["fires"] if f["session"] == "2025-11-26"]
+    assert today["fire_utc"] == "2025-11-26T20:50:00Z"  # what ran, for status and the deadman
+
+
+def test_offset_changed_before_the_fire_moves_it_and_says_so(write_config, tmp_path):
+    """The same change with no run yet (or a refused, stale one): the new timer is installed."""
+    cfg = config.load(write_config(CLOSING.format(offset="-10min")))
+    sync.sync(cfg, now=WED, systemctl=RecordingSystemctl(), stamp_dir=tmp_path)
+    cfg = config.load(write_config(CLOSING.format(offset="-5min")))
+    result = sync.sync(cfg, now=datetime(2025, 11, 26, 20, 52, tzinfo=UTC),
+                       systemctl=RecordingSystemctl(), stamp_dir=tmp_path)
+    assert "market-closing-orders@2025-11-26-205500.timer" in names(cfg.unit_dir)
+    assert ("change: XNYS 2025-11-26: closing-orders moved from 2025-11-26T20:50:00Z to "
+            "2025-11-26T20:55:00Z") in result.lines()
+
+
+def test_late_open_added_during_the_day_does_not_run_the_opening_job_twice(write_config,
+                                                                             tmp_path):
+    opening = CLOSING.format(offset="+5min").replace('"close"', '"open"').replace(
+        "closing-orders", "opening-orders")
+    cfg = config.load(write_config(opening))
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=datetime(2025, 11, 26, 9, 0, tzinfo=UTC), systemctl=sc, stamp_dir=tmp_path)
+    assert "market-opening-orders@2025-11-26-143500.timer" in names(cfg.unit_dir)
+    ran(cfg, "opening-orders", "2025-11-26", at="2025-11-26T14:35:00.020Z")
+    cfg = config.load(write_config(opening + '[overrides.XNYS]\nlate_open = '
+                                   '{ "2025-11-26" = "10:30" }\n'))
+    result = sync.sync(cfg, now=datetime(2025, 11, 26, 15, 0, tzinfo=UTC), systemctl=sc,
+                       stamp_dir=tmp_path)
+    assert "market-opening-orders@2025-11-26-153500.timer" not in names(cfg.unit_dir)
+    assert any(line.startswith("not install market-opening-orders@2025-11-26-153500.timer: "
+                               "opening-orders already ran for session 2025-11-26")
+               for line in result.lines())
+
+
+def test_a_waiting_timer_of_a_session_run_early_by_hand_is_withdrawn(write_config, tmp_path):
+    cfg = config.load(write_config(CLOSING.format(offset="-10min")))
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
+    waiting = "market-closing-orders@2025-11-26-205000.timer"
+    ran(cfg, "closing-orders", "2025-11-26", at="2025-11-26T12:01:00.000Z")  # `run` at 12:01
+    sc.calls.clear()
+    result = sync.sync(cfg, now=datetime(2025, 11, 26, 12, 5, tzinfo=UTC), systemctl=sc,
+                       stamp_dir=tmp_path)
+    assert ("stop", (waiting,)) in sc.calls and waiting not in names(cfg.unit_dir)
+    assert any(line.startswith(f"stop and delete {waiting}: closing-orders already ran")
+               for line in result.lines())
+    assert result.changes == []
+    again = sync.sync(cfg, now=datetime(2025, 11, 26, 12, 6, tzinfo=UTC), systemctl=sc,
+                      stamp_dir=tmp_path)
+    assert waiting not in names(cfg.unit_dir) and not again.changed_anything
+
+
+def test_a_run_recorded_before_the_ledger_existed_counts_as_started(write_config, tmp_path):
+    """The day of the upgrade: the morning's run left only the old run record."""
+    cfg = config.load(write_config(CLOSING.format(offset="-10min")))
+    sync.sync(cfg, now=WED, systemctl=RecordingSystemctl(), stamp_dir=tmp_path)
+    old = cfg.state_dir / "runs" / "closing-orders" / "2025-11-26.json"
+    old.parent.mkdir(parents=True)
+    old.write_text('{"job": "closing-orders", "session": "2025-11-26", "pid": 7, '
+                   '"started_utc": "2025-11-26T20:50:00.010Z", "result": "success"}\n')
+    cfg = config.load(write_config(CLOSING.format(offset="-5min")))
+    sync.sync(cfg, now=datetime(2025, 11, 26, 20, 52, tzinfo=UTC),
+              systemctl=RecordingSystemctl(), stamp_dir=tmp_path)
+    assert "market-closing-orders@2025-11-26-205500.timer" not in names(cfg.unit_dir)
+
+
 # --- issue 9: a hand-made unit is never overwritten; a read-only unit_dir is a message -------
 
 def test_hand_made_unit_with_a_planned_name_is_left_alone_with_a_warning(setup, tmp_path):

@@ -20,7 +20,8 @@ from .exitcodes import FAILURE, USAGE
 EPILOG = """\
 exit status: 0 ok; 1 failure; 2 bad command line or bad config (nothing was changed).
 The job runner (market-timers-run) passes the job's status through; it exits 170 for a
-stale start, 171 for an overlap skipped and 172 when it cannot run the job.
+stale start, 171 for an overlap skipped, 172 when it cannot run the job and 173 when
+that (job, session) already ran (see `run --force`).
 See market-timers(1) and market-timers.toml(5)."""
 
 
@@ -135,6 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("deadman", "compare the plan with what ran; alert on misses "
                        "(run every minute by market-deadman.timer)")
+
+    s = command("run", "start a job's run for one session now (refused if that session "
+                       "already ran, unless --force)")
+    s.add_argument("job", metavar="JOB", help="the job's name")
+    s.add_argument("--session", type=_date, required=True, metavar="DATE",
+                   help="the session to run it for")
+    s.add_argument("--force", action="store_true", help="run it again although it already ran")
 
     s = command("status", "each session's jobs: timer, result, duration, alerts")
     s.add_argument("--session", type=_date, metavar="DATE",
@@ -436,6 +444,7 @@ COMMANDS = {
     "refresh": cmd_refresh,
     "deadman": _delegate("deadman", "command", "now", service_user=True, alert_path=True),
     "status": _delegate("status", "command", "session", "json", "now"),
+    "run": _delegate("manual_run", "command", "job", "session", "force", check_calendars=True),
 }
 
 

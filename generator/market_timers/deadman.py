@@ -4,9 +4,10 @@ One pass reads `<state_dir>/plan.json` (every fire sync planned while it was sti
 from the exchange calendar, so a holiday has no entry and an early close has its moved instant),
 the run records and `systemctl show` of the upcoming timers, and finds:
 
-* missed: a planned (job, session) whose instant + grace + timeout + slack has passed with no run
-  record. The runner writes its record before it execs the job (a stale start or an overlap skip
-  writes one too, and those have their own alerts), so no record means the job never started:
+* missed: a planned (job, session) whose instant + grace + timeout + slack has passed with nothing
+  in the run ledger (runrecord.read). The runner claims the (job, session) before it execs the
+  job (a stale start, an overlap skip or an "already ran" leaves a note too, and those have their
+  own alerts), so nothing in the ledger means the job never started:
   the timer did not fire, the host was down past the grace, the unit was removed... One critical
   alert per (job, session), ever: what was reported is kept in `<state_dir>/deadman.json`. The
   alert layer records the job's last outcome as "missed", so its next success sends a recovery.
@@ -153,7 +154,10 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
         if due < now and runrecord.read(state_dir, entry["job"], entry["session"]) is None:
             result.findings.append(_missed(entry, due, now, watch))
 
-    upcoming = [e for e in fires if parse_iso(e["fire_utc"]) > now and e["job"] in jobs]
+    # A (job, session) that already ran (`market-timers run` ahead of its timer) has no timer on
+    # purpose: sync withdrew it.
+    upcoming = [e for e in fires if parse_iso(e["fire_utc"]) > now and e["job"] in jobs
+                and runrecord.read(state_dir, e["job"], e["session"]) is None]
     generated = parse_iso(plan["generated_utc"]) if plan.get("generated_utc") else None
     settling = generated is not None and now - generated < timedelta(seconds=watch.slack_sec)
     if settling or _sync_running(state_dir):

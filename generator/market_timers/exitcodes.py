@@ -3,7 +3,7 @@
 The runner's own refusals use codes from the range LSB reserves for applications (150-199), so
 that they never collide with a job's own exit status (the runner execs the job, so a job's status
 passes through unchanged) nor with systemd's own 200-243. The alert layer maps them to kinds
-("stale start", "overlap skipped"); they are documented in market-timers(1).
+("stale start", "overlap skipped", "already ran"); they are documented in market-timers(1).
 """
 
 OK = 0
@@ -12,9 +12,11 @@ USAGE = 2  # bad command line or bad config: nothing was changed
 STALE_START = 170  # runner: started later than the job's grace; the job did not run
 OVERLAP_SKIPPED = 171  # runner: the job's lock group was busy; the run was dropped
 RUNNER_ERROR = 172  # runner: could not exec the job (missing command, bad arguments)
+ALREADY_RAN = 173  # runner: this (job, session) already started (run ledger); not run again
 
 RUNNER_CODES = {
     STALE_START: "stale-start",
     OVERLAP_SKIPPED: "overlap-skipped",
     RUNNER_ERROR: "runner-error",
+    ALREADY_RAN: "already-ran",
 }

@@ -1,32 +1,69 @@
 """The job runner: `ExecStart=market-timers-run -- COMMAND...` in every generated service.
 
-1. refuses a start later than the job's grace (exit 170, "stale start");
-2. takes a non-blocking flock on <lock dir>/<lock group>.lock; busy -> logs the holder, exit 171;
-3. execs the job in this same process, so the job is the unit's main PID (WatchdogSec= with
+In this order:
+1. a start by `market-timers run` consumes its one-off ticket (MARKET_TICKET; see manual_run.py):
+   it is the operator's, so it skips the grace check, and with --force it is a deliberate re-run;
+2. refuses a (job, session) that already started (the run ledger holds attempt 1): exit 173,
+   "already ran", logging when, where (host) and by which pid it ran; a forced start skips this;
+3. refuses a start later than the job's grace (exit 170, "stale start");
+4. takes a non-blocking flock on <lock dir>/<lock group>.lock; busy -> logs the holder, exit 171;
+5. claims the (job, session) in the ledger: atomic and durable, *after* the lock and *before*
+   the exec (and after checking that the program is executable); a start that lost the race
+   exits 173 too;
+6. execs the job in this same process, so the job is the unit's main PID (WatchdogSec= with
    NotifyAccess=main works) and the inherited lock fd lives exactly as long as the job; the OS
    releases the lock however the job dies.
 
+Why this order. The promise is "exactly once per session, on time, or someone is told":
+* The claim is the last step before the exec: only a start that will run may take it. A stale
+  start (3) did not run: had it claimed, the session would count as run, and the operator's
+  `market-timers run` to catch it up would be refused. An overlap skip (4) did not run either:
+  had it claimed first, the session's only run would be the skipped one, and a later start (the
+  operator's, once the group is free) would be refused. Both are told (170 critical, 171
+  warning) and stay runnable once.
+* The ledger is peeked at (2) before the grace check, so that a second start of a session that
+  did run (a timer moved later by a config change, a Persistent= catch-up after a reboot) says
+  what happened, "already ran" (a warning), rather than a stale start (a critical "did not run").
+  The peek takes nothing; the claim in (5) is what decides a race.
+* The lock is taken before the claim: two starts of one lock group serialise on it anyway, and a
+  claim taken while the group is busy could not be honoured. A claim that cannot be written (a
+  full or read-only state directory) refuses the run with 172: without it the job could run twice.
+
 A periodic job (MARKET_SLOT_EVERY_SEC and the like in its unit, slotclock.py) is judged by
-run_slot(): the start belongs to the latest slot at or before it; grace is measured from that
-slot, and the run record is that slot's, created exclusively (a second start for the slot is
-refused, 173).
+run_slot(): the start belongs to the latest slot at or before it, grace is measured from that
+slot, and the ledger key is (job, session, slot): one claim per slot, a second start for the slot
+is "already ran" (173). Its slot record (slotrecords.py counts skipped slots from them) is written
+beside the ledger.
 
-`market-timers-run --record` (ExecStopPost=) completes the run record.
+`market-timers-run --record` (ExecStopPost=) records how the attempt ended in the ledger.
 
-Hot path: standard library only, never pandas or exchange_calendars. Its whole context comes from
-the unit's Environment= lines, written by render.py.
+Hot path: standard library only, never pandas, exchange_calendars or json. Its whole context comes
+from the unit's Environment= lines, written by render.py.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from . import runstart, slotclock
-from .exitcodes import OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
+from . import ledger, slotclock
+from .exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
+
+USAGE = """\
+usage: market-timers-run -- COMMAND [ARG...]
+       market-timers-run --record
+
+The job runner of market-timers: every generated job unit runs it as its ExecStart=, with the
+job's context in its environment (MARKET_JOB, MARKET_SESSION, MARKET_SCHEDULED_UTC, ...). It
+refuses a session that already ran (exit 173), a start later than the grace (170), a busy lock
+group (171), and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit
+status passes through. --record (ExecStopPost=) records how the run ended.
+See market-timers-run(1).
+"""
 
 ERR, WARNING, INFO = 3, 4, 6
 
@@ -51,11 +88,22 @@ def scheduled_instant(env: dict, now: datetime) -> datetime:
     return today if today <= now + timedelta(seconds=1) else today - timedelta(days=1)
 
 
+class LockError(Exception):
+    pass
+
+
 def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
-    """The locked fd (inheritable), or None when another run holds the group's lock."""
-    os.makedirs(lock_dir, exist_ok=True)
+    """The locked fd (inheritable), or None when another run holds the group's lock.
+
+    LockError when the lock cannot be taken at all (missing or unwritable directory, a symlink
+    planted in place of the lock file: it is never followed)."""
     path = os.path.join(lock_dir, f"{group}.lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.makedirs(lock_dir, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        why = "it is a symbolic link, not followed" if e.errno == errno.ELOOP else e.strerror
+        raise LockError(f"cannot open the lock file {path}: {why}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -64,11 +112,25 @@ def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
         log(WARNING, f"lock group '{group}' is busy (held by {holder}); this run of {job} "
                      f"for session {session} is dropped, not queued")
         return None
+    except OSError as e:
+        os.close(fd)
+        raise LockError(f"cannot lock {path}: {e.strerror}") from None
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} job {job} session {session} since {stamp}\n".encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} job {job} session {session} since {stamp}\n".encode(), 0)
+    except OSError as e:  # the lock is held; only its note for the next one is missing
+        log(WARNING, f"cannot write the holder's note into {path}: {e.strerror}")
     os.set_inheritable(fd, True)
     return fd
+
+
+def _utc(instant: datetime) -> str:
+    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _now_text() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def run(argv: list[str], env: dict) -> int:
@@ -85,28 +147,70 @@ def run(argv: list[str], env: dict) -> int:
         if schedule is not None:
             return run_slot(argv, env, job, grace, now, schedule)
         scheduled = scheduled_instant(env, now)
+        session = env.get("MARKET_SESSION") or scheduled.date().isoformat()
+        key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
+        book = ledger.open_ledger(env)
     except (KeyError, ValueError) as e:
         log(ERR, f"bad or missing context in the environment ({e}); run me from a unit made "
                  "by `market-timers render`")
         return RUNNER_ERROR
-    session = env.get("MARKET_SESSION") or scheduled.date().isoformat()
     late = (now - scheduled).total_seconds()
-    state_dir = env.get("MARKET_STATE_DIR", "/var/lib/market-timers")
-    if late > grace:
-        log(ERR, f"stale start: {job} for session {session} was due at "
-                 f"{scheduled:%Y-%m-%dT%H:%M:%SZ} and it is {late:.0f} s later, more than its "
-                 f"grace of {grace} s; not running it")
-        _record(state_dir, job, session, scheduled, refused="stale-start", late_sec=round(late, 3))
+    base = dict(scheduled_utc=_utc(scheduled), host=os.uname().nodename, pid=os.getpid(),
+                invocation=env.get("INVOCATION_ID"))
+    how, by = "timer", None
+    try:
+        if env.get("MARKET_TICKET"):
+            ticket = book.take_ticket(env["MARKET_TICKET"], key)
+            if ticket is None:
+                log(ERR, f"start ticket {env['MARKET_TICKET']} of {job} for session {session} is "
+                         "unknown or already used; start a run with `market-timers run`")
+                return RUNNER_ERROR
+            how = "forced" if ticket.get("force") == "yes" else "operator"
+            by = ticket.get("by", "?")
+            log(INFO, f"{job} for session {session} started by {by} with `market-timers run"
+                      f"{' --force' if how == 'forced' else ''}`")
+        holder = None if how == "forced" else book.holder(key)
+    except OSError as e:
+        log(ERR, f"cannot read the run ledger in {getattr(book, 'state_dir', '?')}: {e}; "
+                 f"not running {job} for session {session} (it could run twice)")
+        return RUNNER_ERROR
+    if holder is not None:
+        return _already_ran(book, key, holder, base)
+    if how == "timer" and late > grace:
+        log(ERR, f"stale start: {job} for session {session} was due at {_utc(scheduled)} and it "
+                 f"is {late:.0f} s later, more than its grace of {grace} s; not running it")
+        _refuse(book, key, base, "stale-start", late_sec=round(late, 3))
         return STALE_START
-    lock = take_lock(env.get("MARKET_LOCK_DIR", "/run/market-timers"),
-                     env.get("MARKET_LOCK_GROUP", job), job, session)
+    if not os.access(argv[0], os.X_OK):  # before the claim: a run that cannot start takes none
+        log(ERR, f"cannot run {argv[0]}: not an executable file; {job} for session {session} "
+                 "did not run")
+        return RUNNER_ERROR
+    try:
+        lock = take_lock(env.get("MARKET_LOCK_DIR", "/run/market-timers"),
+                         env.get("MARKET_LOCK_GROUP", job), job, session)
+    except LockError as e:
+        log(ERR, f"{e}; {job} for session {session} did not run")
+        return RUNNER_ERROR
     if lock is None:
-        _record(state_dir, job, session, scheduled, refused="overlap-skipped")
+        _refuse(book, key, base, "overlap-skipped")
         return OVERLAP_SKIPPED
+    try:
+        claim = book.claim(key, how, dict(base, started_utc=_now_text(),
+                                          started_mono=time.monotonic(), late_sec=round(late, 3),
+                                          by=by))
+    except OSError as e:
+        log(ERR, f"cannot record the start of {job} for session {session} in the run ledger "
+                 f"({e}); not running it: without its claim it could run twice")
+        return RUNNER_ERROR
+    if not claim.ok:
+        os.close(lock)
+        return _already_ran(book, key, claim.holder or {}, base)
     child_env = dict(env)
     child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1",
-                     MARKET_SCHEDULED_UTC=scheduled.strftime("%Y-%m-%dT%H:%M:%SZ"))
-    _record(state_dir, job, session, scheduled, late_sec=round(late, 3), pid=os.getpid())
+                     MARKET_SCHEDULED_UTC=_utc(scheduled), MARKET_ATTEMPT=str(claim.attempt))
+    child_env.pop("MARKET_TICKET", None)
+    if claim.fence:
+        child_env["MARKET_FENCE"] = claim.fence
     try:
         os.execve(argv[0], argv, child_env)
     except OSError as e:
@@ -117,50 +221,79 @@ def run(argv: list[str], env: dict) -> int:
 
 def run_slot(argv: list[str], env: dict, job: str, grace: int, now: datetime,
              schedule: slotclock.Schedule) -> int:
-    """A periodic job's start: the slot it belongs to (the latest one at or before now), refused
-    when later than grace after it (170), when the lock group is busy (171) or when that slot
-    already has a record (173: a duplicate fire); each outcome is that slot's run record."""
+    """A periodic job's start, claimed per (job, session, slot) in the ledger: refused when that
+    slot already ran (173), later than grace after the slot (170), or the lock group is busy
+    (171). Each outcome is also the slot's record for the skip accounting (slotrecords.py)."""
     session = env.get("MARKET_SESSION", "")
     if not session:
         raise KeyError("MARKET_SESSION")
     slot = schedule.current(now)
-    slot_text = slotclock.z(slot)
-    key = slotclock.record_key(session, slot)
-    late = (now - slot).total_seconds()
+    slot_text = _utc(slot)
+    key = ledger.Key(job, session, slotclock.slot_name(slot))
+    book = ledger.open_ledger(env)
     state_dir = env.get("MARKET_STATE_DIR", "/var/lib/market-timers")
     invocation = env.get("INVOCATION_ID")
+    late = (now - slot).total_seconds()
     what = f"{job} for session {session}, slot {slot_text}"
+    base = dict(scheduled_utc=slot_text, host=os.uname().nodename, pid=os.getpid(),
+                invocation=invocation)
 
-    def record(**fields) -> bool:
+    def note(**fields) -> None:  # the slot's record, for counting (never stops the job)
         try:
-            made = slotclock.write_new(state_dir, job, key, dict(
-                session=session, slot=slot_text, scheduled_utc=slot_text,
-                started_utc=datetime.now(UTC).isoformat(timespec="milliseconds"),
-                started_mono=time.monotonic(), invocation=invocation, result=None, **fields))
-            if made:
-                slotclock.write_pointer(state_dir, job, session, invocation, key)
-            return made
-        except OSError as e:  # a record must never stop the job from running
-            log(WARNING, f"cannot write the run record in {state_dir}: {e}")
-            return True
+            record_key = slotclock.record_key(session, slot)
+            if slotclock.write_new(state_dir, job, record_key, dict(
+                    session=session, slot=slot_text, scheduled_utc=slot_text,
+                    started_utc=_now_text(), started_mono=time.monotonic(),
+                    invocation=invocation, result=None, **fields)):
+                slotclock.write_pointer(state_dir, job, session, invocation, record_key)
+        except OSError as e:
+            log(WARNING, f"cannot write the slot record in {state_dir}: {e}")
 
+    try:
+        holder = book.holder(key)
+    except OSError as e:
+        log(ERR, f"cannot read the run ledger in {state_dir}: {e}; not running {what} (it could "
+                 "run twice)")
+        return RUNNER_ERROR
+    if holder is not None:
+        return _already_ran(book, key, holder, base)
     if late > grace:
         log(ERR, f"stale start: {what} is {late:.0f} s late, more than its grace of {grace} s; "
                  "not running it (missed slots are not replayed)")
-        record(refused="stale-start", late_sec=round(late, 3))
+        _refuse(book, key, base, "stale-start", late_sec=round(late, 3))
+        note(refused="stale-start", late_sec=round(late, 3))
         return STALE_START
-    lock = take_lock(env.get("MARKET_LOCK_DIR", "/run/market-timers"),
-                     env.get("MARKET_LOCK_GROUP", job), job, f"{session} slot {slot_text}")
+    if not os.access(argv[0], os.X_OK):
+        log(ERR, f"cannot run {argv[0]}: not an executable file; {what} did not run")
+        return RUNNER_ERROR
+    try:
+        lock = take_lock(env.get("MARKET_LOCK_DIR", "/run/market-timers"),
+                         env.get("MARKET_LOCK_GROUP", job), job, f"{session} slot {slot_text}")
+    except LockError as e:
+        log(ERR, f"{e}; {what} did not run")
+        return RUNNER_ERROR
     if lock is None:
-        record(refused="overlap-skipped", late_sec=round(late, 3))
+        _refuse(book, key, base, "overlap-skipped", late_sec=round(late, 3))
+        note(refused="overlap-skipped", late_sec=round(late, 3))
         return OVERLAP_SKIPPED
-    if not record(late_sec=round(late, 3), pid=os.getpid()):
+    try:
+        claim = book.claim(key, "timer", dict(base, started_utc=_now_text(),
+                                              started_mono=time.monotonic(),
+                                              late_sec=round(late, 3)))
+    except OSError as e:
+        log(ERR, f"cannot record the start of {what} in the run ledger ({e}); not running it: "
+                 "without its claim it could run twice")
+        return RUNNER_ERROR
+    if not claim.ok:
         os.close(lock)
-        log(WARNING, f"{what} already has a run record: this start is a duplicate, not run")
-        return slotclock.SLOT_ALREADY_RAN
+        return _already_ran(book, key, claim.holder or {}, base)
+    note(late_sec=round(late, 3), pid=os.getpid(), attempt=claim.attempt)
     child_env = dict(env)
     child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1", MARKET_SLOT_UTC=slot_text,
-                     MARKET_SCHEDULED_UTC=slot_text)
+                     MARKET_SCHEDULED_UTC=slot_text, MARKET_ATTEMPT=str(claim.attempt))
+    child_env.pop("MARKET_TICKET", None)
+    if claim.fence:
+        child_env["MARKET_FENCE"] = claim.fence
     try:
         os.execve(argv[0], argv, child_env)
     except OSError as e:
@@ -169,47 +302,50 @@ def run_slot(argv: list[str], env: dict, job: str, grace: int, now: datetime,
     return RUNNER_ERROR  # not reached
 
 
-def _record(state_dir: str, job: str, session: str, scheduled: datetime, **fields) -> None:
+def _already_ran(book, key, holder: dict, base: dict) -> int:
+    log(WARNING, f"already ran: {key.job} for session {key.session} was started "
+                 f"{ledger.describe(holder)}; not running it again. To run it again on purpose: "
+                 f"market-timers run {key.job} --session {key.session} --force")
+    _refuse(book, key, base, "already-ran", ran_host=holder.get("host"),
+            ran_pid=holder.get("pid"), ran_utc=holder.get("started_utc"))
+    return ALREADY_RAN
+
+
+def _refuse(book, key, base: dict, why: str, **fields) -> None:
     try:
-        runstart.write_start(state_dir, job, session, dict(
-            scheduled_utc=scheduled.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            started_utc=datetime.now(UTC).isoformat(timespec="milliseconds"),
-            started_mono=time.monotonic(), invocation=os.environ.get("INVOCATION_ID"),
-            result=None, **fields))
-    except OSError as e:  # a record must never stop the job from running
-        log(WARNING, f"cannot write the run record in {state_dir}: {e}")
+        book.refuse(key, dict(base, refused=why, started_utc=_now_text(), **fields))
+    except OSError as e:  # the note must never change the outcome; the journal has the log line
+        log(WARNING, f"cannot note the {why} in the run ledger: {e}")
 
 
 def record(env: dict) -> int:
-    """ExecStopPost=: complete the run record with how the service ended."""
-    from . import runrecord
-
+    """ExecStopPost=: record in the ledger how this invocation's attempt (or refusal) ended."""
     job = env.get("MARKET_JOB")
     if not job:
         return 0
-    state_dir = env.get("MARKET_STATE_DIR", "/var/lib/market-timers")
     now = datetime.now(UTC)
-    if env.get("MARKET_SLOT_EVERY_SEC"):
+    if env.get("MARKET_SLOT_EVERY_SEC"):  # the slot this invocation judged: slotrecords.py
         from .slotrecords import complete_from_env
 
-        return complete_from_env(env, state_dir, job, now)
+        return complete_from_env(env, env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR,
+                                 job, now)
     try:
         session = env.get("MARKET_SESSION") or scheduled_instant(env, now).date().isoformat()
-        previous = runrecord.read(state_dir, job, session) or {}
-        fields = dict(result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
-                      exit_status=env.get("EXIT_STATUS"),
-                      finished_utc=now.isoformat(timespec="milliseconds"),
-                      invocation=env.get("INVOCATION_ID") or previous.get("invocation"))
-        if "started_mono" in previous:
-            fields["duration_sec"] = round(time.monotonic() - previous["started_mono"], 3)
-        runrecord.update(state_dir, job, session, **fields)
+        key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
+        ledger.open_ledger(env).finish(key, env.get("INVOCATION_ID"), dict(
+            result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
+            exit_status=env.get("EXIT_STATUS"),
+            finished_utc=now.isoformat(timespec="milliseconds").replace("+00:00", "Z")))
     except (OSError, ValueError, KeyError) as e:
-        log(WARNING, f"cannot complete the run record: {e}")
+        log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["--help"], ["-h"]):
+        print(USAGE, end="")
+        return 0
     if argv[:1] == ["--record"]:
         return record(dict(os.environ))
     return run(argv, dict(os.environ))

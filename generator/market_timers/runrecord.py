@@ -1,67 +1,65 @@
-"""Run records: one JSON file per (job, session) under <state_dir>/runs/<job>/<session>.json.
+"""Run records: what the run ledger says about a (job, session), as one flat dict per key.
 
-The runner writes `started` just before it execs the job; `ExecStopPost=market-timers-run --record`
-completes the record with systemd's $SERVICE_RESULT / $EXIT_CODE / $EXIT_STATUS, so a record exists
-even when the job was killed (watchdog, RuntimeMaxSec, SIGKILL). The deadman, the alert handlers and
-`status` read them. Standard library only: this runs on the hot path.
+The ledger (ledger/) is the one source of truth for "did it run": the runner claims attempt 1 of a
+(job, session) before it execs the job, notes the starts it refused (stale start, overlap skip,
+already ran), and `market-timers-run --record` (ExecStopPost=) adds how each ended with systemd's
+$SERVICE_RESULT / $EXIT_CODE / $EXIT_STATUS, so a record exists even when the job was killed.
+`status`, the deadman and the digest read it through this module:
+
+* a key with attempts: its latest attempt (result, exit_status, started_utc, finished_utc,
+  duration_sec, host, pid, how...), with `attempts` (how many) and `refused_starts` (the kinds of
+  the starts refused since, e.g. ["already-ran"]);
+* a key with refused starts only: the latest one, with `refused` (its kind);
+* nothing in the ledger: the record the runner wrote before the ledger existed
+  (`<state_dir>/runs/<job>/<session>.json`, read only), else None: it never started.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from .ledger import Key
+from .ledger.local import LocalLedger
 
-def path_for(state_dir: str | os.PathLike, job: str, session: str) -> Path:
-    from .runstart import record_path
 
-    return Path(record_path(os.fspath(state_dir), job, session))
+def legacy_path(state_dir: str | os.PathLike, job: str, session: str) -> Path:
+    return Path(state_dir) / "runs" / job / f"{session}.json"
+
+
+def summary(book, key: Key) -> dict | None:
+    attempts = book.attempts(key)
+    refusals = book.refusals(key)
+    base = {"job": key.job, "session": key.session}
+    if attempts:
+        return {**base, **attempts[-1], "attempts": len(attempts),
+                "refused_starts": [r.get("refused", "?") for r in refusals]}
+    if refusals:
+        return {**base, **refusals[-1], "attempts": 0}
+    return None
 
 
 def read(state_dir: str | os.PathLike, job: str, session: str) -> dict | None:
-    """The record, or None. Root (deadman, status) reads these: no symlink is followed."""
-    from .safefs import SymlinkRefused, read_bytes
-
     try:
-        return json.loads(read_bytes(path_for(state_dir, job, session), base=state_dir))
-    except (FileNotFoundError, SymlinkRefused, ValueError):
+        found = summary(LocalLedger(os.fspath(state_dir)), Key(job, session))
+    except ValueError:
         return None
+    except OSError:  # a symlink planted in the ledger (never followed), an unreadable entry
+        found = None
+    return found if found is not None else _legacy(legacy_path(state_dir, job, session),
+                                                    state_dir)
 
 
-def update(state_dir: str | os.PathLike, job: str, session: str, **fields) -> dict:
-    """Merge fields into the record (atomic rename; readers never see half a file)."""
-    path = path_for(state_dir, job, session)
-    record = read(state_dir, job, session) or {"job": job, "session": session}
-    record.update(fields)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-    return record
-
-
-def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[dict]:
-    """Every readable record (of one job, or of all), oldest session first within a job."""
+def _legacy(path: Path, state_dir) -> dict | None:
+    """Root (deadman, status, sync) reads these: no symlink is followed (safefs)."""
     from .safefs import read_bytes
 
-    root = Path(state_dir) / "runs"
-    out = []
-    jobs = [job] if job else _names(root, state_dir)
-    paths = [root / j / n for j in jobs if "/" not in j and j not in (".", "..")
-             for n in _names(root / j, state_dir) if n.endswith(".json")]
-    for path in sorted(paths):
-        try:
-            record = json.loads(read_bytes(path, base=state_dir))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("job"):
-            record.setdefault("session", path.stem)
-            out.append(record)
-    return out
+    try:
+        record = json.loads(read_bytes(path, base=state_dir))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def _names(directory: Path, state_dir) -> list[str]:
@@ -69,5 +67,49 @@ def _names(directory: Path, state_dir) -> list[str]:
 
     try:
         return listdir(directory, base=state_dir)
-    except OSError:  # a symlink or a file where a job's directory should be
+    except OSError:  # missing, or a symlink or a file where a directory should be
         return []
+
+
+def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[dict]:
+    """Every readable record (of one job, or of all), oldest session first within a job."""
+    book = LocalLedger(os.fspath(state_dir))
+    out: dict[tuple[str, str], dict] = {}
+    for key in book.keys(job):
+        try:
+            record = summary(book, key)
+        except OSError:
+            continue
+        if record is not None:
+            out[(key.job, key.name)] = record
+    root = Path(state_dir) / "runs"
+    jobs = [job] if job else _names(root, state_dir)
+    paths = [root / j / n for j in jobs if "/" not in j and j not in (".", "..")
+             for n in _names(root / j, state_dir) if n.endswith(".json")]
+    for path in sorted(paths):
+        record = _legacy(path, state_dir)
+        if record and record.get("job") and (record["job"], path.stem) not in out:
+            record.setdefault("session", path.stem)
+            out[(record["job"], path.stem)] = record
+    return [out[k] for k in sorted(out)]
+
+
+RESULT_FIELDS = ("result", "exit_code", "exit_status", "finished_utc", "duration_sec")
+
+
+def update(state_dir: str | os.PathLike, job: str, session: str, **fields) -> dict | None:
+    """Record a run in the ledger the way the runner and --record would (tools and tests):
+    `refused=KIND` notes a refused start; otherwise the start fields claim attempt 1 (if nobody
+    has) and the result fields (result, exit_status...) finish the latest unfinished entry."""
+    book = LocalLedger(os.fspath(state_dir))
+    key = Key(job, session)
+    if fields.get("refused"):
+        book.refuse(key, fields)
+    else:
+        start = {k: v for k, v in fields.items() if k not in RESULT_FIELDS}
+        if start and book.holder(key) is None:
+            book.claim(key, "timer", start)
+        done = {k: v for k, v in fields.items() if k in RESULT_FIELDS}
+        if done:
+            book.finish(key, start.get("invocation"), done)
+    return read(state_dir, job, session)

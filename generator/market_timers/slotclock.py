@@ -6,11 +6,12 @@ and the paused break, from which every slot is rebuilt exactly as plan.py comput
 
     first + k * every  (k = 0, 1, ...)  up to last, minus those strictly inside the pause.
 
-A run record per slot lives at `<state_dir>/runs/<job>/<session>/<YYYYMMDDTHHMMSSZ>.json` (the
-record key `<session>/<slot>` stands where a one-shot job's session goes, so runstart/runrecord
-work unchanged). The runner creates it exclusively (a second start for the same slot is refused,
-exit 173: the per-(job, session, slot) claim); a slot that never started is recorded afterwards
-by slotrecords.account() as skipped.
+The run ledger's key for a slot is (job, session, `YYYYMMDDTHHMMSSZ`): the runner claims it there,
+so a slot runs at most once (a second start is "already ran", 173). Beside the ledger, each slot
+has a record at `<state_dir>/runs/<job>/<session>/<YYYYMMDDTHHMMSSZ>.json` (the record key
+`<session>/<slot>`): what the
+start came to, and for a slot that never started, written afterwards by slotrecords.account(),
+"skipped". The skip counts, the digest, status and the deadman read these.
 """
 
 from __future__ import annotations
@@ -18,9 +19,29 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from .runstart import dumps, record_path
 
-SLOT_ALREADY_RAN = 173  # the slot already has a run record: this start is a duplicate
+def record_path(state_dir: str, job: str, key: str) -> str:
+    """<state_dir>/runs/<job>/<session>/<slot>.json for the key `<session>/<slot>`."""
+    return os.path.join(state_dir, "runs", job, f"{key}.json")
+
+
+def _value(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    text = str(v)
+    escaped = "".join(c if c >= " " and c not in '"\\' else f"\\u{ord(c):04x}" for c in text)
+    return f'"{escaped}"'
+
+
+def dumps(fields: dict) -> str:
+    """JSON of a flat record of names, ISO dates, numbers and None, without importing json (its
+    import costs the runner milliseconds); slotrecords.py reads it back with json."""
+    return "{" + ", ".join(f"{_value(str(k))}: {_value(v)}" for k, v in sorted(fields.items())) \
+        + "}\n"
 
 
 def parse_z(text: str) -> datetime:

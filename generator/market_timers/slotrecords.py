@@ -28,8 +28,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from . import runrecord
-from .slotclock import Schedule, parse_z, pointer_path, record_key, slot_name, write_new, z
+from .slotclock import (
+    Schedule,
+    parse_z,
+    pointer_path,
+    record_key,
+    record_path,
+    slot_name,
+    write_new,
+    z,
+)
 
 log = logging.getLogger("market_timers.periodic")
 
@@ -43,16 +51,37 @@ def session_dir(state_dir, job: str, session: str) -> Path:
 
 def read_slots(state_dir, job: str, session: str) -> dict[str, dict]:
     """slot instant (Z text) -> its record, for every readable record of the session."""
+    from . import safefs
+
     out = {}
     directory = session_dir(state_dir, job, session)
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+    if directory.is_symlink() or not directory.is_dir():
+        return out
+    for path in sorted(directory.glob("*.json")):
+        # status runs as root: a link planted by a job is never followed (safefs)
+        record = safefs.read_json(path, base=state_dir, default=None)
         if isinstance(record, dict) and record.get("slot"):
             out[record["slot"]] = record
     return out
+
+
+def read_slot(state_dir, job: str, key: str) -> dict | None:
+    from . import safefs
+
+    record = safefs.read_json(record_path(os.fspath(state_dir), job, key), base=state_dir)
+    return record if isinstance(record, dict) else None
+
+
+def update_slot(state_dir, job: str, key: str, **fields) -> dict:
+    """Merge fields into the slot's record (atomic rename: readers never see half a file)."""
+    path = Path(record_path(os.fspath(state_dir), job, key))
+    record = read_slot(state_dir, job, key) or {"job": job}
+    record.update(fields)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return record
 
 
 def _instant(text) -> datetime | None:
@@ -181,15 +210,16 @@ def complete_from_env(env: dict, state_dir: str, job: str, now: datetime) -> int
             except FileNotFoundError:
                 key = ""  # a duplicate start (173) or no record could be written
             if key:
-                previous = runrecord.read(state_dir, job, key) or {}
+                previous = read_slot(state_dir, job, key) or {}
                 fields = dict(result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
                               exit_status=env.get("EXIT_STATUS"),
                               finished_utc=now.isoformat(timespec="milliseconds"))
+                _finish_in_ledger(env, job, key, invocation, fields)
                 if "started_mono" in previous:
                     import time
 
                     fields["duration_sec"] = round(time.monotonic() - previous["started_mono"], 3)
-                runrecord.update(state_dir, job, key, **fields)
+                update_slot(state_dir, job, key, **fields)
                 os.unlink(pointer)
         if schedule is not None and session:
             account(state_dir, job, session, schedule, int(env.get("MARKET_GRACE_SEC", "0")),
@@ -197,6 +227,20 @@ def complete_from_env(env: dict, state_dir: str, job: str, now: datetime) -> int
     except (OSError, ValueError, KeyError) as e:
         print(f"market-timers-run: cannot complete the slot record: {e}", flush=True)
     return 0
+
+
+def _finish_in_ledger(env: dict, job: str, key: str, invocation: str, fields: dict) -> None:
+    """How the slot's attempt (or refused start) ended, in the run ledger too."""
+    from . import ledger
+
+    session, _, slot = key.partition("/")
+    try:
+        ledger.open_ledger(env).finish(ledger.Key(job, session, slot), invocation, {
+            k: v.replace("+00:00", "Z") if k == "finished_utc" else v
+            for k, v in fields.items()})
+    except (OSError, ValueError) as e:
+        print(f"market-timers-run: cannot record how the slot's run ended in the run ledger: "
+              f"{e}", flush=True)
 
 
 # Alerts ----------------------------------------------------------------------------------------
@@ -314,4 +358,12 @@ def prune(state_dir, job: str, before: str) -> list[str]:
         if directory.is_dir() and len(name) == 10 and name[4] == "-" and name < before:
             shutil.rmtree(directory, ignore_errors=True)
             gone.append(name)
+    # The local run ledger's per-slot keys (ledger/<job>/<session>+<slot>/, ledger/local.py):
+    # only periodic jobs have them, and nothing else ever deletes them.
+    book = Path(state_dir) / "ledger" / job
+    for directory in sorted(book.iterdir()) if book.is_dir() and not book.is_symlink() else []:
+        name = directory.name
+        if "+" in name and name[:10] < before and directory.is_dir() \
+                and not directory.is_symlink():
+            shutil.rmtree(directory, ignore_errors=True)
     return gone

@@ -2,13 +2,15 @@
 
 For each session (by default the latest one that has started and every one planned after it), each
 job's planned UTC instant, its timer's state (waiting / elapsed / missing / inactive, from
-`systemctl show`), the run's result and duration (run records), and the alerts raised for it (the
-alert layer's session events) with the outbox's pending count. `--json` prints one object:
+`systemctl show`), the run's result and duration (the run ledger, through runrecord.py), and the
+alerts raised for it (the alert layer's session events) with the outbox's pending count. `--json`
+prints one object:
 
     {"now": "...Z", "plan_generated_utc": "...Z",
      "sessions": [{"session": "2025-11-28",
                    "jobs": [{"job", "calendar", "event", "fire_utc", "unit", "timer", "result",
                              "exit_status", "duration_sec", "started_utc", "finished_utc",
+                             "attempts", "host", "refused_starts",
                              "alerts": [{"id", "kind", "severity", "title", "handling"}]}]}],
      "outbox": {"pending": 0, "undeliverable": 0, ...},
      "calendar_warnings": ["calendar XSHG: ... sessions up to 2026-12-31 only; ..."]}
@@ -17,9 +19,12 @@ A periodic job has one row per session: `result` reads `running: 120 ran, 3 skip
 (state: scheduled, running, ahead, done), `duration_sec` is its longest run, and `slots` holds the
 counts (total, ran, skipped, skipped_overlap, refused, not_started, ahead, last_run, longest_sec).
 
-`result` is the run record's result (success, exit-code, signal, watchdog, timeout...), its refusal
-(stale-start, overlap-skipped), "running" (started, not finished), or with no record: "scheduled"
-(instant ahead), "due" (past the instant, inside grace + timeout + slack) or "missed".
+`result` is the latest attempt's result (success, exit-code, signal, watchdog, timeout...), a refused
+start's kind when the session never started (stale-start, overlap-skipped), "running" (started, not
+finished), or with nothing in the ledger: "scheduled" (instant ahead), "due" (past the instant,
+inside grace + timeout + slack) or "missed". `attempts` counts the session's runs (more than one
+only with `market-timers run --force`), `host` is where the latest ran, `refused_starts` lists the
+starts refused since (e.g. "already-ran").
 """
 
 from __future__ import annotations
@@ -67,6 +72,9 @@ def collect(config, session=None, now: datetime | None = None, *,
             "duration_sec": record.get("duration_sec"),
             "started_utc": record.get("started_utc"),
             "finished_utc": record.get("finished_utc"),
+            "attempts": record.get("attempts", 1 if record else 0),
+            "host": record.get("host"),
+            "refused_starts": record.get("refused_starts", []),
             "alerts": events(e["session"], e["job"]),
         })
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
@@ -134,10 +142,10 @@ def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]
 
 
 def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
+    if record.get("refused"):  # no attempt: the start was refused (its result is the 17x exit)
+        return record["refused"]
     if record.get("result"):
         return record["result"]
-    if record.get("refused"):
-        return record["refused"]
     if record.get("started_utc"):
         return "running"
     if parse_iso(entry["fire_utc"]) > now:
@@ -184,11 +192,14 @@ def table(doc: dict) -> str:
     for s in doc["sessions"]:
         for j in s["jobs"]:
             duration = j["duration_sec"]
+            result = j["result"] + (f" (attempt {j['attempts']})" if j["attempts"] > 1 else "")
+            if j["refused_starts"]:
+                result += ", then refused: " + ", ".join(j["refused_starts"])
             fire = j["fire_utc"].replace("T", " ")
             if j.get("every_sec"):  # a periodic job: its window and period
                 fire += f"..{(j.get('last_utc') or '')[11:]} /{j['every_sec']}s"
             rows.append((s["session"], j["job"], fire, j["timer"],
-                         j["result"], str(j["exit_status"] or "-"),
+                         result, str(j["exit_status"] or "-"),
                          f"{duration:g}s" if isinstance(duration, int | float) else "-",
                          ", ".join(f"{a['kind']} ({a['handling']})" for a in j["alerts"])
                          or "-"))

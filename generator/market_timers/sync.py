@@ -7,7 +7,12 @@ Rules (from systemd 252's bugs, see the design notes in README):
 * never write a timer whose instant is past (it would never fire, even with Persistent=true);
 * no daemon-reload when only new files were added (they start without one); at most one per sync;
 * timers of sessions no longer planned are stopped (a stop does not fire) and deleted;
-* elapsed units are deleted after the retention period, with their Persistent= stamps.
+* elapsed units are deleted after the retention period, with their Persistent= stamps;
+* a (job, session) that has already started (the run ledger holds its claim) never gets a timer:
+  a fire of it that moved (a changed offset, a late_open override added during the day) is not
+  installed, and a timer of it still waiting (the operator ran it early with `market-timers run`)
+  is stopped and deleted. The report names each, with when and where the session ran. (The runner
+  would refuse such a start with 173 anyway; this keeps it from being scheduled at all.)
 Running sync twice changes nothing.
 """
 
@@ -21,8 +26,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from . import ledger, runrecord, safefs
 from . import plan as planning
-from . import safefs
 from .config import Config
 from .instants import iso, parse_iso
 from .render import is_generated, render_all, write_atomic
@@ -42,12 +47,31 @@ class Change:
     old_utc: str
     new_utc: str | None  # None: no longer planned
     calendar: str = ""
+    note: str = ""  # e.g. "it already ran: not installed"
 
     def describe(self, calendar: str = "") -> str:
         what = f"{calendar or self.calendar} {self.session}".strip()
         if self.new_utc is None:
             return f"{what}: {self.job} no longer planned (was {self.old_utc})"
-        return f"{what}: {self.job} moved from {self.old_utc} to {self.new_utc}"
+        note = f"; {self.note}" if self.note else ""
+        return f"{what}: {self.job} moved from {self.old_utc} to {self.new_utc}{note}"
+
+
+@dataclass
+class Dropped:
+    """A timer not installed (or withdrawn) because its (job, session) already started."""
+
+    unit: str
+    job: str
+    session: str
+    ran: dict  # the ledger's attempt 1: host, pid, started_utc...
+    withdrawn: bool = False  # it was waiting: stopped and deleted
+
+    def describe(self, dry_run: bool = False) -> str:
+        verb = "would " if dry_run else ""
+        act = f"{verb}stop and delete" if self.withdrawn else f"{verb}not install"
+        return (f"{act} {self.unit}: {self.job} already ran for session {self.session} "
+                f"({ledger.describe(self.ran)})")
 
 
 @dataclass
@@ -58,6 +82,7 @@ class SyncResult:
     removed: list[str] = field(default_factory=list)  # future timers no longer planned
     expired: list[str] = field(default_factory=list)  # elapsed, past retention
     changes: list[Change] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)  # already ran: no timer
     reloaded: bool = False
     fires: list[planning.Fire] = field(default_factory=list)
     # calendars that could not be planned: their jobs' installed timers are left as they are
@@ -74,7 +99,10 @@ class SyncResult:
         out = [f"{verb}write {n}" for n in self.written]
         out += [f"{verb}rewrite {n}" for n in self.rewritten]
         out += [f"{verb}start {n}" for n in self.started]
-        out += [f"{verb}stop and delete {n} (no longer planned)" for n in self.removed]
+        withdrawn = {d.unit for d in self.dropped if d.withdrawn}
+        out += [f"{verb}stop and delete {n} (no longer planned)" for n in self.removed
+                if n not in withdrawn]
+        out += [d.describe(dry_run) for d in self.dropped]
         out += [f"{verb}delete {n} (elapsed, past retention)" for n in self.expired]
         out += [f"{'would ' if dry_run else ''}daemon-reload"] if self.reloaded else []
         out += [f"change: {c.describe()}" for c in self.changes]
@@ -124,13 +152,21 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     too_close = {f.unit_stem for f in fires if f.last_utc <= now + MIN_LEAD}
     with _sync_lock(config.state_dir, dry_run):
         existing = _existing(unit_dir)
+        ran = _already_started(config, fires)
+        ran_stems = {f.unit_stem: key for f in fires
+                     if (key := (f.job, f.session.isoformat())) in ran}
         desired = {u.name: u.text for u in render_all(config, fires)
-                   if u.name.rsplit(".", 1)[0] not in too_close or u.name in existing}
+                   if (u.name.rsplit(".", 1)[0] not in too_close or u.name in existing)
+                   and u.name.rsplit(".", 1)[0] not in ran_stems}
         result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing),
                             failures=planned.failures)
         for stem in {n.rsplit(".", 1)[0] for n in result.foreign}:  # both units of that fire
             desired.pop(f"{stem}.timer", None)
             desired.pop(f"{stem}.service", None)
+        for stem, (job, session) in sorted(ran_stems.items()):  # fires are all ahead of now
+            timer = f"{stem}.timer"
+            result.dropped.append(Dropped(timer, job, session, ran[(job, session)],
+                                          withdrawn=timer in existing))
         timers_now = {n for n in existing if n.endswith(".timer")}
         state = systemctl.show(sorted(timers_now | {n for n in desired if n.endswith(".timer")}),
                                ["ActiveState", "LoadState"])
@@ -150,7 +186,11 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                 result.removed.append(name)
             elif instant + retention < now:
                 result.expired.append(name)
-        result.changes = _changes(result.removed, existing, fires)
+        withdrawn = {d.unit for d in result.dropped if d.withdrawn}
+        result.changes = _changes([n for n in result.removed if n not in withdrawn], existing,
+                                  fires)
+        result.changes += _moved(existing, fires, set(result.written), result.dropped, now,
+                                 {(c.job, c.session) for c in result.changes})
         result.reloaded = bool(result.rewritten)
         if dry_run:
             return result
@@ -171,9 +211,58 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
             _delete(unit_dir, name, stamp_dir)
         systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
         systemctl.start(result.started)
-        _write_plan(config, fires, now, kept)
+        _write_plan(config, fires, now, kept, set(ran))
         _write_alert_snapshot(config, now)
         return result
+
+
+def _already_started(config: Config, fires: list[planning.Fire]) -> dict[tuple[str, str], dict]:
+    """(job, session) -> the ledger's attempt 1, for the session fires that have started."""
+    book = ledger.for_config(config)
+    out = {}
+    for f in fires:
+        if f.is_daily:
+            continue
+        try:
+            holder = book.holder(ledger.Key(f.job, f.session.isoformat()))
+        except OSError as e:  # e.g. a symlink planted in the ledger: the runner decides then
+            print(f"market-timers sync: warning: cannot read the run ledger of {f.job} "
+                  f"{f.session}: {e}", file=sys.stderr)
+            holder = None
+        if holder is None:  # a run recorded before the ledger existed (the day of the upgrade)
+            old = runrecord.read(config.state_dir, f.job, f.session.isoformat()) or {}
+            if old.get("started_utc") and not old.get("refused"):
+                holder = {**old, "host": old.get("host", "this host"), "attempt": 1,
+                          "how": "timer"}
+        if holder is not None:
+            out[(f.job, f.session.isoformat())] = holder
+    return out
+
+
+def _moved(existing: dict[str, str], fires: list[planning.Fire], written: set[str],
+           dropped: list[Dropped], now: datetime, reported: set[tuple[str, str]]
+           ) -> list[Change]:
+    """Fires that moved away from a timer that has already fired (which stays, elapsed): reported
+    when this sync installs the new timer, or drops it because the session already ran."""
+    not_installed = {d.unit: d for d in dropped if not d.withdrawn}
+    out = []
+    for f in fires:
+        timer = f"{f.unit_stem}.timer"
+        key = (f.job, f.session.isoformat())
+        if f.is_daily or key in reported or (timer not in written and timer not in not_installed):
+            continue
+        prefix = f"market-{f.job}@{key[1]}-"
+        for name in sorted(existing):
+            instant = instant_of(existing[name]) if name.endswith(".timer") else None
+            if name.startswith(prefix) and name != timer and instant is not None \
+                    and instant <= now:
+                note = "it already ran: not installed, not run again" \
+                    if timer in not_installed else ""
+                service = existing.get(name.removesuffix(".timer") + ".service", "")
+                calendar = next((line.split("=", 2)[2] for line in service.splitlines()
+                                 if line.startswith("Environment=MARKET_CALENDAR=")), f.calendar)
+                out.append(Change(f.job, key[1], iso(instant), f.fire_iso, calendar, note))
+    return out
 
 
 def _write_alert_snapshot(config: Config, now: datetime) -> None:
@@ -236,8 +325,10 @@ def _delete(unit_dir: Path, timer: str, stamp_dir: Path) -> None:
 
 
 def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
-                kept: set[str] = frozenset()) -> None:
-    """<state_dir>/plan.json: every fire planned while it was still ahead, for deadman/status."""
+                kept: set[str] = frozenset(), ran: set[tuple[str, str]] = frozenset()) -> None:
+    """<state_dir>/plan.json: every fire planned while it was still ahead, for deadman/status.
+
+    A (job, session) that already ran keeps the entry of the instant it ran at."""
     path = config.state_dir / "plan.json"
     doc = safefs.read_json(path, base=config.state_dir)  # a planted symlink is not followed
     previous = doc.get("fires", []) if isinstance(doc, dict) else []
@@ -254,6 +345,8 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
         if instant >= keep_after and entry["job"] in jobs:
             merged[key] = entry
     for key, f in current.items():
+        if key in ran and key in merged:
+            continue
         job = jobs[f.job]
         merged[key] = {**f.to_json(), "grace_sec": job.grace, "timeout_sec": job.timeout,
                        "severity": job.severity}

@@ -5,7 +5,7 @@ session date), written into systemd's runtime unit directory /run/systemd/system
 next boot; `sync` never looks there) and the timer is started: systemd starts a brand-new unit
 file without a daemon-reload. So a try:
 * is not a session's run: the deadman, `status` and the digest only know planned sessions, and its
-  run record is runs/<job>/try-<time>.json;
+  run is recorded in the run ledger under that id (ledger/<job>/try-<time>/);
 * leaves no Persistent= stamp and has no OnSuccess= handler (a successful try must not close the
   alerts of a real run that failed); a failing try alerts like any run, naming its try session;
 * is refused when a planned run of the same lock group falls within its timeout: it would hold

@@ -64,6 +64,7 @@ def handle(make_ctx, creds, clock):
     ("exit-code", "exited", "170", "stale-start"),
     ("exit-code", "exited", "171", "overlap-skipped"),
     ("exit-code", "exited", "172", "runner-error"),
+    ("exit-code", "exited", "173", "already-ran"),
     ("success", "exited", "0", "ok"),
 ])
 def test_monitor_variables_classify_into_kinds(result, code, status, kind):
@@ -96,6 +97,15 @@ def test_overlap_skip_is_a_warning_on_slack(handle, api):
     handle("failure", monitor("exit-code", "exited", "171"))
     [msg] = api.received()
     assert msg["service"] == "slack" and msg["text"].startswith("[WARNING]")
+
+
+def test_already_ran_is_a_warning_on_slack_not_a_failure(handle, api):
+    """173: a second start of a session that ran was refused (run ledger): told, not alarming."""
+    handle("failure", monitor("exit-code", "exited", "173"))
+    [msg] = api.received()
+    assert msg["service"] == "slack"
+    assert msg["text"].startswith("[WARNING] close-report already ran for session 2026-11-30: "
+                                  "this second start was refused")
 
 
 def test_failure_of_a_warning_job_goes_to_slack(handle, api):

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from market_timers import runrecord, slotclock
+from market_timers import slotclock, slotrecords
 from market_timers.alerts.commands import alert_handler
 from market_timers.alerts.credentials import OVERRIDE
 
@@ -51,7 +51,7 @@ def ran(state, k: int, seconds: float) -> None:
     start = slot + timedelta(milliseconds=40)
     slotclock.write_new(str(state), "cycle", key, dict(
         session="2026-11-30", slot=slotclock.z(slot), started_utc=start.isoformat()))
-    runrecord.update(state, "cycle", key, result="success", duration_sec=seconds,
+    slotrecords.update_slot(state, "cycle", key, result="success", duration_sec=seconds,
                      finished_utc=(start + timedelta(seconds=seconds)).isoformat())
 
 

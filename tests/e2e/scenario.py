@@ -22,6 +22,7 @@ from .container import Container
 CONFIG = "/etc/market-timers/market-timers.toml"
 JOBS_DIR = "/usr/local/lib/e2e-jobs"
 JOB = f"{JOBS_DIR}/job"
+PYTHON = "/opt/venvs/market-timers/bin/python3"
 CREDSTORE = "/etc/credstore"
 UNIT_DIR = "/etc/systemd/system"
 STATE_DIR = "/var/lib/market-timers"
@@ -34,7 +35,7 @@ MIN_LEAD = 2.0  # `market-timers sync` does not write a fire closer than this
 # One program for every test job, run by the package's runner as user market-timers under the
 # job unit's sandbox (ProtectSystem=strict). Its first argument says what to do.
 JOB_SCRIPT = r'''#!/opt/venvs/market-timers/bin/python3
-"""e2e test job: ok | fail CODE | hang | sleep SECONDS."""
+"""e2e test job: ok | fail CODE | hang | sleep SECONDS | append FILE."""
 import os
 import pwd
 import sys
@@ -69,6 +70,10 @@ elif mode == "hang":
 elif mode == "sleep":
     time.sleep(float(sys.argv[2]))
     print("e2e-job slept", flush=True)
+elif mode == "append":  # e.g. "send the orders": one line per run
+    with open(sys.argv[2], "a") as f:
+        f.write(f"sent attempt={os.environ.get('MARKET_ATTEMPT')}\n")
+    print("e2e-job appended", flush=True)
 '''
 
 
@@ -211,7 +216,9 @@ calendar_max_age_days = 0
             f"units=$(grep -lsF '{GENERATED}' {UNIT_DIR}/market-*@*); "
             "[ -z \"$units\" ] || { systemctl stop $(basename -a $units); rm -f $units; "
             f"rm -f {UNIT_DIR}/timers.target.wants/market-*@*; }}; "
-            "rm -f /var/lib/systemd/timers/stamp-market-*@*; systemctl daemon-reload; "
+            "rm -f /var/lib/systemd/timers/stamp-market-*@*; "
+            f"rm -rf {STATE_DIR}/ledger /run/systemd/system/market-*@*-run*.service; "
+            "systemctl daemon-reload; "
             "systemctl reset-failed 'market-*' || true",
             check=False,
         )
@@ -231,9 +238,32 @@ calendar_max_age_days = 0
                                 f"MARKET_SESSION={job.session.isoformat()}", "-o", "cat", *args)
 
     def run_record(self, job: Job) -> dict | None:
-        path = f"{STATE_DIR}/runs/{job.name}/{job.session.isoformat()}.json"
-        result = self.box.run(["cat", path], check=False)
-        return json.loads(result.stdout) if result.returncode == 0 else None
+        """What status and the deadman read: the run ledger's record of (job, session)."""
+        return self.record_of(job.name, job.session.isoformat())
+
+    def record_of(self, job: str, session: str) -> dict | None:
+        return self._package_python(
+            "from market_timers import runrecord; "
+            f"print(json.dumps(runrecord.read({STATE_DIR!r}, {job!r}, {session!r})))")
+
+    def ledger(self, job: Job) -> dict:
+        """Every attempt and refused start of (job, session) in the run ledger."""
+        return self._package_python(
+            "from market_timers import ledger; from market_timers.ledger.local import LocalLedger; "
+            f"book = LocalLedger({STATE_DIR!r}); "
+            f"key = ledger.Key({job.name!r}, {job.session.isoformat()!r}); "
+            "print(json.dumps({'attempts': book.attempts(key), "
+            "'refusals': book.refusals(key)}))")
+
+    def forget_runs(self, job: Job) -> None:
+        """The 24/7 calendar's sessions are whole UTC days: a test that fires one job several
+        times in a day forgets its earlier runs, as if each fire were a new session."""
+        self.box.run(["rm", "-rf", f"{STATE_DIR}/ledger/{job.name}"])
+
+    def _package_python(self, code: str):
+        result = self.box.run([PYTHON, "-c", f"import json; {code}"], check=False)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
 
     def wait_finished(self, job: Job, timeout: float) -> dict:
         """This fire of the job ran and stopped: its run record has a result (ExecStopPost=)."""

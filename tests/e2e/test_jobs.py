@@ -89,6 +89,7 @@ def test_hung_job_is_killed_by_the_watchdog_then_a_failure_then_a_recovery_reach
 
     # 2. The same job exits 3: the status and its last log lines.
     fail = Job("orders", instant_in(LEAD), ["fail", "3"])
+    scenario.forget_runs(fail)  # one UTC day: otherwise "already ran" (173)
     scenario.schedule([fail])
     assert scenario.wait_finished(fail, LEAD + 20)["exit_status"] == "3"
     alert = scenario.wait_message("telegram", "orders failed", timeout=30)["text"]
@@ -100,6 +101,7 @@ def test_hung_job_is_killed_by_the_watchdog_then_a_failure_then_a_recovery_reach
 
     # 3. It succeeds: a recovery notice naming the alert it resolves.
     ok = Job("orders", instant_in(LEAD), ["ok"])
+    scenario.forget_runs(ok)
     scenario.schedule([ok])
     assert scenario.wait_finished(ok, LEAD + 20)["result"] == "success"
     alert = scenario.wait_message("telegram", "orders recovered", timeout=30)["text"]

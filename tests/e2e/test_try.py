@@ -25,13 +25,9 @@ def test_try_runs_the_job_once_now_without_touching_the_planned_run(scenario: Sc
         m = re.search(r"started (market-trial@(try-\d{8}T\d{6}Z))\.timer", out)
         assert m, out
         stem, try_id = m[1], m[2]
-        record_path = f"{STATE_DIR}/runs/trial/{try_id}.json"
-
-        def finished():
-            if not box.exists(record_path):
-                return None
-            record = json.loads(box.read_file(record_path))
-            return record if record.get("result") else None
+        def finished():  # its record in the run ledger, under the try's own session id
+            record = scenario.record_of("trial", try_id)
+            return record if record and record.get("result") else None
 
         record = box.wait_for(finished, 30, f"{stem}.service to finish", interval=0.3)
         assert record["result"] == "success" and record["session"] == try_id

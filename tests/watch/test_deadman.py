@@ -140,6 +140,15 @@ def test_upcoming_timer_file_deleted_is_reported_missing(week, fake_systemctl, a
     assert "is missing" in result.new[0].text
 
 
+def test_session_run_early_by_hand_has_no_timer_and_that_is_not_an_alert(week, fake_systemctl,
+                                                                          alerts):
+    """`market-timers run` ahead of the timer: the ledger holds the run, sync withdrew the timer."""
+    (week.unit_dir / "market-signal@2025-11-25-204500.timer").unlink()
+    runrecord.update(week.state_dir, "signal", "2025-11-25", started_utc="2025-11-24T11:00:00Z")
+    result = one_pass(week, fake_systemctl, alerts, utc("2025-11-24T12:00:00Z"))
+    assert result.new == [] and alerts.calls == []
+
+
 def test_timers_are_not_judged_right_after_a_sync(week, fake_systemctl, alerts):
     fake_systemctl.active.clear()  # the --no-block starts have not gone through yet
     result = one_pass(week, fake_systemctl, alerts, utc("2025-11-21T22:00:10Z"))

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from market_timers import deadman, runrecord, slotclock, slotrecords, status
+from market_timers import deadman, slotclock, slotrecords, status
 from market_timers import sync as sync_mod
 
 from .conftest import utc
@@ -53,7 +53,7 @@ def ran(config, k: int, seconds: float | None) -> None:
     slotclock.write_new(str(config.state_dir), "cycle", key, dict(
         session=SESSION, slot=slotclock.z(slot(k)), started_utc=start.isoformat(), result=None))
     if seconds is not None:
-        runrecord.update(config.state_dir, "cycle", key, result="success", duration_sec=seconds,
+        slotrecords.update_slot(config.state_dir, "cycle", key, result="success", duration_sec=seconds,
                          finished_utc=(start + timedelta(seconds=seconds)).isoformat())
 
 
@@ -142,6 +142,9 @@ def test_slot_records_older_than_the_retention_are_pruned_by_the_pass(
     old = synced.state_dir / "runs" / "cycle" / "2026-11-20"
     old.mkdir(parents=True)
     (old / "20261120T143500Z.json").write_text("{}")
+    old_key = synced.state_dir / "ledger" / "cycle" / "2026-11-20+20261120T143500Z"
+    old_key.mkdir(parents=True)
+    (old_key / "attempt-1").write_text("")
     one_pass(synced, fake_systemctl, alerts, utc("2026-12-24T14:40:00Z"))  # retention 7 days
-    assert not old.exists()
+    assert not old.exists() and not old_key.exists()
     assert (synced.state_dir / "runs" / "cycle" / SESSION).is_dir()

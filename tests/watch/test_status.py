@@ -13,7 +13,8 @@ from market_timers import sync as sync_mod
 from .conftest import utc
 
 JOB_KEYS = {"job", "calendar", "event", "fire_utc", "unit", "timer", "result", "exit_status",
-            "duration_sec", "started_utc", "finished_utc", "alerts"}
+            "duration_sec", "started_utc", "finished_utc", "attempts", "host", "refused_starts",
+            "alerts"}
 
 
 @pytest.fixture
@@ -92,3 +93,33 @@ def test_status_without_a_plan_says_sync_has_not_run(make_config, fake_systemctl
     assert status.command(config, None, False, utc("2025-11-26T12:00:00Z"),
                           systemctl=fake_systemctl) == 1
     assert "sync has not run" in capsys.readouterr().out
+
+
+def test_status_shows_a_forced_second_attempt_and_a_refused_second_start(week, fake_systemctl,
+                                                                         capsys):
+    from market_timers import ledger
+    from market_timers.ledger.local import LocalLedger
+
+    book = LocalLedger(str(week.state_dir))
+    key = ledger.Key("signal", "2025-11-24")  # attempt 1 (success) is the fixture's
+    book.refuse(key, {"refused": "already-ran", "started_utc": "2025-11-24T20:50:00Z",
+                      "invocation": "i2"})
+    assert book.claim(key, "forced", {"host": "ny4-b", "by": "alice", "invocation": "i3",
+                                      "started_utc": "2025-11-24T21:30:00Z"}).attempt == 2
+    book.finish(key, "i3", {"result": "success", "exit_status": "0"})
+    doc = status_json(week, fake_systemctl, capsys, utc("2025-11-25T12:00:00Z"), date(2025, 11, 24))
+    [row] = doc["sessions"][0]["jobs"]
+    assert (row["result"], row["attempts"], row["host"], row["refused_starts"]) == (
+        "success", 2, "ny4-b", ["already-ran"])
+    status.command(week, date(2025, 11, 24), False, utc("2025-11-25T12:00:00Z"),
+                   systemctl=fake_systemctl)
+    assert "success (attempt 2), then refused: already-ran" in capsys.readouterr().out
+
+
+def test_status_names_a_refused_start_of_a_session_that_never_ran(week, fake_systemctl, capsys):
+    runrecord.update(week.state_dir, "signal", "2025-11-25", refused="stale-start",
+                     started_utc="2025-11-25T20:50:00Z")
+    runrecord.update(week.state_dir, "signal", "2025-11-25", result="exit-code",
+                     exit_status="170")
+    doc = status_json(week, fake_systemctl, capsys, utc("2025-11-26T12:00:00Z"), date(2025, 11, 25))
+    assert doc["sessions"][0]["jobs"][0]["result"] == "stale-start"

@@ -1,8 +1,8 @@
 """What happened to a run, from systemd's MONITOR_* variables and the runner's exit codes.
 
 MONITOR_SERVICE_RESULT is the unit's Result: `exit-code` (then MONITOR_EXIT_STATUS is the status:
-170 stale start and 171 overlap skip come from the runner, 172 is a runner error, anything else is
-the job's own), `signal` / `core-dump` (killed: MONITOR_EXIT_STATUS is the signal name),
+170 stale start, 171 overlap skip and 173 already ran come from the runner, 172 is a runner error,
+anything else is the job's own), `signal` / `core-dump` (killed: MONITOR_EXIT_STATUS is the signal name),
 `watchdog` (hang: killed with SIGABRT), `timeout` (RuntimeMaxSec), `oom-kill`, and a few
 start-up failures. A success handler still checks the status in case 170/171 were declared
 SuccessExitStatus=.
@@ -22,6 +22,7 @@ TITLES = {
     "stale-start": "{job} started too late and did not run (stale start)",
     "overlap-skipped": "{job} skipped: the previous run still holds its lock",
     "runner-error": "{job} could not be started by the runner",
+    "already-ran": "{job} already ran for session {session}: this second start was refused",
     "missed": "{job} did not run for session {session}",
     "not-scheduled": "{job}: no timer is scheduled for session {session}",
     "recovery": "{job} recovered: session {session} ran fine",
@@ -30,7 +31,7 @@ TITLES = {
 
 
 def classify(result: str, exit_code: str, exit_status: str, success: bool = False) -> str:
-    """One of FAILURE_KINDS, "overlap-skipped", or "ok"."""
+    """One of FAILURE_KINDS, "overlap-skipped", "already-ran", or "ok"."""
     status = exit_status.strip()
     if status.isdigit():
         code = int(status)
@@ -40,6 +41,8 @@ def classify(result: str, exit_code: str, exit_status: str, success: bool = Fals
             return "overlap-skipped"
         if code == exitcodes.RUNNER_ERROR:
             return "runner-error"
+        if code == exitcodes.ALREADY_RAN:
+            return "already-ran"
     if success or result == "success":
         return "ok"
     if result == "watchdog":

@@ -16,14 +16,14 @@ CHANNELS = ("telegram", "slack", "email", "webhook")
 DIGEST = "digest"  # pseudo-channel: collected for the session's email digest, never sent at once
 KINDS = (
     "failed", "killed", "watchdog", "timeout", "stale-start", "overlap-skipped", "runner-error",
-    "missed", "not-scheduled", "calendar-changed", "recovery",
+    "missed", "not-scheduled", "calendar-changed", "recovery", "already-ran",
 )
 # "job" = the job's own severity (MARKET_SEVERITY, default critical). A fixed severity is capped at
 # the job's severity: a kind can lower a job's alerts, never raise them.
 DEFAULT_KIND_SEVERITY = {
     "failed": "job", "killed": "job", "watchdog": "job", "timeout": "job", "stale-start": "job",
     "runner-error": "job", "missed": "job", "not-scheduled": "job", "overlap-skipped": "warning",
-    "calendar-changed": "warning",
+    "calendar-changed": "warning", "already-ran": "warning",
 }
 DEFAULT_ROUTES = {"critical": "telegram", "warning": "slack", "info": DIGEST}
 

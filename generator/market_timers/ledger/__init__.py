@@ -1,0 +1,178 @@
+"""The run ledger: the one record that a (job, session) has started, and how each attempt ended.
+
+Every start of a job goes through the ledger before the job is exec'd (runner.py):
+
+    book = open_ledger(env)                  # the backend named by $MARKET_LEDGER (default local)
+    holder = book.holder(key)                # attempt 1 of this key, or None (a cheap peek)
+    claim = book.claim(key, how, fields)     # atomic: exactly one start wins attempt 1
+    claim.ok / claim.attempt / claim.holder / claim.fence
+
+A key is (job, session[, slot]). `slot` is empty for today's jobs: one run per session; a job that
+runs several times a session (a periodic job, later) gets one key per slot. An attempt is one run
+of a key: attempt 1 is the run the timer (or the operator's `market-timers run`) started; a later
+attempt is only ever taken deliberately, by `how`:
+
+    "timer"     a timer fired the unit: attempt 1 or nothing (already ran);
+    "operator"  `market-timers run JOB --session DATE`: attempt 1 or nothing, no grace check;
+    "forced"    `... --force`: the next free attempt number, always (a deliberate re-run);
+    "retry"     systemd's Restart= after a failure (issue 13): the next attempt, only when the
+                latest attempt has finished and did not succeed.
+
+So the ledger counts attempts, not sessions: a retry or a forced re-run is recorded as attempt N+1
+of the same key, never refused as "already ran" and never confused with a second timer start.
+
+Backends implement `Ledger`. `local` (ledger/local.py) keeps files under the state directory;
+a cluster backend (PostgreSQL, issue 10 section 2) implements the same calls with one row per
+(job, session, slot, attempt) under a unique key on (job, session, slot) for attempt 1, returns a
+fencing token in `Claim.fence` (the runner hands it to the job as MARKET_FENCE), and is selected
+with MARKET_LEDGER=postgresql in the units' environment (`open_ledger`) and from the config for the
+readers (`for_config`). Cluster-wide lock groups belong beside `claim` (the runner's step 4 takes the
+local flock today); a cluster backend's `holder`/`attempts` answer for every node, so sync, status
+and the deadman (which read through runrecord.py and `for_config`) need no change of their own.
+
+Hot path: this module and local.py import nothing but `os` (no json, no dataclasses, no typing):
+the runner imports them before every job.
+"""
+
+from __future__ import annotations
+
+import os
+
+DEFAULT_STATE_DIR = "/var/lib/market-timers"
+HOWS = ("timer", "operator", "forced", "retry")
+
+
+class Key:
+    """(job, session[, slot]): what runs exactly once."""
+
+    __slots__ = ("job", "session", "slot")
+
+    def __init__(self, job: str, session: str, slot: str = ""):
+        for what, value in (("job", job), ("session", session), ("slot", slot)):
+            if (value or what == "slot") and "/" not in value and not value.startswith(".") \
+                    and "\n" not in value:
+                continue
+            raise ValueError(f"bad ledger {what}: {value!r}")
+        self.job, self.session, self.slot = job, session, slot
+
+    @property
+    def name(self) -> str:
+        """The session, or session+slot: one file name."""
+        return f"{self.session}+{self.slot}" if self.slot else self.session
+
+    def __repr__(self) -> str:
+        return f"Key({self.job!r}, {self.session!r}, {self.slot!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Key) and (self.job, self.session, self.slot) == (
+            other.job, other.session, other.slot)
+
+    def __hash__(self) -> int:
+        return hash((self.job, self.session, self.slot))
+
+
+class Claim:
+    """What `Ledger.claim` answers: ok (this start runs, as `attempt`) or the holder's record."""
+
+    __slots__ = ("ok", "attempt", "holder", "fence")
+
+    def __init__(self, ok: bool, attempt: int = 0, holder: dict | None = None,
+                 fence: str | None = None):
+        self.ok, self.attempt, self.holder, self.fence = ok, attempt, holder, fence
+
+
+class Ledger:
+    """The backend interface. Records are flat dicts of str (see `fields`)."""
+
+    def holder(self, key: Key) -> dict | None:
+        """Attempt 1 of the key (who started it, when, where), or None: never started."""
+        raise NotImplementedError
+
+    def claim(self, key: Key, how: str, fields: dict) -> Claim:
+        """Take the key's next attempt as `how` allows, durably, before the job is exec'd."""
+        raise NotImplementedError
+
+    def refuse(self, key: Key, fields: dict) -> None:
+        """Note a start that did not run (fields["refused"]: stale-start, overlap-skipped,
+        already-ran): not an attempt, but the deadman must not call the session missed."""
+        raise NotImplementedError
+
+    def finish(self, key: Key, invocation: str | None, fields: dict) -> None:
+        """How the attempt (or refused start) of this systemd invocation ended (ExecStopPost=)."""
+        raise NotImplementedError
+
+    def take_ticket(self, nonce: str, key: Key) -> dict | None:
+        """Consume the one-off ticket `market-timers run` wrote for this start (None: unknown,
+        used, or for another key)."""
+        raise NotImplementedError
+
+    def attempts(self, key: Key) -> list[dict]:
+        """Every attempt of the key, oldest first, each with its result fields when finished."""
+        raise NotImplementedError
+
+    def refusals(self, key: Key) -> list[dict]:
+        raise NotImplementedError
+
+    def keys(self, job: str | None = None) -> list[Key]:
+        raise NotImplementedError
+
+
+def open_ledger(env) -> Ledger:
+    """The runner's backend, from the unit's environment."""
+    kind = env.get("MARKET_LEDGER") or "local"
+    if kind == "local":
+        from .local import LocalLedger
+
+        return LocalLedger(env.get("MARKET_STATE_DIR") or DEFAULT_STATE_DIR)
+    # The seam for issue 10 section 2: "postgresql" -> a backend in ledger/postgresql.py.
+    raise ValueError(f"MARKET_LEDGER={kind!r}: unknown ledger backend (known: local)")
+
+
+def for_config(config) -> Ledger:
+    """The readers' backend (sync, status, deadman, `run`), from the config."""
+    from .local import LocalLedger
+
+    return LocalLedger(os.fspath(config.state_dir))
+
+
+# Records: one `name=value` per line. The runner writes and reads them with str methods only
+# (json costs it ~5 ms of imports); values are escaped so that a line is always one field.
+
+NUMBERS = {"pid": int, "attempt": int, "late_sec": float, "started_mono": float,
+           "duration_sec": float}
+
+
+def format_fields(fields: dict) -> str:
+    lines = []
+    for name, value in fields.items():
+        if value is None:
+            continue
+        text = str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        lines.append(f"{name}={text}\n")
+    return "".join(lines)
+
+
+def parse_fields(text: str) -> dict:
+    out: dict = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if not sep:
+            continue
+        value = value.replace("\\\\", "\0").replace("\\n", "\n").replace("\\r", "\r") \
+            .replace("\0", "\\")
+        kind = NUMBERS.get(name)
+        if kind is not None:
+            try:
+                out[name] = kind(value)
+                continue
+            except ValueError:
+                pass
+        out[name] = value
+    return out
+
+
+def describe(holder: dict) -> str:
+    """'at 2025-11-26T20:50:00.012Z on host ny4-a (pid 4242, attempt 1, timer)'."""
+    return (f"at {holder.get('started_utc', '?')} on host {holder.get('host', '?')} "
+            f"(pid {holder.get('pid', '?')}, attempt {holder.get('attempt', '?')}, "
+            f"{holder.get('how', '?')})")

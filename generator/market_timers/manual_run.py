@@ -1,0 +1,112 @@
+"""`market-timers run JOB --session DATE [--force]`: start one job's run for one session, now.
+
+The start goes through the runner like a timer's, so the run ledger still decides: without
+--force a session that already ran is refused here (exit 2) and, should it start meanwhile, by the
+runner (173). The run gets its own unit, `market-<job>@<session>-run<HHMMSS>.service` in
+/run/systemd/system: the job's service as sync renders it (same user, sandbox, alert handlers)
+plus `MARKET_TICKET=<nonce>`. The ticket (a file in the ledger, `ledger/tickets/<nonce>`, naming
+the job, the session, --force and who asked) is what lets the runner skip the grace check and,
+with --force, take the next attempt. The runner consumes it: one ticket, one start. No timer
+names that unit and the planned services carry no ticket, so a timer-fired start can never be
+forced, and a ticket value copied into a config's `environment` matches no file.
+
+A new unit file starts without a daemon-reload (systemd loads it on demand); the file stays in
+/run (a tmpfs) until the next boot.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import sys
+from datetime import date, datetime
+from pathlib import Path
+
+from . import ledger
+from .exitcodes import FAILURE, USAGE
+from .instants import iso
+
+RUNTIME_UNIT_DIR = Path("/run/systemd/system")
+
+
+def _fail(message: str, code: int = USAGE) -> int:
+    print(f"market-timers run: {message}", file=sys.stderr)
+    return code
+
+
+def _operator() -> str:
+    if os.environ.get("SUDO_USER"):
+        return os.environ["SUDO_USER"]
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return f"uid {os.getuid()}"
+
+
+def _owner(config) -> tuple[int, int] | None:
+    """The service user's ids when we are root (the runner, as that user, deletes the ticket)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        user = pwd.getpwnam(config.user)
+    except KeyError:
+        return None
+    return user.pw_uid, user.pw_gid
+
+
+def command(config, job_name: str, session: date, force: bool, *, now: datetime | None = None,
+            systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR) -> int:
+    from . import plan, render
+    from .calendars import CalendarError
+    from .config import default_runner
+    from .systemctl import Systemctl, SystemctlError
+
+    jobs = {j.name: j for j in config.jobs}
+    if job_name not in jobs:
+        return _fail(f"no job {job_name!r} in {config.source} (jobs: {', '.join(sorted(jobs))})")
+    try:
+        fires = [f for f in plan.plan_between(config, session, session) if f.job == job_name]
+    except CalendarError as e:
+        return _fail(str(e))
+    if not fires:
+        return _fail(f"{job_name} has no run on {session}: not a session of its calendar, or "
+                     "skipped by the config (see `market-timers plan --from "
+                     f"{session} --to {session}`)")
+    fire = fires[0]
+    key = ledger.Key(job_name, session.isoformat())
+    book = ledger.for_config(config)
+    holder = book.holder(key)
+    if holder is not None and not force:
+        return _fail(f"{job_name} already ran for session {session}: started "
+                     f"{ledger.describe(holder)}. Add --force to run it again (a second run: "
+                     "be sure the job can take it, e.g. no orders sent twice).")
+    now = now or plan.utcnow()
+    runner = config.runner or default_runner()
+    [service] = [u for u in render.job_units(config, jobs[job_name], fire, runner)
+                 if u.name.endswith(".service")]
+    name = f"market-{job_name}@{session.isoformat()}-run{now:%H%M%S}.service"
+    nonce = secrets.token_hex(16)
+    by = _operator()
+    text = (f"# market-timers run {job_name} --session {session}{' --force' if force else ''}"
+            f" by {by} at {iso(now)}: "
+            "a one-off start.\n" + service.text +
+            f"\n[Service]\nEnvironment=MARKET_TICKET={nonce}\n")
+    try:
+        book.write_ticket(nonce, {"job": job_name, "session": session.isoformat(),
+                                  "force": "yes" if force else "no", "by": by,
+                                  "unit": name}, owner=_owner(config))
+        render.write_atomic(unit_dir / name, text)
+    except OSError as e:
+        return _fail(f"cannot write the run's ticket or unit: {e}", FAILURE)
+    try:
+        (systemctl or Systemctl()).start([name])
+    except SystemctlError as e:
+        (unit_dir / name).unlink(missing_ok=True)
+        return _fail(str(e), FAILURE)
+    what = (f"a forced re-run (it already ran {ledger.describe(holder)})" if holder is not None
+            else "its run" + (" (--force: none recorded yet)" if force else ""))
+    print(f"started {name}: {job_name} for session {session}, {what}\n"
+          f"follow it with: journalctl -u {name} -f; then: market-timers status --session "
+          f"{session}")
+    return 0
