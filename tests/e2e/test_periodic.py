@@ -112,6 +112,12 @@ severity = "critical"
     assert all(records[s].get("refused") == "stale-start" or records[s].get("skipped") == "overlap"
                for s in not_run)
     assert all(records[s].get("result") == "success" for s in ran)
+    # The run ledger holds one claim per ran slot, (job, session, slot), finished by --record.
+    keys = box.run(["sh", "-c", f"cd {STATE_DIR}/ledger/cycle && ls -d {session}+*"]).stdout
+    claimed = sorted(k.split("+", 1)[1] for k in keys.split())
+    assert claimed == sorted(s.replace("-", "").replace(":", "") for s in ran)
+    first_key = f"{STATE_DIR}/ledger/cycle/{session}+{claimed[0]}"
+    assert "result=success" in box.run(["cat", f"{first_key}/attempt-1.result"]).stdout
 
     # 4. One warning for the session, with the count; no critical; status counts all three.
     warning = scenario.wait_message("slack", "cycle: slots skipped", timeout=60)["text"]
