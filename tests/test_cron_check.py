@@ -162,8 +162,8 @@ GOOD = dict(expr="45 15 * * 1-5", tz="America/New_York", calendar="XNYS", event=
     [
         ("61 15 * * 1-5", "out of range"),
         ("45 15 * *", "has 4 fields"),
-        ("0 45 15 * * 1-5", "has 6 fields"),  # croniter would read a seconds field
-        ("H 15 * * 1-5", "minute field 'H'"),  # croniter's Jenkins-style hash
+        ("0 45 15 * * 1-5", "has 6 fields"),  # a seconds field is not cron's
+        ("H 15 * * 1-5", "minute field 'H'"),  # Jenkins-style hash, not cron's
         ("45 15 L * *", "day of month field 'L'"),
         ("45 15 * * 5#2", "day of week field '5#2'"),
         ("45 15 * * foo", "day of week field 'foo'"),
@@ -250,3 +250,24 @@ def test_cli_accepts_a_negative_offset_as_a_separate_word(capsys):
                      "--to", "2025-12-31", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["fires"], out["on_time"], out["no_session"], out["other_time"]) == (87, 83, 2, 2)
+
+
+def test_dst_times_are_counted_as_debians_cron_runs_them():
+    """Madrid "30 2 * * *": 02:30 does not exist on 2025-03-30 and happens twice on 2025-10-26.
+    Debian's cron runs it once on each day: at the end of the gap (03:00 CEST = 01:00 UTC), and
+    at the first 02:30 (CEST = 00:30 UTC). croniter ran the autumn one twice."""
+    spring = check_cron("30 2 * * *", "Europe/Madrid", "XMAD", "open", 0,
+                        date(2025, 3, 29), date(2025, 3, 31))
+    autumn = check_cron("30 2 * * *", "Europe/Madrid", "XMAD", "open", 0,
+                        date(2025, 10, 25), date(2025, 10, 27))
+    assert spring.fires == 3 and autumn.fires == 3
+    sunday = [w.fire_utc for w in spring.wrong if w.fire_utc.date() == date(2025, 3, 30)]
+    assert sunday == [datetime(2025, 3, 30, 1, 0, tzinfo=UTC)]
+    sunday = [w.fire_utc for w in autumn.wrong if w.fire_utc.date() == date(2025, 10, 26)]
+    assert sunday == [datetime(2025, 10, 26, 0, 30, tzinfo=UTC)]
+
+
+@pytest.mark.parametrize(("macro", "fires"), [("@daily", 3), ("@hourly", 72), ("@weekly", 1)])
+def test_macros_are_read_as_cron_reads_them(macro, fires):
+    r = check_cron(macro, "UTC", "XNYS", "close", 0, date(2025, 9, 5), date(2025, 9, 7))
+    assert r.fires == fires

@@ -220,12 +220,9 @@ def parse(raw: dict, problems: Problems) -> Config:
         overrides = {}
     for cal, table in overrides.items():
         cfg.overrides[cal] = _override(table, f"overrides.{cal}", problems)
-    try:
-        from .alerts.config import parse_alerts
-    except ImportError:  # the alerts layer is optional at this stage of the build
-        parse_alerts = None
-    if parse_alerts is not None:
-        cfg.alerts = parse_alerts(raw.get("alerts"), problems)
+    from .alerts.config import parse_alerts
+
+    cfg.alerts = parse_alerts(raw.get("alerts"), problems)
     from .watch_config import parse_watch
 
     cfg.watch = parse_watch(raw.get("watch"), problems)

@@ -9,22 +9,19 @@ For people migrating from cron. Given a cron line in some time zone and the job 
 * other_time: the exchange-local date has a session, but the fire is not at its event + offset
               (an early close, a DST week where the cron's zone and the exchange's disagree...).
 
-The cron line is read by croniter with cron's own semantics: Sunday is 0 (7 too), and when both
-day-of-month and day-of-week are restricted a day matching EITHER fires (croniter's day_or=True,
-passed explicitly so that a change of default cannot flip it). Only the five-field form and the
-@-macros cron knows are accepted; croniter's extensions that cronie does not have (a sixth field
-for seconds, "H" hashing, "L", "#") are refused, so the check never answers for a line that cron
-itself would reject or read differently.
+The cron line is read by cronsim, whose stated goal is to evaluate expressions exactly as Debian's
+cron does (healthchecks.io uses it to check cron schedules): Sunday is 0 (7 too), and when both
+day-of-month and day-of-week are restricted a day matching EITHER fires. Only the five-field form
+and the @-macros cron knows are accepted (a macro is read as the line cronie's own table gives it);
+extensions cron does not have (a sixth field for seconds, "H" hashing, "L", "#") are refused, so
+the check never answers for a line that cron itself would reject or read differently.
 
-DST note (croniter 7, checked here): croniter walks wall-clock time in the cron's zone from a
-tz-aware start. A wall-clock time that occurs twice (autumn) fires twice; one that does not exist
+DST, as Debian's cron does it (and cronsim, checked here): a wall-clock time that does not exist
 (spring) fires once, at the end of the gap (Madrid "30 2 * * *" on 2025-03-30 fires at 03:00 CEST =
-01:00 UTC). cronie documents two different answers (crontab(5): skipped times never match, repeated
-ones run twice; cron(8), for changes under three hours: skipped ones run right away, repeated ones
-once), so for a line inside a DST change hour the count is croniter's reading. A line at a trading
+01:00 UTC); one that occurs twice (autumn) fires once, at its first occurrence. A line at a trading
 hour is not affected.
 
-pandas, exchange_calendars (through calendars.py, which also applies `plan`'s range rule) and croniter
+pandas, exchange_calendars (through calendars.py, which also applies `plan`'s range rule) and cronsim
 are imported inside the functions: this module is imported by the CLI, and only this command needs
 them.
 """
@@ -46,12 +43,15 @@ EVENTS = ("open", "close", "break_start", "break_end")
 DEFAULT_DAYS = 90
 
 # What cron (cronie) accepts in a field: numbers, "*", ranges, steps, lists, and names for months
-# and days of week. croniter accepts more (H, L, #, a seconds field); those are refused.
+# and days of week. cronsim accepts more (L, #); those are refused.
 _MONTHS = {"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}
 _DAYS = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
 _FIELD_NAMES = ("minute", "hour", "day of month", "month", "day of week")
 _ATOM = re.compile(r"^(?:\*|[0-9]+|[a-z]{3})$")
-_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+# cronie's macros and the lines they stand for (cronsim reads five fields only).
+_MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+           "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+           "@hourly": "0 * * * *"}
 
 _EVENT_WORDS = {
     "open": "opens",
@@ -110,8 +110,9 @@ def _hm_local(t: datetime) -> str:
 # validation
 
 
-def _check_expr(expr: str) -> None:
-    from croniter import croniter
+def _check_expr(expr: str) -> str:
+    """The five-field line cron would run for `expr` (a macro expanded); ValueError if none."""
+    from cronsim import CronSim, CronSimError
 
     text = expr.strip()
     if not text:
@@ -122,7 +123,7 @@ def _check_expr(expr: str) -> None:
         if text.lower() not in _MACROS:
             raise ValueError(f"cron expression {expr!r}: unknown macro; cron knows "
                              + ", ".join(sorted(_MACROS)))
-        return
+        return _MACROS[text.lower()]
     fields = text.split()
     if len(fields) != 5:
         raise ValueError(f"cron expression {expr!r}: has {len(fields)} fields, cron has 5 "
@@ -135,12 +136,11 @@ def _check_expr(expr: str) -> None:
                                  "cron syntax (numbers, *, ranges a-b, steps /n, lists a,b"
                                  + (", names" if names else "") + ")")
     try:
-        ok = croniter.is_valid(text)
-    except Exception:  # any failure of the parser means "not valid"
-        ok = False
-    if not ok:
+        CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
+    except CronSimError:
         raise ValueError(f"cron expression {expr!r}: a value is out of range (minute 0-59, "
-                         "hour 0-23, day of month 1-31, month 1-12, day of week 0-7)")
+                         "hour 0-23, day of month 1-31, month 1-12, day of week 0-7)") from None
+    return text
 
 
 def _zone(tz: str):
@@ -187,13 +187,13 @@ def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: in
                start: date, end: date) -> CronCheckResult:
     """Classify every fire of `expr` (in zone `tz`) from `start` 00:00 UTC to `end` 23:59 UTC."""
     import pandas as pd
-    from croniter import croniter
+    from cronsim import CronSim
 
     if event not in EVENTS:
         raise ValueError(f"--event {event!r}: must be one of {', '.join(EVENTS)}")
     if start > end:
         raise ValueError(f"--from {start.isoformat()} is after --to {end.isoformat()}")
-    _check_expr(expr)
+    line = _check_expr(expr)
     zone = _zone(tz)
     cal = _calendar(calendar, start, end)
     if event.startswith("break") and not cal.has_break:
@@ -214,11 +214,11 @@ def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: in
                           exchange_tz=str(xtz))
     lo = datetime(start.year, start.month, start.day, tzinfo=UTC)
     hi = datetime(end.year, end.month, end.day, 23, 59, 59, tzinfo=UTC)
-    # get_next is strictly after its start: begin one second early so that a fire at exactly
-    # --from 00:00 UTC counts. The start is tz-aware in the cron's zone so croniter walks wall time.
-    it = croniter(expr.strip(), (lo - timedelta(seconds=1)).astimezone(zone), day_or=True)
+    # cronsim yields instants strictly after its start: begin one second early so that a fire at exactly
+    # --from 00:00 UTC counts. The start is tz-aware in the cron's zone so cronsim walks wall time.
+    it = CronSim(line, (lo - timedelta(seconds=1)).astimezone(zone))
     while True:
-        fire = it.get_next(datetime)
+        fire = next(it)
         fire_utc = fire.astimezone(UTC)
         if fire_utc > hi:
             break

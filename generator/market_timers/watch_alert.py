@@ -11,27 +11,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol
 
 log = logging.getLogger("market_timers.watch")
-
-
-class AlertFn(Protocol):
-    def __call__(self, config, *, kind: str, key: str, text: str, job: str = "",
-                 session: str = "", severity: str | None = None,
-                 job_severity: str | None = None, title: str | None = None,
-                 now: datetime | None = None) -> object: ...
 
 
 def send_alert(config, *, kind: str, key: str, text: str, job: str = "", session: str = "",
                severity: str | None = None, job_severity: str | None = None,
                title: str | None = None, now: datetime | None = None,
                env: dict | None = None, deliver: bool = True) -> object:
-    try:
-        from .alerts.api import raise_alert
-    except ImportError:  # alerts layer not installed: the journal is all we have
-        log.error("alert (%s, no alert layer): %s", kind, text)
-        return None
+    from .alerts.api import raise_alert
+
     clock: Callable[[], datetime] | None = (lambda: now) if now is not None else None
     try:
         return raise_alert(config, kind=kind, job=job, session=session, text=text, key=key,
