@@ -113,10 +113,13 @@ severity = "critical"
                for s in not_run)
     assert all(records[s].get("result") == "success" for s in ran)
     # The run ledger holds one claim per ran slot, (job, session, slot), finished by --record.
-    keys = box.run(["sh", "-c", f"cd {STATE_DIR}/ledger/cycle && ls -d {session}+*"]).stdout
+    # (a refused start has a key directory too, with a refused-* entry and no attempt-1)
+    keys = box.run(["sh", "-c", f"cd {STATE_DIR}/ledger/cycle && ls {session}+*/attempt-1"]
+                   ).stdout
     names = {s.replace("-", "").replace(":", ""): s for s in slots}
-    claimed = sorted(k.split("+", 1)[1] for k in keys.split()
-                     if k.split("+", 1)[1] in names)  # this run's slots (a rerun the same day)
+    claimed = sorted(k.split("+", 1)[1].split("/")[0] for k in keys.split()
+                     if k.split("+", 1)[1].split("/")[0] in names)  # this run's (a rerun the
+    # same day shares the session)
     assert claimed == sorted(s.replace("-", "").replace(":", "") for s in ran)
     first_key = f"{STATE_DIR}/ledger/cycle/{session}+{claimed[0]}"
     assert "result=success" in box.run(["cat", f"{first_key}/attempt-1.result"]).stdout
