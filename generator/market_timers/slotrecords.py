@@ -1,13 +1,12 @@
 """A periodic job's slot records: completing them, recording the skipped slots, counting them.
 
-systemd never starts a second copy of a service that is still active, and on systemd 252 a slot
-that comes during a run is simply dropped: no start then, and no catch-up start when the run ends
-(observed in tests/e2e/test_periodic.py: a 15 s run at slot 0 of a 10 s period, the next start at
-slot 2). Should a start come late anyway (a catch-up on another systemd, Persistent= after a
-boot), the runner judges it against the latest slot and refuses it after grace (170, recorded).
-No runner ever records a dropped slot, so `account()` infers them from the schedule and the
-records: every slot that can no longer start (its instant + grace has passed) and has no record
-gets one, `skipped`:
+systemd never starts a second copy of a service that is still active: a slot that comes during a
+run starts nothing then. When the run ends, systemd 252 starts the service once more at once (the
+missed elapses coalesced; seen in tests/e2e/test_periodic.py through the ledger's refusals); the
+runner judges that start against the latest slot: later than grace it is refused (170) and
+counted with the skips, within grace it runs, late. Slots that never got a start are recorded by
+no runner, so `account()` infers them from the schedule and the records: every slot that can no
+longer start (its instant + grace has passed) and has no record gets one, `skipped`:
 
 * "overlap": a run was going at that instant (the record names it) - max_instances = 1;
 * "not-started": nothing ran then (host down, timer stopped, coalesced after downtime).

@@ -105,9 +105,10 @@ severity = "critical"
     assert set(records) == set(slots), sorted(set(slots) - set(records))
     not_run = sorted(s for s in slots if s not in ran)
     assert not_run == [slots[1], slots[3], slots[5]]
-    # systemd 252 drops a slot that comes during a run (no start, no catch-up when it ends): the
-    # accounting records it "overlap". (Were a late catch-up start to come, the runner would judge
-    # it against that slot, 5 s late > grace 3 s, and refuse it: "stale-start".)
+    # A slot that comes during a run starts nothing; when the run ends systemd 252 starts the
+    # service once more at once, and the runner refuses that start, 5 s late > grace 3 s (the
+    # ledger keeps the refusal). The slot's record says "overlap" when the ExecStopPost= count
+    # ran first, "stale-start" when the refused start did: either way not run, never replayed.
     print({s: (records[s].get("refused"), records[s].get("skipped")) for s in not_run})
     assert all(records[s].get("refused") == "stale-start" or records[s].get("skipped") == "overlap"
                for s in not_run)
