@@ -4,7 +4,8 @@
     .venv/bin/python bench/run.py --only NAME     # one (NAME: see --list); RESULTS.md is rewritten
                                                   # with that section only
 
-Prerequisites: hyperfine and /usr/bin/time on the host (`apt-get install hyperfine time`); for
+Prerequisites: hyperfine and /usr/bin/time on the host (`apt-get install hyperfine time`), gcc
+for the alternatives' static stamp program and PyPI for their APScheduler; for
 the container benchmarks root, systemd-container (systemd-nspawn), debootstrap and the .deb build
 tools (dpkg-buildpackage, dh-virtualenv), as for the e2e tests. One Debian 12 container is
 booted for all container benchmarks, from a fresh copy of the cached e2e rootfs, with the .deb
@@ -26,8 +27,8 @@ if __package__ in (None, ""):
 
 from bench.common import REPO, Check, Section, machine
 
-ORDER = ["runner_overhead", "plan_render", "fire_lateness", "sync_systemd", "alert_latency",
-         "miss_detection"]
+ORDER = ["runner_overhead", "plan_render", "plan_scale", "fire_lateness", "alternatives",
+         "sync_systemd", "alert_latency", "miss_detection"]
 RESULTS = REPO / "bench" / "RESULTS.md"
 PREREQUISITES = {"hyperfine": "apt-get install hyperfine", "/usr/bin/time": "apt-get install time"}
 

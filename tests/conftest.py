@@ -21,3 +21,16 @@ def write_config(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture(autouse=True)
+def _no_real_metrics_textfile(tmp_path_factory, monkeypatch):
+    """No test writes the host's /var/lib/prometheus/node-exporter: to the metrics, only
+    directories under pytest's temporary directory exist."""
+    import os
+
+    from market_timers import metrics
+
+    base = str(tmp_path_factory.getbasetemp())
+    monkeypatch.setattr(metrics, "directory_exists",
+                        lambda path: path.startswith(base + "/") and os.path.isdir(path))

@@ -123,7 +123,7 @@ def test_render_into_a_read_only_directory_is_an_error_message(write_config, tmp
 
     from market_timers import render
 
-    def read_only(path, text, mode=0o644):
+    def read_only(path, text, mode=0o644, **_):
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
     monkeypatch.setattr(render, "write_atomic", read_only)

@@ -189,3 +189,45 @@ def test_mandoc_lint_has_no_warnings(page: Path):
     proc = subprocess.run(["mandoc", "-T", "lint", "-W", "warning", str(page)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# the channel registry: a new channel without docs fails here
+
+
+def channel_entry(text: str, name: str) -> str:
+    """The `.TP` entry whose tag is `.B [alerts.<name>]`, up to the next .TP/.PP/.SH."""
+    m = re.search(rf"^\.TP\n\.B \[alerts\.{re.escape(name)}\]\n(.*?)(?=^\.(?:TP|PP|SH)\b)",
+                  text, re.M | re.S)
+    return m.group(1) if m else ""
+
+
+def registered_channels():
+    from market_timers.alerts.channels import specs
+
+    return specs()
+
+
+def test_every_channel_has_an_entry_with_its_keys_and_default_credentials():
+    text = source(MAN5)
+    problems = []
+    for spec in registered_channels():
+        entry = channel_entry(text, spec.name)
+        if not entry:
+            problems.append(f"no `.TP` / `.B [alerts.{spec.name}]` entry")
+            continue
+        problems += [f"[alerts.{spec.name}] does not name its key {key}" for key in spec.keys
+                     if not has_word(entry, key)]
+        problems += [f"[alerts.{spec.name}] does not name its default credential {c.default}"
+                     for c in spec.credentials() if not has_word(entry, str(c.default))]
+    assert not problems, f"{MAN5.name}: " + "; ".join(problems)
+
+
+def test_the_channel_lists_name_every_channel():
+    names = [spec.name for spec in registered_channels()]
+    alert = re.search(r"^\.SS alert$(.*?)^\.SS ", source(MAN1), re.M | re.S).group(1)
+    assert [n for n in names if not has_word(alert, n)] == [], "market-timers.1 `alert --test`"
+    fallback = next(line for line in source(MAN5).splitlines() if line.startswith(".BR fallback"))
+    assert ", ".join(names) in fallback, "the default fallback order in market-timers.toml.5"
+    readme = (ROOT / "README.md").read_text()
+    assert [n for n in names if f"[alerts.{n}]" not in readme] == [], "README.md's Alerts"

@@ -15,10 +15,21 @@ def toml_blocks() -> list[str]:
 
 
 def test_readme_config_examples_load_without_problems(tmp_path):
-    blocks = toml_blocks()
+    blocks = [b for b in toml_blocks() if not b.startswith("[events]")]
     assert len(blocks) == 3
     path = tmp_path / "readme.toml"
     path.write_text(f'state_dir = "{tmp_path}/state"\n' + "\n".join(blocks))
     cfg = config.load(path)
     assert [j.name for j in cfg.jobs] == ["signal", "nightly", "cycle", "digest"]
     assert cfg.alerts.telegram.chat_id == "-1001234567890" and cfg.watch.ping is True
+
+
+def test_readme_events_example_loads_with_the_shipped_example_jobs(tmp_path):
+    [events] = [b for b in toml_blocks() if b.startswith("[events]")]
+    example = README.parent / "scripts" / "examples" / "market-timers.example.toml"
+    jobs = example.read_text().split("\n[events]")[0]
+    path = tmp_path / "readme-events.toml"
+    path.write_text(f'state_dir = "{tmp_path}/state"\n' + jobs + "\n" + events)
+    cfg = config.load(path)
+    assert [r.name for r in cfg.events.incidents] == ["connection"]
+    assert cfg.events.expected[0].after_job == "disconnect"

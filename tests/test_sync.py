@@ -130,8 +130,8 @@ def test_moved_close_is_a_new_unit_not_an_edited_one(setup, write_config, tmp_pa
     result = sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path)
     assert not old.exists()
     new = cfg.unit_dir / "market-signal@2025-12-01-174500.timer"
-    assert "OnCalendar=2025-12-01 17:45:00 UTC" in new.read_text()
-    assert "OnCalendar=2025-12-01 20:45:00 UTC" in old_text
+    assert "OnCalendar=2025-12-01 17:44:58 UTC" in new.read_text()  # the default 2s lead
+    assert "OnCalendar=2025-12-01 20:44:58 UTC" in old_text
     [change] = result.changes
     assert (change.old_utc, change.new_utc) == ("2025-12-01T20:45:00Z", "2025-12-01T17:45:00Z")
     assert sc.reloads == 0

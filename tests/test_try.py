@@ -47,7 +47,7 @@ def test_try_writes_a_one_off_timer_seconds_ahead_and_starts_it(write_config, ru
     assert Recorder.started == [[f"{stem}.timer"]]
     timer = parse_unit((runtime / f"{stem}.timer").read_text())
     service = parse_unit((runtime / f"{stem}.service").read_text())
-    assert values(timer, "Timer", "OnCalendar") == ["2025-11-26 12:00:05 UTC"]
+    assert values(timer, "Timer", "OnCalendar") == ["2025-11-26 12:00:03 UTC"]  # lead 2s
     assert values(timer, "Timer", "Persistent") == ["false"]  # no stamp left behind
     env = values(service, "Service", "Environment")
     assert "MARKET_SESSION=try-20251126T120005Z" in env

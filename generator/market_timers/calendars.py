@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
@@ -34,7 +34,7 @@ FIRST_DAY = date(1990, 1, 1)
 YEARS_AHEAD = 5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Session:
     calendar: str  # canonical exchange_calendars name
     label: date  # the session's date (a futures session may open the calendar day before)
@@ -216,8 +216,16 @@ def _some_calendar(name: str):
         return calendar_for(name, day, day)
 
 
+# Time zone per calendar name: a class-level fact, learnt from any build of the calendar. A plan's
+# output asks for it once per fire: it must not go back to exchange_calendars each time.
+_zones: dict[str, ZoneInfo] = {}
+
+
 def tz(name: str) -> ZoneInfo:
-    return ZoneInfo(str(_some_calendar(name).tz))
+    zone = _zones.get(name)
+    if zone is None:
+        zone = _zones[name] = ZoneInfo(str(_some_calendar(name).tz))
+    return zone
 
 
 def has_breaks(name: str) -> bool:
@@ -383,32 +391,66 @@ def _holiday_name(cal, day: date) -> str | None:
 
 # sessions --------------------------------------------------------------------------------------
 
-def sessions(name: str, start: date, end: date, override: Override | None = None
-             ) -> list[Session]:
-    """Sessions with label in [start, end] as far as the data goes, overrides applied.
+EVENTS = ("open", "close", "break_start", "break_end")
+NO_TIME = -(2**63)  # in SessionTable.seconds: no such event that day (no break)
+EPOCH_DAY = date(1970, 1, 1).toordinal()
+
+
+@dataclass(frozen=True)
+class SessionTable:
+    """A calendar's sessions as columns (numpy int64): the label as days since 1970-01-01 and
+    each event as whole UTC seconds since the epoch (NO_TIME: none that day)."""
+
+    calendar: str
+    days: object  # np.ndarray
+    seconds: dict[str, object]  # event -> np.ndarray
+
+
+def session_table(name: str, start: date, end: date, override: Override | None = None
+                  ) -> SessionTable:
+    """Sessions with label in [start, end] as far as the data goes, overrides applied, computed
+    over whole schedule columns (a pandas row per session cost half of a large plan's time).
     CalendarError when the calendar cannot cover any of it."""
+    import numpy as np
     import pandas as pd
 
     canonical = resolve(name)
     cal = calendar_for(canonical, start, end)
     sched = cal.schedule.loc[pd.Timestamp(start):pd.Timestamp(end)]
+    local = _zones.setdefault(canonical, ZoneInfo(str(cal.tz)))
+    days = sched.index.to_numpy().astype("datetime64[D]").astype(np.int64)
+    seconds = {}
+    for event in EVENTS:
+        values = sched[event].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
+        # Sessions are whole minutes: the unit "s" drops nothing.
+        column = values.astype("datetime64[s]").astype(np.int64)
+        column[np.isnat(values)] = NO_TIME
+        seconds[event] = column
     override = override or Override()
-    local = ZoneInfo(str(cal.tz))
-    early = dict(override.early_close)
-    late = dict(override.late_open)
-    out = []
-    for label, row in sched.iterrows():
-        day = label.date()
-        if day in override.closed:
-            continue
-        s = Session(canonical, day, _utc(row["open"]), _utc(row["close"]),
-                    _utc(row["break_start"]), _utc(row["break_end"]))
-        if day in early:
-            s = replace(s, close=_local(day, early[day], local))
-        if day in late:
-            s = replace(s, open=_local(day, late[day], local))
-        out.append(s)
-    return out
+    for event, moved in (("close", override.early_close), ("open", override.late_open)):
+        for day, at in moved:
+            seconds[event][days == day.toordinal() - EPOCH_DAY] = int(
+                _local(day, at, local).timestamp())
+    if override.closed:
+        keep = ~np.isin(days, [d.toordinal() - EPOCH_DAY for d in override.closed])
+        days = days[keep]
+        seconds = {event: column[keep] for event, column in seconds.items()}
+    return SessionTable(canonical, days, seconds)
+
+
+def sessions(name: str, start: date, end: date, override: Override | None = None
+             ) -> list[Session]:
+    """Sessions with label in [start, end] as far as the data goes, overrides applied.
+    CalendarError when the calendar cannot cover any of it."""
+    table = session_table(name, start, end, override)
+    labels = [date.fromordinal(EPOCH_DAY + d) for d in table.days.tolist()]
+    columns = [instants(table.seconds[event]) for event in EVENTS]
+    return [Session(table.calendar, *row) for row in zip(labels, *columns, strict=True)]
+
+
+def instants(seconds) -> list[datetime | None]:
+    """UTC seconds (NO_TIME: None) as aware datetimes."""
+    return [None if s == NO_TIME else datetime.fromtimestamp(s, UTC) for s in seconds.tolist()]
 
 
 def covered_until(name: str, end: date) -> date | None:

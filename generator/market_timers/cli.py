@@ -7,7 +7,6 @@ Heavy imports (pandas, exchange_calendars) happen inside the commands that need 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from datetime import UTC, date, datetime
@@ -20,8 +19,8 @@ from .exitcodes import FAILURE, USAGE
 EPILOG = """\
 exit status: 0 ok; 1 failure; 2 bad command line or bad config (nothing was changed).
 The job runner (market-timers-run) passes the job's status through; it exits 170 for a
-stale start, 171 for an overlap skipped, 172 when it cannot run the job and 173 when
-that (job, session) already ran (see `run --force`).
+stale start, 171 for an overlap skipped, 172 when it cannot run the job, 173 when
+that (job, session) already ran (see `run --force`) and 174 when a job's retries are over.
 See market-timers(1) and market-timers.toml(5)."""
 
 
@@ -115,8 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print a JSON object")
 
     s = command("alert", "send a test alert through a channel")
-    s.add_argument("--test", required=True, metavar="CHANNEL",
-                   help="telegram | slack | email | webhook")
+    from .alerts.channels import NAMES as CHANNELS
+
+    s.add_argument("--test", required=True, metavar="CHANNEL", help=" | ".join(CHANNELS))
 
     s = command("alert-handler", "OnFailure=/OnSuccess= handler (used by units)")
     s.add_argument("mode", choices=["failure", "success"], help="which handler this is")
@@ -143,6 +143,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--session", type=_date, required=True, metavar="DATE",
                    help="the session to run it for")
     s.add_argument("--force", action="store_true", help="run it again although it already ran")
+
+    s = command("event", "hand an event of the trading system to the router "
+                         "(any user of the market-timers group)")
+    s.add_argument("kind", metavar="KIND", help="e.g. disconnected, rejected ([a-z][a-z0-9_.-]*)")
+    s.add_argument("--key", help="what it is about: connection, order id... (groups incidents)")
+    s.add_argument("--severity", choices=["critical", "warning", "info"],
+                   help="used when [events] sets none for KIND")
+    s.add_argument("--text", help="one line for the alert or digest")
+    s.add_argument("--job", help="the job sending it (default $MARKET_JOB)")
+    s.add_argument("--session", type=_date, metavar="DATE", help="default: from the plan")
+    s.add_argument("--value", type=float, help="a number (count rules keep the worst)")
+
+    s = command("incidents", "open incidents; `process` routes spooled events "
+                             "(market-events.service)")
+    s.add_argument("action", nargs="?", choices=["list", "process"], default="list",
+                   help="list (default) the open incidents, or process the spooled events")
+    s.add_argument("--json", action="store_true", help="print a JSON array")
 
     s = command("status", "each session's jobs: timer, result, duration, alerts")
     s.add_argument("--session", type=_date, metavar="DATE",
@@ -263,16 +280,20 @@ def cmd_plan(args) -> int:
         if end < start:
             raise UsageError(f"--from {start} is after --to {end}")
         _calendar_call(calendars.check_range, start, end)
-        result = plan.plan_between_partial(cfg, start, end)
+        if any(j.periodic is not None for j in cfg.jobs):  # fires that hold their slots
+            planned = plan.plan_between_partial(cfg, start, end)
+            fires, failures = planned.fires, planned.failures
+        else:
+            fires, failures = plan.plan_between_columns(cfg, start, end)
     else:
         result = plan.plan_ahead_partial(cfg, _now(args))
-    if args.json:
-        print(json.dumps(planview.json_entries(result.fires), indent=2))
-    elif args.summary:
-        print(planview.summary(result.fires))
-    else:
-        print(planview.table(result.fires, cfg))
-    return _report_failures(args.command, result.failures)
+        fires, failures = result.fires, result.failures
+    if args.summary:
+        sys.stdout.write(planview.summary(list(fires)) + "\n")
+        return _report_failures(args.command, failures)
+    # streamed: written as formatted, never the whole text at once
+    (planview.write_json if args.json else planview.write_table)(sys.stdout, fires)
+    return _report_failures(args.command, failures)
 
 
 def _report_failures(command: str, failures) -> int:
@@ -427,6 +448,35 @@ def cmd_digest(args) -> int:
     return commands.digest(_as_service_user(_alert_config(args)), session)
 
 
+def cmd_event(args) -> int:
+    from . import config
+    from .events import process
+
+    try:  # the spool directory comes from the config; a broken one must not lose the event
+        cfg = config.load(config.config_path(args.config), check_calendars=False)
+    except (ConfigError, OSError) as e:
+        print(f"market-timers event: config not usable ({str(e).splitlines()[0]}); using the "
+              "default spool directory", file=sys.stderr)
+        cfg = None
+    return process.emit_command(args, cfg)
+
+
+def cmd_incidents(args) -> int:
+    from .events import process
+
+    try:
+        cfg = _as_service_user(_config(args, check_calendars=False))
+    except ConfigError:
+        if args.action == "process" and os.environ.get("INVOCATION_ID"):
+            import time  # market-events.path would start us again at once: no busy loop
+
+            time.sleep(30)
+        raise
+    if args.action == "process":
+        return process.process(cfg, now=args.now)
+    return process.incidents_list(cfg, args.json, now=args.now)
+
+
 COMMANDS = {
     "plan": cmd_plan,
     "render": cmd_render,
@@ -444,6 +494,8 @@ COMMANDS = {
     "refresh": cmd_refresh,
     "deadman": _delegate("deadman", "command", "now", service_user=True, alert_path=True),
     "status": _delegate("status", "command", "session", "json", "now"),
+    "event": cmd_event,
+    "incidents": cmd_incidents,
     "run": _delegate("manual_run", "command", "job", "session", "force", check_calendars=True),
 }
 

@@ -20,6 +20,7 @@ from typing import Any
 from .durations import DURATION_EXAMPLE, MAX_OFFSET, parse_duration, parse_offset
 from .errors import ConfigError, Problems
 from .periodic import PERIODIC_KEYS, Periodic, parse_periodic
+from .retries import check_order_groups, retry_fields
 
 DEFAULT_PATH = "/etc/market-timers/market-timers.toml"
 ENV_VAR = "MARKET_TIMERS_CONFIG"
@@ -50,11 +51,14 @@ DST_EXPLANATION = (
 
 TOP_KEYS = {
     "calendar", "horizon", "retention_days", "user", "unit_dir", "state_dir", "spool_dir",
-    "runtime_dir", "runner", "job", "overrides", "alerts", "watch",
+    "runtime_dir", "runner", "job", "overrides", "alerts", "watch", "events",
+    "metrics",
 }
 JOB_KEYS = {
     "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
     "lock", "severity", "skip", "environment", "description", "enabled", "read_write_paths",
+    "lead", "warm",
+    "retries", "retry_delay", "retry_delay_max", "orders",  # retries.py
 }
 JOB_KEYS |= PERIODIC_KEYS  # every, from, until, during_break, stall_after: periodic.py
 REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
@@ -79,10 +83,21 @@ class Job:
     description: str = ""
     read_write_paths: tuple[str, ...] = ()
     periodic: Periodic | None = None  # `every`: slots inside a window of each session
+    lead: int = 2  # the timer fires this early; the runner waits for the instant, then execs
+    warm: int = 0  # exec the job this early (it waits with jobnotify.wait_for_instant())
+    retries: int = 0  # retries.py: attempts after a failure (idempotent jobs only)
+    retry_delay: int = 30
+    retry_delay_max: int = 600
+    orders: bool = False  # sends orders: never retried, nor any job of its lock group
 
     @property
     def is_session_job(self) -> bool:
         return self.event is not None
+
+    @property
+    def fire_lead(self) -> int:
+        """How long before the instant the timer fires: enough for the lead and the warm-up."""
+        return max(self.lead, self.warm)
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,8 @@ class Config:
     overrides: dict[str, Override] = field(default_factory=dict)
     alerts: Any = None
     watch: Any = None
+    metrics: Any = None  # metrics_config.MetricsConfig
+    events: Any = None  # events.config.EventsConfig
     raw: dict = field(default_factory=dict)
 
     def job(self, name: str) -> Job:
@@ -214,6 +231,7 @@ def parse(raw: dict, problems: Problems) -> Config:
         jobs = []
     cfg.jobs = [j for i, t in enumerate(jobs) if (j := _job(t, f"job[{i}]", cfg, problems))]
     _check_unique_names(jobs, problems)
+    check_order_groups(jobs, cfg.jobs, problems)
     overrides = raw.get("overrides", {})
     if not isinstance(overrides, dict):
         problems.add("overrides", "must be a table of calendars ([overrides.XNYS])", overrides)
@@ -226,6 +244,12 @@ def parse(raw: dict, problems: Problems) -> Config:
     from .watch_config import parse_watch
 
     cfg.watch = parse_watch(raw.get("watch"), problems)
+    from .metrics_config import parse_metrics
+
+    cfg.metrics = parse_metrics(raw.get("metrics"), problems)
+    from .events.config import events_of_config
+
+    cfg.events = events_of_config(raw, problems)
     if (digest := _digest_job(cfg, problems)) is not None:
         cfg.jobs.append(digest)
     return cfg
@@ -300,6 +324,7 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         if kw["watchdog"] and kw["timeout"] and kw["watchdog"] >= kw["timeout"]:
             problems.add(f"{path}.watchdog", f"must be shorter than the job's timeout "
                          f"({kw['timeout']} s): the timeout would end the run first", watchdog)
+    kw.update(_pre_fire(t, path, problems))
     lock = t.get("lock", name)
     if "lock" in t and (not isinstance(lock, str) or not JOB_NAME.match(lock)):
         problems.add(f"{path}.lock", "lock group names follow the job-name rule "
@@ -333,6 +358,7 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
     for i, p in enumerate(paths):
         _normal_path(p, f"{path}.read_write_paths[{i}]", problems)
     kw["read_write_paths"] = tuple(paths)
+    kw.update(retry_fields(t, path, problems))
     enabled = t.get("enabled", True)
     if not isinstance(enabled, bool):
         problems.add(f"{path}.enabled", "must be true or false", enabled)
@@ -340,6 +366,26 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         return None
     return Job(name=name, command=tuple(command), lock=lock, severity=severity,
                environment=tuple(sorted(env.items())), description=description, **kw)
+
+
+MAX_LEAD = 600  # seconds
+
+
+def _pre_fire(t: dict, path: str, problems: Problems) -> dict:
+    """`lead` (default 2s; "0s" opts out) and `warm` (default 0s): at most 10min each."""
+    out = {}
+    for key, default in (("lead", "2s"), ("warm", "0s")):
+        value = _parsed(_lead_seconds, t.get(key, default), f"{path}.{key}", problems, None)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _lead_seconds(value: Any) -> int:
+    if isinstance(value, str) and re.fullmatch(r"0+(s|min|h)?", value.strip()):
+        return 0  # off
+    return parse_duration(value, MAX_LEAD, "the timer fires this early and the runner holds "
+                          "the job's lock meanwhile")
 
 
 def _check_unique_names(jobs: list, problems: Problems) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from . import logsetup, runrecord, safefs
+from . import logsetup, metrics, runrecord, safefs
 from .instants import iso, parse_iso
 from .systemctl import Systemctl
 from .watch_alert import send_alert
@@ -117,6 +117,7 @@ def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
             log.exception("deadman: could not raise the %s alert %s", finding.kind, finding.key)
     if ping:
         _heartbeat(watch, result, env)
+    metrics.after_deadman(config, now)
     return result
 
 

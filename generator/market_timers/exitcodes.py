@@ -13,10 +13,12 @@ STALE_START = 170  # runner: started later than the job's grace; the job did not
 OVERLAP_SKIPPED = 171  # runner: the job's lock group was busy; the run was dropped
 RUNNER_ERROR = 172  # runner: could not exec the job (missing command, bad arguments)
 ALREADY_RAN = 173  # runner: this (job, session) already started (run ledger); not run again
+RETRIES_OVER = 174  # runner: a restart after the last allowed attempt (retries.py); not run
 
 RUNNER_CODES = {
     STALE_START: "stale-start",
     OVERLAP_SKIPPED: "overlap-skipped",
     RUNNER_ERROR: "runner-error",
     ALREADY_RAN: "already-ran",
+    RETRIES_OVER: "retries-over",
 }

@@ -1,72 +1,153 @@
-"""The human table of `market-timers plan`, its `--summary` and its `--json` entries."""
+"""What `market-timers plan` prints: the human table, or the JSON array (`--json`).
+
+Both are written entry by entry as they are formatted (a plan of every calendar over ten years is
+some 345,000 fires, 100 MB of JSON): never the whole text in memory at once.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC
+import io
+import json
+from collections.abc import Collection, Iterable
+from typing import TextIO
 
-from . import calendars
 from .config import Config
 from .durations import format_offset
 from .instants import iso
 from .plan import Fire
 
+HEADER = ("JOB", "CALENDAR", "SESSION", "EVENT", "UTC", "EXCHANGE LOCAL")
+EMPTY = "no fires planned in this window"
+CHUNK = 2000  # entries per write: fewer calls into the stream, little text held
 
-def _rows(fires: list[Fire]):
+# What json.dumps writes for a str with its default ensure_ascii=True (the C encoder).
+_string = json.encoder.encode_basestring_ascii
+
+
+_keys: dict[str, str] = {}
+
+
+def _key(name: str) -> str:
+    """The indented key and colon of a member: the same nine for every entry."""
+    return _keys.setdefault(name, f"    {_string(name)}: ")
+
+
+def _event(f: Fire) -> str:
+    return "daily" if f.is_daily else f"{f.event} {format_offset(f.offset)}"
+
+
+def write_table(out: TextIO, fires: Collection[Fire]) -> None:
+    """The table, column widths from a first pass over the fires (the last column is not
+    padded: each line is stripped at its end). `fires` is iterated twice."""
+    if not fires:
+        out.write(EMPTY + "\n")
+        return
+    if any(f.is_periodic for f in fires):  # one row per slot (a few thousand rows at most)
+        out.write(_slot_table(fires) + "\n")
+        return
+    kinds = {(f.job, f.calendar, f.event, f.offset, f.is_daily) for f in fires}
+    widths = [max(len(HEADER[0]), *(len(k[0]) for k in kinds)),
+              max(len(HEADER[1]), *(len(k[1]) for k in kinds)),
+              len("2025-01-01"),
+              max(len(HEADER[3]), *(len("daily" if k[4] else f"{k[2]} {format_offset(k[3])}")
+                                    for k in kinds)),
+              len("Mon 2025-01-01 00:00:00")]
+
+    def line(cells) -> str:
+        return "  ".join([*(c.ljust(w) for c, w in zip(cells, widths, strict=False)),
+                          cells[-1]]).rstrip() + "\n"
+
+    events: dict[tuple, str] = {}
+    chunk = [line(HEADER)]
+    for f in fires:
+        local = f.local()
+        key = (f.event, f.offset)
+        event = events.get(key) or events.setdefault(key, _event(f))
+        chunk.append(line((f.job, f.calendar, f.session.isoformat(), event,
+                           f.fire_utc.strftime("%a %Y-%m-%d %H:%M:%S"),
+                           f"{local:%a %H:%M:%S} {local.tzname()}")))
+        if len(chunk) >= CHUNK:
+            out.write("".join(chunk))
+            chunk.clear()
+    out.write("".join(chunk))
+
+
+def table(fires: list[Fire], config: Config | None = None) -> str:
+    buf = io.StringIO()
+    write_table(buf, fires)
+    return buf.getvalue().removesuffix("\n")
+
+
+def entry(f: Fire) -> str:
+    """One element of the array as json.dumps(indent=2) writes it inside a list."""
+    doc = f.to_json()
+    if all(type(v) is str for v in doc.values()):
+        body = ",\n".join([(_keys.get(k) or _key(k)) + _string(v) for k, v in doc.items()])
+        return "  {\n" + body + "\n  }"
+    return "  " + json.dumps(doc, indent=2).replace("\n", "\n  ")
+
+
+def write_json(out: TextIO, fires: Iterable[Fire]) -> None:
+    """Byte for byte what `print(json.dumps([f.to_json() for f in fires], indent=2))` printed."""
+    chunk: list[str] = []
+    first = True
+    for f in fires:
+        for text in (_slot_entries(f) if f.is_periodic else (entry(f),)):
+            chunk.append(("[\n" if first else ",\n") + text)
+            first = False
+        if len(chunk) >= CHUNK:
+            out.write("".join(chunk))
+            chunk.clear()
+    chunk.append("[]\n" if first else "\n]\n")
+    out.write("".join(chunk))
+
+
+# Periodic jobs (`every`): one row / entry per slot, and `plan --summary` -----------------------
+
+def _rows(fires):
     """(fire, instant) per row: a periodic fire gives one row per slot."""
     for f in fires:
-        if f.is_periodic:
-            for slot in f.slots:
-                yield f, slot
-        else:
-            yield f, f.fire_utc
+        for instant in (f.slots if f.is_periodic else (f.fire_utc,)):
+            yield f, instant
 
 
 def _what(f: Fire) -> str:
-    if f.is_daily:
-        return "daily"
-    if f.is_periodic:
-        return f"every {format_offset(f.every)[1:]}"
-    return f"{f.event} {format_offset(f.offset)}"
+    return f"every {format_offset(f.every)[1:]}" if f.is_periodic else _event(f)
 
 
-def table(fires: list[Fire], config: Config) -> str:
-    if not fires:
-        return "no fires planned in this window"
-    rows = [("JOB", "CALENDAR", "SESSION", "EVENT", "UTC", "EXCHANGE LOCAL")]
+def _align(rows: list[tuple]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def _slot_table(fires) -> str:
+    rows = [HEADER]
     for f, instant in _rows(fires):
-        local = instant if f.is_daily else instant.astimezone(calendars.tz(f.calendar))
+        local = instant.astimezone(f.local().tzinfo)
         rows.append((f.job, f.calendar, f.session.isoformat(), _what(f),
                      instant.strftime("%a %Y-%m-%d %H:%M:%S"),
                      f"{local:%a %H:%M:%S} {local.tzname()}"))
     return _align(rows)
 
 
+def _slot_entries(f: Fire):
+    """`plan --json` for a periodic fire: one entry per slot, `slot` its UTC instant."""
+    base = f.to_json()
+    zone = f.local().tzinfo
+    for instant in f.slots:
+        doc = {**base, "slot": iso(instant), "fire_utc": iso(instant),
+               "fire_local": instant.astimezone(zone).isoformat()}
+        yield "  " + json.dumps(doc, indent=2).replace("\n", "\n  ")
+
+
 def summary(fires: list[Fire]) -> str:
     """`plan --summary`: one line per (job, session): first, last, count."""
     if not fires:
-        return "no fires planned in this window"
+        return EMPTY
     rows = [("JOB", "CALENDAR", "SESSION", "EVENT", "FIRST (UTC)", "LAST (UTC)", "COUNT")]
     for f in fires:
         rows.append((f.job, f.calendar, f.session.isoformat(), _what(f),
                      f"{f.fire_utc:%a %Y-%m-%d %H:%M:%S}", f"{f.last_utc:%a %Y-%m-%d %H:%M:%S}",
                      str(len(f.slots) if f.is_periodic else 1)))
     return _align(rows)
-
-
-def json_entries(fires: list[Fire]) -> list[dict]:
-    """`plan --json`: one entry per fire; a periodic job's, one per slot with `slot` its instant."""
-    out = []
-    for f, instant in _rows(fires):
-        entry = f.to_json()
-        if f.is_periodic:
-            local = instant.astimezone(UTC if f.is_daily else calendars.tz(f.calendar))
-            entry.update(slot=iso(instant), fire_utc=iso(instant), fire_local=local.isoformat())
-        out.append(entry)
-    return out
-
-
-def _align(rows: list[tuple]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in rows]
-    return "\n".join(lines)

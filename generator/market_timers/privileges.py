@@ -23,14 +23,15 @@ CREDSTORES = ("/etc/credstore", "/run/credstore", "/usr/lib/credstore")
 
 
 def credential_names(config) -> list[str]:
+    """The credentials the configured channels (from the channel registry) and the heartbeat read."""
+    from .alerts.channels import NAMES, lookup
+
     names = []
     alerts = getattr(config, "alerts", None)
-    for channel in ("telegram", "slack", "email", "webhook"):
+    for channel in NAMES:
         settings = getattr(alerts, channel, None) if alerts else None
-        for attr in ("token_credential", "webhook_credential", "password_credential",
-                     "url_credential"):
-            if settings is not None and getattr(settings, attr, None):
-                names.append(getattr(settings, attr))
+        if settings is not None:
+            names += lookup(channel).credential_names(settings)
     watch = getattr(config, "watch", None)
     if watch is not None and getattr(watch, "ping_credential", None):
         names.append(watch.ping_credential)

@@ -39,7 +39,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from . import config as config_mod
-from . import logsetup
+from . import logsetup, metrics
 from .errors import ConfigError, Problems
 from .exitcodes import FAILURE, USAGE
 from .watch_alert import send_alert
@@ -159,6 +159,7 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
         _safe_alert(alert, config, kind="calendar-stale", severity="warning",
                     key=f"calendar-stale:{digest}", title="exchange calendar data needs an update",
                     text=age, now=now)
+    metrics.after_refresh(config, now)
     return result
 
 

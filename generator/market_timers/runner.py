@@ -37,6 +37,11 @@ beside the ledger.
 
 `market-timers-run --record` (ExecStopPost=) records how the attempt ended in the ledger.
 
+Retries (a job with `retries`, retries.py): `--record` after a failed attempt leaves a marker,
+`retry N` or `over`; the next start, systemd's Restart=, consumes it and claims the ledger's next
+attempt with how="retry" (so it is never "already ran", and skips the grace check: no retry
+starts past instant + grace + timeout), or exits 174 when the retries are over.
+
 Hot path: standard library only, never pandas, exchange_calendars or json. Its whole context comes
 from the unit's Environment= lines, written by render.py.
 """
@@ -51,7 +56,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from . import ledger, slotclock
-from .exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
+from .exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RETRIES_OVER, RUNNER_ERROR, STALE_START
 
 USAGE = """\
 usage: market-timers-run -- COMMAND [ARG...]
@@ -85,7 +90,8 @@ def scheduled_instant(env: dict, now: datetime) -> datetime:
         return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
     hh, mm, ss = (int(x) for x in env["MARKET_DAILY_UTC"].split(":"))
     today = now.replace(hour=hh, minute=mm, second=ss, microsecond=0)
-    return today if today <= now + timedelta(seconds=1) else today - timedelta(days=1)
+    early = int(env.get("MARKET_LEAD_SEC") or 0)  # a pre-fired timer starts us this early
+    return today if today <= now + timedelta(seconds=1 + early) else today - timedelta(days=1)
 
 
 class LockError(Exception):
@@ -169,7 +175,16 @@ def run(argv: list[str], env: dict) -> int:
             by = ticket.get("by", "?")
             log(INFO, f"{job} for session {session} started by {by} with `market-timers run"
                       f"{' --force' if how == 'forced' else ''}`")
-        holder = None if how == "forced" else book.holder(key)
+        if how == "timer" and env.get("MARKET_RETRIES", "0") != "0":  # systemd's restart?
+            attempt, refused = retry_start(env, env.get("MARKET_STATE_DIR") or
+                                           ledger.DEFAULT_STATE_DIR, job, session, scheduled, grace)
+            if refused:
+                _refuse(book, key, base, "retries-over", attempt=attempt)
+                return refused
+            if attempt > 1:
+                how = "retry"
+                late = (datetime.now(UTC) - scheduled).total_seconds()
+        holder = None if how in ("forced", "retry") else book.holder(key)
     except OSError as e:
         log(ERR, f"cannot read the run ledger in {getattr(book, 'state_dir', '?')}: {e}; "
                  f"not running {job} for session {session} (it could run twice)")
@@ -211,6 +226,7 @@ def run(argv: list[str], env: dict) -> int:
     child_env.pop("MARKET_TICKET", None)
     if claim.fence:
         child_env["MARKET_FENCE"] = claim.fence
+    await_exec_time(env, scheduled)
     try:
         os.execve(argv[0], argv, child_env)
     except OSError as e:
@@ -302,6 +318,88 @@ def run_slot(argv: list[str], env: dict, job: str, grace: int, now: datetime,
     return RUNNER_ERROR  # not reached
 
 
+def await_exec_time(env: dict, scheduled: datetime) -> None:
+    """Pre-fire: the timer fired MARKET_LEAD_SEC early and everything else is done; wait for the
+    instant (or MARKET_WARM_SEC before it, for a warm job) on the realtime clock. A start by hand
+    well before its timer would have fired runs at once, as it would without a lead."""
+    lead = int(env.get("MARKET_LEAD_SEC") or 0)
+    if lead <= 0:
+        return
+    target = scheduled.timestamp() - int(env.get("MARKET_WARM_SEC") or 0)
+    if 0 < target - time.time() <= lead + 1:
+        from .instant_wait import sleep_until
+
+        sleep_until(target)
+    normal_priority()
+
+
+def normal_priority() -> None:
+    """The pre-fired unit runs us at Nice=-10 for a prompt wake-up; the job (and the record step)
+    run at nice 0, as without a lead. (Raising one's own nice value needs no privilege.)"""
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) < 0:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except OSError as e:
+        log(WARNING, f"cannot return to nice 0: {e.strerror}")
+
+
+def retry_start(env: dict, state_dir: str, job: str, session: str, scheduled: datetime,
+                grace: int) -> tuple[int, int | None]:
+    """(attempt, None) to run, or (attempt, RETRIES_OVER) to refuse; see retries.py.
+
+    A start that finds the `retry N` marker written by the previous attempt's --record is
+    systemd's restart: it claims the ledger's next attempt as "retry" (no "already ran", no grace
+    check: its bound is scheduled + grace + timeout) after waiting the exponential part of the
+    backoff. An `over` marker ends the retries."""
+    from . import retries
+
+    marker = retries.take_marker(state_dir, job, session)
+    if marker is None:
+        return 1, None
+    verb, n, reason = marker
+    if verb == "over":
+        log(ERR, f"{job} for session {session}: not retried again ({reason})")
+        return n, RETRIES_OVER
+    delay = int(env.get("MARKET_RETRY_DELAY_SEC", "30"))
+    extra = retries.backoff(n, delay, int(env.get("MARKET_RETRY_DELAY_MAX_SEC", "600"))) - delay
+    deadline = scheduled + timedelta(seconds=grace + int(env.get("MARKET_TIMEOUT_SEC", "1800")))
+    if datetime.now(UTC) + timedelta(seconds=max(extra, 0)) > deadline:
+        log(ERR, f"{job} for session {session}: attempt {n} would start after "
+                 f"{_utc(deadline)} (instant + grace + timeout); not retried")
+        return n - 1, RETRIES_OVER
+    if extra > 0:
+        log(INFO, f"{job} for session {session}: attempt {n} in {extra} s more (backoff)")
+        time.sleep(extra)
+    log(INFO, f"{job} for session {session}: attempt {n} of {int(env['MARKET_RETRIES']) + 1}")
+    return n, None
+
+
+def plan_retry(env: dict, state_dir: str, job: str, session: str, attempt: int,
+               now: datetime) -> None:
+    """After an attempt: leave the marker that tells the next start (systemd's restart) what it
+    is: `retry N`, or `over N REASON` (see retries.py)."""
+    from . import retries
+
+    status = env.get("EXIT_STATUS", "")
+    if env.get("SERVICE_RESULT") == "success" or status in ("170", "171", "172", "173", "174"):
+        retries.clear_marker(state_dir, job, session)  # not restarted (success, or refused)
+        return
+    allowed = int(env["MARKET_RETRIES"])
+    delay = int(env.get("MARKET_RETRY_DELAY_SEC", "30"))
+    wait = retries.backoff(attempt + 1, delay, int(env.get("MARKET_RETRY_DELAY_MAX_SEC", "600")))
+    deadline = scheduled_instant(env, now) + timedelta(
+        seconds=int(env.get("MARKET_GRACE_SEC", "120")) + int(env.get("MARKET_TIMEOUT_SEC", "0")))
+    if attempt > allowed:
+        text = f"over {attempt} all {attempt} attempts failed"
+    elif now + timedelta(seconds=wait) > deadline:
+        text = (f"over {attempt} attempt {attempt + 1} would start past instant + grace + "
+                "timeout")
+    else:
+        text = f"retry {attempt + 1}"
+    retries.write_marker(state_dir, job, session, text)
+    log(INFO, f"{job} for session {session}: attempt {attempt} failed; {text}")
+
+
 def _already_ran(book, key, holder: dict, base: dict) -> int:
     log(WARNING, f"already ran: {key.job} for session {key.session} was started "
                  f"{ledger.describe(holder)}; not running it again. To run it again on purpose: "
@@ -323,6 +421,8 @@ def record(env: dict) -> int:
     job = env.get("MARKET_JOB")
     if not job:
         return 0
+    if env.get("MARKET_LEAD_SEC"):
+        normal_priority()
     now = datetime.now(UTC)
     if env.get("MARKET_SLOT_EVERY_SEC"):  # the slot this invocation judged: slotrecords.py
         from .slotrecords import complete_from_env
@@ -332,12 +432,22 @@ def record(env: dict) -> int:
     try:
         session = env.get("MARKET_SESSION") or scheduled_instant(env, now).date().isoformat()
         key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
-        ledger.open_ledger(env).finish(key, env.get("INVOCATION_ID"), dict(
+        book = ledger.open_ledger(env)
+        book.finish(key, env.get("INVOCATION_ID"), dict(
             result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
             exit_status=env.get("EXIT_STATUS"),
             finished_utc=now.isoformat(timespec="milliseconds").replace("+00:00", "Z")))
+        if env.get("MARKET_RETRIES", "0") != "0":  # retries.py: the marker for the next start
+            attempts = book.attempts(key)
+            latest = attempts[-1] if attempts else {}
+            if latest.get("invocation") == env.get("INVOCATION_ID"):  # this start ran the job
+                plan_retry(env, env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR, job,
+                           session, int(latest.get("attempt") or 1), now)
     except (OSError, ValueError, KeyError) as e:
         log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
+    from . import metrics  # off the hot path: the job has ended
+
+    metrics.after_run(env)
     return 0
 
 

@@ -11,7 +11,10 @@ prints one object:
                    "jobs": [{"job", "calendar", "event", "fire_utc", "unit", "timer", "result",
                              "exit_status", "duration_sec", "started_utc", "finished_utc",
                              "attempts", "host", "refused_starts",
-                             "alerts": [{"id", "kind", "severity", "title", "handling"}]}]}],
+                             "alerts": [{"id", "kind", "severity", "title", "handling"}]}],
+                   "incidents": [{"id", "rule", "key", "opened", "resolved", "duration_sec",
+                                  "state", "handling", "alert_id", "events"...}],
+                   "counts": [{"kind", "count", "threshold", "worst", "first", "last"...}]}],
      "outbox": {"pending": 0, "undeliverable": 0, ...},
      "calendar_warnings": ["calendar XSHG: ... sessions up to 2026-12-31 only; ..."]}
 
@@ -80,7 +83,8 @@ def collect(config, session=None, now: datetime | None = None, *,
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
             sessions[e["session"]][-1].update(_periodic(state_dir, e, now))
     return {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
-            "sessions": [{"session": s, "jobs": jobs} for s, jobs in sorted(sessions.items())],
+            "sessions": [{"session": s, "jobs": jobs, **_incidents(config, s)}
+                         for s, jobs in sorted(sessions.items())],
             "outbox": _outbox(config), "calendar_warnings": calendar_warnings(config, now)}
 
 
@@ -130,6 +134,13 @@ def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
                       "skipped_overlap": s.overlap, "refused": s.refused,
                       "not_started": s.not_started, "ahead": s.ahead,
                       "last_run": s.last_run_slot, "longest_sec": s.longest_sec}}
+
+
+def _incidents(config, session: str) -> dict:
+    """The session's incidents and counted events (events of the trading system)."""
+    from .events.report import session_doc
+
+    return session_doc(config.state_dir, session)
 
 
 def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]:
@@ -209,6 +220,12 @@ def table(doc: dict) -> str:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [head, *rows]]
+    from .events.report import count_line, incident_line
+
+    for s in doc["sessions"]:
+        for line in [*map(incident_line, s.get("incidents", [])),
+                     *map(count_line, s.get("counts", []))]:
+            lines.append(f"{s['session']}  incident  {line}")
     lines = [*warn, *([""] if warn else []), *lines]
     box = doc.get("outbox") or {}
     if box:

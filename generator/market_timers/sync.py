@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from . import ledger, runrecord, safefs
+from . import ledger, metrics, runrecord, safefs
 from . import plan as planning
+from .alerts import credunits
 from .config import Config
 from .instants import iso, parse_iso
 from .render import is_generated, render_all, write_atomic
@@ -147,9 +148,13 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     fires, kept = planned.fires, planned.failed_jobs()
     # A fire due within MIN_LEAD is not written anew (it could pass before systemd starts its
     # timer, and then it would never fire), but an installed timer for it is kept as it is.
-    # A periodic job's timer (many slots) is written even mid-session: on its first start systemd
-    # drops the slots already past and fires at the next one.
-    too_close = {f.unit_stem for f in fires if f.last_utc <= now + MIN_LEAD}
+    # (The timer fires a job's lead before its instant: that is the time that must be ahead.)
+    # A periodic job's timer (many slots, no lead) is written even mid-session: on its first
+    # start systemd drops the slots already past and fires at the next one.
+    leads = {j.name: timedelta(seconds=j.fire_lead) for j in config.jobs}
+    too_close = {f.unit_stem for f in fires
+                 if (f.last_utc if f.is_periodic else f.fire_utc - leads.get(f.job, timedelta(0)))
+                 <= now + MIN_LEAD}
     with _sync_lock(config.state_dir, dry_run):
         existing = _existing(unit_dir)
         ran = _already_started(config, fires)
@@ -192,6 +197,10 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         result.changes += _moved(existing, fires, set(result.written), result.dropped, now,
                                  {(c.job, c.session) for c in result.changes})
         result.reloaded = bool(result.rewritten)
+        if credunits.sync_dropins(config, dry_run=dry_run) and not result.reloaded:  # credentials
+            result.reloaded = True
+            if not dry_run:  # now, before new timers exist: a reload would load them as wanted
+                systemctl.daemon_reload()  # by timers.target, which keeps a removed one listed
         if dry_run:
             return result
         try:
@@ -203,7 +212,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                     _enable(unit_dir, name)  # also after `apt remove` disabled them
         except OSError as e:
             raise SyncError(f"cannot write units into {unit_dir}: {e.strerror or e}") from None
-        if result.reloaded:
+        if result.rewritten:
             systemctl.daemon_reload()
         gone = result.removed + result.expired
         systemctl.stop(gone)
@@ -213,6 +222,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.start(result.started)
         _write_plan(config, fires, now, kept, set(ran))
         _write_alert_snapshot(config, now)
+        metrics.after_sync(config, now)
         return result
 
 
@@ -261,7 +271,8 @@ def _moved(existing: dict[str, str], fires: list[planning.Fire], written: set[st
                 service = existing.get(name.removesuffix(".timer") + ".service", "")
                 calendar = next((line.split("=", 2)[2] for line in service.splitlines()
                                  if line.startswith("Environment=MARKET_CALENDAR=")), f.calendar)
-                out.append(Change(f.job, key[1], iso(instant), f.fire_iso, calendar, note))
+                out.append(Change(f.job, key[1], _scheduled(service, instant), f.fire_iso,
+                                  calendar, note))
     return out
 
 
@@ -301,12 +312,20 @@ def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.
         job, _, instance = name.removesuffix(".timer").removeprefix("market-").partition("@")
         session = instance[:10]
         instant = instant_of(existing[name])
-        old = iso(instant) if instant else "?"
         service = existing.get(name.removesuffix(".timer") + ".service", "")
         calendar = next((line.split("=", 2)[2] for line in service.splitlines()
                          if line.startswith("Environment=MARKET_CALENDAR=")), "")
-        out.append(Change(job, session, old, new.get((job, session)), calendar))
+        out.append(Change(job, session, _scheduled(service, instant), new.get((job, session)),
+                          calendar))
     return out
+
+
+def _scheduled(service_text: str, timer_instant: datetime | None) -> str:
+    """A fire's instant: its service's MARKET_SCHEDULED_UTC (a pre-fired timer's OnCalendar= is
+    its lead earlier), else the timer's."""
+    return next((line.split("=", 2)[2] for line in service_text.splitlines()
+                 if line.startswith("Environment=MARKET_SCHEDULED_UTC=")),
+                iso(timer_instant) if timer_instant else "?")
 
 
 def _enable(unit_dir: Path, timer: str) -> None:

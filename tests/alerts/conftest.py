@@ -22,6 +22,9 @@ from market_timers.errors import Problems  # noqa: E402
 
 TOKEN = "123456:FAKE-telegram-token-for-tests"
 SLACK_PATH = "/services/T0FAKE/B0FAKE/fakeSlackSecretPath"
+PD_KEY = "R0FAKEPAGERDUTYROUTINGKEY0000000"
+NTFY_TOPIC = "mt-secret-topic-4f1c"
+NTFY_TOKEN = "tk_fakentfyaccesstoken"
 
 
 class Clock:
@@ -42,7 +45,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def api():
-    with FakeApi(token=TOKEN) as fake:
+    with FakeApi(token=TOKEN, pagerduty_key=PD_KEY, ntfy_token=NTFY_TOKEN) as fake:
         yield fake
 
 
@@ -53,6 +56,9 @@ def creds(tmp_path, api) -> Path:
     (d / "market-timers.telegram-token").write_text(TOKEN + "\n")
     (d / "market-timers.slack-webhook").write_text(api.base + SLACK_PATH + "\n")
     (d / "market-timers.webhook-url").write_text(api.base + "/hook/x\n")
+    (d / "market-timers.pagerduty-routing-key").write_text(PD_KEY + "\n")
+    (d / "market-timers.ntfy-topic-url").write_text(f"{api.base}/ntfy/{NTFY_TOPIC}\n")
+    (d / "market-timers.ntfy-token").write_text(NTFY_TOKEN + "\n")
     return d
 
 

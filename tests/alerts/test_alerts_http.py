@@ -72,12 +72,11 @@ def test_a_url_with_a_control_character_is_never_echoed(make_ctx, creds, caplog)
 
 
 def test_a_trickling_smtp_server_cannot_hold_an_email_past_its_timeout(make_ctx):
-    from market_timers.alerts.channels.email import EmailChannel
-    from market_timers.alerts.config import EmailConfig
+    from market_timers.alerts.channels.email import SPEC, EmailChannel
 
     with TrickleServer(every=0.3, wait_request=False) as server:
         port = int(server.url.rsplit(":", 1)[1])
-        channel = EmailChannel(EmailConfig(host="127.0.0.1", port=port, sender="a@b.c",
+        channel = EmailChannel(SPEC.make_settings(host="127.0.0.1", port=port, sender="a@b.c",
                                            to=["ops@b.c"], timeout=1.0), env={})
         started = time.monotonic()
         with pytest.raises(DeliveryError) as err:

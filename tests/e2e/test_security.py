@@ -17,6 +17,7 @@ SERVICES = (
     "market-deadman.service",
     "market-refresh.service",
     "market-outbox.service",
+    "market-events.service",
 )
 
 

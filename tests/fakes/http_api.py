@@ -1,9 +1,14 @@
-"""Fake Telegram Bot API + Slack incoming webhook + generic webhook, on loopback only.
+"""Fake Telegram Bot API + Slack incoming webhook + generic webhook + PagerDuty Events API v2 +
+ntfy, on loopback only.
 
 Answers with the documented shapes: Telegram `{"ok": true, "result": {...}}` /
 `{"ok": false, "error_code", "description", "parameters": {"retry_after"}}`, Slack `ok` or an
-error code as text with `Retry-After` on 429. Scripted failures (`fail_next`) let a test make a
-channel answer 429 / 400 / 5xx, or be down (`down`).
+error code as text with `Retry-After` on 429; PagerDuty `POST /v2/enqueue` -> 202
+`{"status": "success", "dedup_key"}` or 400 `{"status": "invalid event", "errors": [...]}`, with
+the incidents it holds by dedup_key (`api.incidents`: "triggered" / "resolved"); ntfy JSON
+publishing `POST /` (or `/ntfy/`) -> 200 or `{"code", "http", "error"}` (401 without the access
+token when one is set, 413 over 4096 bytes of message). Scripted failures (`fail_next`) let a test
+make a channel answer 429 / 400 / 5xx, or be down (`down`).
 
 In a test:     with FakeApi(token="T") as api: ... api.received("telegram")
 Standalone:    python -m tests.fakes.http_api --port 8999 --log /tmp/fake.jsonl [--token T]
@@ -24,8 +29,12 @@ LOOPBACK = "127.0.0.1"
 
 
 class FakeApi:
-    def __init__(self, port: int = 0, token: str | None = None, log_path: str | None = None):
+    def __init__(self, port: int = 0, token: str | None = None, log_path: str | None = None,
+                 pagerduty_key: str | None = None, ntfy_token: str | None = None):
         self.token = token
+        self.pagerduty_key = pagerduty_key  # None: any routing key is accepted
+        self.ntfy_token = ntfy_token  # None: no access token is needed
+        self.incidents: dict[str, str] = {}  # PagerDuty dedup_key -> triggered | resolved
         self.log_path = log_path
         self.messages: list[dict] = []
         self.script: dict[str, list[dict]] = {}
@@ -58,6 +67,7 @@ class FakeApi:
         with self.lock:
             self.messages.clear()
             self.script.clear()
+            self.incidents.clear()
 
     def start(self) -> FakeApi:
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
@@ -125,7 +135,89 @@ class _Handler(BaseHTTPRequestHandler):
             return self._slack(raw)
         if self.path.startswith("/hook/"):
             return self._webhook(raw)
+        if self.path == "/v2/enqueue":
+            return self._pagerduty(raw)
+        if self.path in ("/", "/ntfy/"):
+            return self._ntfy(raw)
         self._answer(404, "not found", "text/plain")
+
+    def _forced(self, service: str, body) -> bool:
+        """Answer a scripted failure (429 with Retry-After); True when one was answered."""
+        forced = self.fake._take_script(service)
+        if not forced:
+            return False
+        headers = [("Retry-After", str(forced["retry_after"]))] \
+            if forced["status"] == 429 and forced["retry_after"] is not None else []
+        self._answer(forced["status"], json.dumps(body(forced)), headers=headers)
+        return True
+
+    def _pagerduty(self, raw: str) -> None:
+        def invalid(*errors: str):
+            self._answer(400, json.dumps({"status": "invalid event",
+                                          "message": "Event object is invalid",
+                                          "errors": list(errors)}))
+
+        try:
+            d = json.loads(raw)
+        except ValueError:
+            return invalid("Malformed JSON")
+        key = d.get("routing_key")
+        if not key or (self.fake.pagerduty_key is not None and key != self.fake.pagerduty_key):
+            return invalid("'routing_key' is invalid")
+        action, dedup = d.get("event_action"), d.get("dedup_key")
+        if action not in ("trigger", "acknowledge", "resolve"):
+            return invalid("'event_action' is invalid")
+        if action != "trigger" and not dedup:
+            return invalid("'dedup_key' is required for acknowledge and resolve")
+        payload = d.get("payload") or {}
+        if action == "trigger":
+            summary = payload.get("summary") or ""
+            if not 1 <= len(summary) <= 1024:
+                return invalid("'payload.summary' is missing or longer than 1024")
+            if not payload.get("source"):
+                return invalid("'payload.source' is missing")
+            if payload.get("severity") not in ("critical", "error", "warning", "info"):
+                return invalid("'payload.severity' is invalid")
+        if self._forced("pagerduty", lambda f: {"status": "throttled" if f["status"] == 429
+                                                else "error", "message": f["description"]
+                                                or f"Error {f['status']}"}):
+            return
+        dedup = dedup or f"fake-{len(self.fake.incidents)}"
+        with self.fake.lock:
+            self.fake.incidents[dedup] = {"trigger": "triggered", "resolve": "resolved"}.get(
+                action, self.fake.incidents.get(dedup, "triggered"))
+        self.fake._record({"service": "pagerduty", "action": action, "dedup_key": dedup,
+                           "severity": payload.get("severity"), "event": d,
+                           "text": payload.get("summary", "")})
+        self._answer(202, json.dumps({"status": "success", "message": "Event processed",
+                                      "dedup_key": dedup}))
+
+    def _ntfy(self, raw: str) -> None:
+        def error(status: int, code: int, text: str):
+            self._answer(status, json.dumps({"code": code, "http": status, "error": text}))
+
+        if self.fake.ntfy_token is not None and \
+                self.headers.get("Authorization") != f"Bearer {self.fake.ntfy_token}":
+            return error(401, 40101, "unauthorized")
+        try:
+            d = json.loads(raw)
+        except ValueError:
+            return error(400, 40024, "invalid request: malformed JSON")
+        message = d.get("message") or ""
+        if not d.get("topic"):
+            return error(400, 40009, "invalid topic")
+        if len(message.encode("utf-8")) > 4096:
+            return error(413, 41301, "message too large")
+        if d.get("priority") not in (None, 1, 2, 3, 4, 5):
+            return error(400, 40007, "invalid priority")
+        if self._forced("ntfy", lambda f: {"code": f["status"] * 100 + 1, "http": f["status"],
+                                           "error": f["description"] or "limit reached"}):
+            return
+        self.fake._record({"service": "ntfy", "path": self.path, "topic": d["topic"],
+                           "title": d.get("title"), "priority": d.get("priority"),
+                           "tags": d.get("tags"), "text": message})
+        self._answer(200, json.dumps({"id": "fake", "event": "message", "topic": d["topic"],
+                                      "message": message}))
 
     def _telegram(self, raw: str) -> None:
         def error(code: int, description: str, retry_after=None):
@@ -201,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.port_file:
         with open(args.port_file, "w") as f:
             f.write(f"{fake.port}\n")
-    print(f"fake Telegram/Slack/webhook API listening on {fake.base}", flush=True)
+    print(f"fake Telegram/Slack/webhook/PagerDuty/ntfy API listening on {fake.base}", flush=True)
     try:
         fake.server.serve_forever()
     except KeyboardInterrupt:

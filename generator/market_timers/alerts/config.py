@@ -1,7 +1,9 @@
 """The `[alerts]` table of the config: routes, timings, fallback and per-channel non-secret settings.
 
-Secrets are never here: each channel names the systemd credential that holds its secret
-(`token_credential`, `webhook_credential`, `password_credential`, `url_credential`).
+The channels' own tables (`[alerts.<name>]`) are declared by the channel modules and checked by
+their specs (channels/spec.py, channels/__init__.py): the names, keys, checks and credential
+names all come from the registry. Secrets are never here: each channel names the systemd
+credential that holds its secret (`token_credential`, `webhook_credential`...).
 Every problem is collected into `Problems` with its key path (`alerts.telegram.chat_id`).
 """
 
@@ -9,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from market_timers.alerts.channels import NAMES
+from market_timers.alerts.channels import lookup as channel_spec
 from market_timers.errors import Problems
 
 SEVERITIES = ("critical", "warning", "info")
-CHANNELS = ("telegram", "slack", "email", "webhook")
+CHANNELS = NAMES
 DIGEST = "digest"  # pseudo-channel: collected for the session's email digest, never sent at once
 KINDS = (
     "failed", "killed", "watchdog", "timeout", "stale-start", "overlap-skipped", "runner-error",
@@ -29,44 +33,11 @@ DEFAULT_ROUTES = {"critical": "telegram", "warning": "slack", "info": DIGEST}
 
 
 @dataclass
-class TelegramConfig:
-    chat_id: str = ""
-    api_base: str = "https://api.telegram.org"
-    token_credential: str = "market-timers.telegram-token"
-    timeout: float = 10.0
-
-
-@dataclass
-class SlackConfig:
-    webhook_credential: str = "market-timers.slack-webhook"
-    timeout: float = 10.0
-
-
-@dataclass
-class EmailConfig:
-    host: str = "localhost"
-    port: int = 25
-    starttls: bool = False
-    username: str = ""
-    password_credential: str = "market-timers.smtp-password"
-    sender: str = ""
-    to: list[str] = field(default_factory=list)
-    tls_ca_file: str = ""  # extra CA to trust for STARTTLS (a private relay); verification stays on
-    timeout: float = 10.0
-
-
-@dataclass
-class WebhookConfig:
-    url_credential: str = "market-timers.webhook-url"
-    timeout: float = 10.0
-
-
-@dataclass
 class AlertsConfig:
     enabled: bool = False  # False when the config has no [alerts] table: handlers only keep state
     routes: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ROUTES))
     explicit_routes: bool = False
-    fallback: list[str] = field(default_factory=lambda: ["telegram", "slack", "email", "webhook"])
+    fallback: list[str] = field(default_factory=lambda: list(CHANNELS))
     dedup_minutes: float = 30
     repeat_minutes: float = 15  # critical alerts repeat until ack or recovery; 0 disables
     escalate_after: int = 3  # repeats before the escalation channel is added; 0 disables
@@ -77,21 +48,25 @@ class AlertsConfig:
     journal_lines: int = 20
     kind_severity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_KIND_SEVERITY))
     overrides: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> kind -> severity|off
-    telegram: TelegramConfig | None = None
-    slack: SlackConfig | None = None
-    email: EmailConfig | None = None
-    webhook: WebhookConfig | None = None
+    channels: dict[str, object] = field(default_factory=dict)  # name -> its settings object
+
+    def __getattr__(self, name: str):
+        """`cfg.telegram`: the channel's settings, or None when it has no [alerts.<name>]."""
+        if name in CHANNELS:
+            return self.__dict__.get("channels", {}).get(name)
+        raise AttributeError(name)
 
     def configured(self) -> list[str]:
-        return [name for name in CHANNELS if getattr(self, name) is not None]
+        return [name for name in CHANNELS if name in self.channels]
 
+    def credential_names(self) -> list[str]:
+        """The credentials the configured channels read (config renames applied)."""
+        return [cred for name in self.configured()
+                for cred in channel_spec(name).credential_names(self.channels[name])]
 
-_CHANNEL_TYPES = {"telegram": TelegramConfig, "slack": SlackConfig, "email": EmailConfig,
-                  "webhook": WebhookConfig}
 _TOP_KEYS = {"routes", "fallback", "dedup_minutes", "repeat_minutes", "escalate_after",
              "escalation_channel", "fallback_after_attempts", "fallback_after_minutes",
              "digest_offset_minutes", "journal_lines", "kind_severity", "overrides", *CHANNELS}
-_FIELD_KEY = {"sender": "from"}  # TOML key differs where the Python name is a keyword
 
 
 def _number(problems: Problems, path: str, value: object, *, integer: bool = False,
@@ -102,45 +77,6 @@ def _number(problems: Problems, path: str, value: object, *, integer: bool = Fal
         problems.add(path, f"must be {kind} >= {minimum:g}", value)
         return None
     return value
-
-
-def _channel(name: str, raw: object, problems: Problems):
-    cls = _CHANNEL_TYPES[name]
-    path = f"alerts.{name}"
-    if not isinstance(raw, dict):
-        problems.add(path, "must be a table", raw)
-        return None
-    obj = cls()
-    keys = {_FIELD_KEY.get(f, f): f for f in obj.__dataclass_fields__}
-    for key, value in raw.items():
-        if key not in keys:
-            problems.add(f"{path}.{key}", f"unknown key (known: {', '.join(sorted(keys))})")
-            continue
-        attr = keys[key]
-        default = getattr(obj, attr)
-        if isinstance(default, bool):
-            good = isinstance(value, bool)
-        elif isinstance(default, float):
-            good = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-        elif isinstance(default, int):
-            good = isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
-        elif isinstance(default, list):
-            good = isinstance(value, list) and all(isinstance(v, str) and v for v in value)
-        else:
-            good = isinstance(value, str | int) and not isinstance(value, bool)
-            value = str(value)
-        if not good:
-            problems.add(f"{path}.{key}", f"wrong type or range for {key}", value)
-            continue
-        setattr(obj, attr, value)
-    if name == "telegram" and not obj.chat_id:
-        problems.add(f"{path}.chat_id", "is required for the telegram channel")
-    if name == "email":
-        if not obj.sender:
-            problems.add(f"{path}.from", "is required for the email channel")
-        if not obj.to:
-            problems.add(f"{path}.to", "needs at least one recipient")
-    return obj
 
 
 def _severity_map(raw: object, path: str, problems: Problems, allowed: tuple[str, ...]) -> dict:
@@ -172,7 +108,9 @@ def parse_alerts(raw: dict | None, problems: Problems) -> AlertsConfig:
             problems.add(f"alerts.{key}", f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
     for name in CHANNELS:
         if name in raw:
-            setattr(cfg, name, _channel(name, raw[name], problems))
+            settings = channel_spec(name).parse(raw[name], problems)
+            if settings is not None:
+                cfg.channels[name] = settings
     configured = set(cfg.configured())
 
     routes = raw.get("routes", {})
@@ -231,9 +169,9 @@ def route_warnings(cfg: AlertsConfig | None) -> list[str]:
         return []
     configured = cfg.configured()
     if not configured:
-        return ["alerts: no channel is configured ([alerts.telegram], [alerts.slack], "
-                "[alerts.email] or [alerts.webhook]): no alert is sent, they are only recorded "
-                "for `market-timers status` and the digest"]
+        tables = ", ".join(f"[alerts.{name}]" for name in CHANNELS)
+        return [f"alerts: no channel is configured (one of {tables}): no alert is sent, they "
+                "are only recorded for `market-timers status` and the digest"]
     from market_timers.alerts.router import chain_for
 
     out = []

@@ -103,6 +103,9 @@ def build(ctx, session: str) -> str:
     folded = sum(1 for e in events if e.get("event") == "deduplicated")
     if folded:
         lines.append(f"  + {folded} repeat(s) folded into the alerts above (dedup window)")
+    from market_timers.events.report import digest_lines  # incidents of the trading system
+
+    lines += digest_lines(ctx.state_dir, session)
     lines += ["", "Routed to this digest (info, or no channel configured):", *(notices or ["  (none)"])]
     waiting = [a for a in pending.values() if a.kind != "digest"]
     lines += ["", f"Outbox: {len(waiting)} alert(s) not delivered yet"

@@ -95,11 +95,18 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     if kind == "ok":
         record_success(config, job=job, session=session, details=details, now=now, env=env)
         return 0
+    title = None
+    if status == "174" or result == "start-limit-hit":  # the last of a job's retries failed
+        from market_timers.retries import final_failure
+
+        if (last := final_failure(config, job, session)) is not None:
+            kind, title, extra = last
+            details.update(extra)
     cfg = getattr(getattr(config, "cfg", None) or getattr(config, "alerts", None),
                   "journal_lines", 20)
     excerpt = journal_excerpt(invocation, cfg, run)
     if excerpt:
         details["journal"] = excerpt
-    raise_alert(config, kind=kind, job=job, session=session, details=details,
+    raise_alert(config, kind=kind, job=job, session=session, details=details, title=title,
                 job_severity=info.get("MARKET_SEVERITY"), now=now, env=env)
     return 0

@@ -70,9 +70,9 @@ class Alert:
         again = f" (repeat {self.repeat})" if self.repeat else ""
         return f"[{tag}] {self.title}{again}"
 
-    def head(self) -> str:
+    def head(self, with_subject: bool = True) -> str:
         """Subject, text and context lines: the body without the journal excerpt."""
-        lines = [self.subject(), ""]
+        lines = [self.subject(), ""] if with_subject else []
         if self.text:
             lines += [self.text, ""]
         for label, value in (("job", self.job), ("session", self.session),
@@ -89,10 +89,12 @@ class Alert:
             and self.kind != "recovery" else ""))
         return "\n".join(lines)
 
-    def body(self, excerpt_limit: int | None = None, measure=len) -> str:
+    def body(self, excerpt_limit: int | None = None, measure=len,
+             with_subject: bool = True) -> str:
         """Plain text: subject, text, context lines, then the journal excerpt; with a limit, the
-        whole text is cut to at most `excerpt_limit` units of `measure` (see textfit)."""
+        whole text is cut to at most `excerpt_limit` units of `measure` (see textfit). Without
+        the subject for a channel that shows it as a title of its own."""
         from market_timers.alerts.textfit import fit_parts
 
-        return fit_parts(self.head(), str(self.details.get("journal") or ""), excerpt_limit,
-                         measure)
+        return fit_parts(self.head(with_subject), str(self.details.get("journal") or ""),
+                         excerpt_limit, measure)

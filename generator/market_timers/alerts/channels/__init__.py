@@ -1,26 +1,40 @@
-"""One module per channel behind one small interface (channels/base.py)."""
+"""The channel registry: one module per channel, found by name (channels/<name>.py, its SPEC).
+
+Adding a channel is its module plus its name in NAMES (tests and docs follow; tests/test_docs.py
+fails until the man page describes it). NAMES is also the default `fallback` order. Modules are
+imported on first use, so a command touches only the channels its config names.
+"""
 
 from __future__ import annotations
 
+import importlib
+
 from market_timers.alerts.channels.base import Channel, DeliveryError
+from market_timers.alerts.channels.spec import ChannelSpec
+
+NAMES = ("telegram", "slack", "email", "webhook", "pagerduty", "ntfy")
+
+
+def lookup(name: str) -> ChannelSpec:
+    if name not in NAMES:
+        raise KeyError(name)
+    found = importlib.import_module(f"{__name__}.{name}").SPEC
+    assert found.name == name, f"channels/{name}.py declares {found.name}"
+    return found
+
+
+def specs() -> list[ChannelSpec]:
+    return [lookup(name) for name in NAMES]
 
 
 def make_channel(name: str, alerts_config, env: dict | None = None) -> Channel:
     """The channel `name` built from its [alerts.<name>] settings; secrets are read lazily."""
+    if name not in NAMES:
+        raise DeliveryError(f"unknown channel {name}", permanent=True)
     settings = getattr(alerts_config, name, None)
     if settings is None:
         raise DeliveryError(f"channel {name} is not configured", permanent=True)
-    if name == "telegram":
-        from market_timers.alerts.channels.telegram import TelegramChannel as cls
-    elif name == "slack":
-        from market_timers.alerts.channels.slack import SlackChannel as cls
-    elif name == "email":
-        from market_timers.alerts.channels.email import EmailChannel as cls
-    elif name == "webhook":
-        from market_timers.alerts.channels.webhook import WebhookChannel as cls
-    else:
-        raise DeliveryError(f"unknown channel {name}", permanent=True)
-    return cls(settings, env=env)
+    return lookup(name).channel(settings, env=env)
 
 
-__all__ = ["Channel", "DeliveryError", "make_channel"]
+__all__ = ["NAMES", "Channel", "ChannelSpec", "DeliveryError", "lookup", "make_channel", "specs"]

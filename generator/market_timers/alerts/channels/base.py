@@ -46,21 +46,29 @@ class Channel:
         self._secrets.append(value)
         return value
 
+    def optional_secret(self, credential: str) -> str | None:
+        """A secret the channel can do without (an access token): None when not loaded."""
+        value = read_credential(credential, self.env)
+        if value is not None:
+            self._secrets.append(value)
+        return value
+
     def send(self, alert) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
     def clean(self, text: str) -> str:
         return redact(text, self._secrets)
 
-    def post_json(self, url: str, payload: dict, timeout: float) -> HttpResponse:
+    def post_json(self, url: str, payload: dict, timeout: float,
+                  headers: dict | None = None) -> HttpResponse:
         """POST JSON within a total deadline of `timeout` seconds, never following a redirect.
 
         HTTP answers (3xx included) come back as responses; no answer is a DeliveryError: a
         malformed URL is permanent, a network error or the deadline transient."""
         try:
             r = httppost.post(url, json.dumps(payload).encode(),
-                              {"Content-Type": "application/json", "User-Agent": "market-timers"},
-                              timeout)
+                              {"Content-Type": "application/json", "User-Agent": "market-timers",
+                               **(headers or {})}, timeout)
         except httppost.PostError as e:
             raise DeliveryError(self.clean(f"{self.name}: {e}"), permanent=e.config) from None
         return HttpResponse(r.status, r.body, r.headers)

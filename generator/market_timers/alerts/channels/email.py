@@ -15,6 +15,7 @@ import ssl
 from email.message import EmailMessage
 from email.utils import formatdate
 
+from market_timers.alerts.channels import spec
 from market_timers.alerts.channels.base import Channel, DeliveryError
 from market_timers.alerts.httppost import _Deadline
 
@@ -96,3 +97,28 @@ def _smtp(deadline: _Deadline):
             return reply
 
     return SMTP
+
+
+def _validate(settings, problem) -> None:
+    if not settings.to:
+        problem("to", "needs at least one recipient")
+
+
+SPEC = spec.ChannelSpec(
+    name="email",
+    summary="mail over SMTP (STARTTLS and login on 587, or a local relay on 25); also the digest",
+    settings=(
+        spec.text("from", doc="the sender address", required=True, attr="sender"),
+        spec.strings("to", "the recipients (an array)"),
+        spec.text("host", "localhost", "the SMTP server"),
+        spec.port("port", 25, "its port"),
+        spec.flag("starttls", False, "STARTTLS before login"),
+        spec.text("username", doc="log in as this user (with the password credential)"),
+        spec.credential("password_credential", "market-timers.smtp-password",
+                        "the credential holding the SMTP password"),
+        spec.text("tls_ca_file", doc="an extra CA to trust for STARTTLS (a private relay); "
+                                     "verification stays on"),
+        spec.timeout(),
+    ),
+    channel=EmailChannel, validate=_validate,
+)

@@ -7,6 +7,7 @@ network errors are transient. The URL is the secret: it is never logged.
 
 from __future__ import annotations
 
+from market_timers.alerts.channels import spec
 from market_timers.alerts.channels.base import Channel, retry_after_header
 from market_timers.alerts.textfit import utf16_len
 
@@ -29,3 +30,15 @@ class SlackChannel(Channel):
             return
         self.raise_for_status(response, response.body.strip()[:80],
                               retry_after_header(response.headers))
+
+
+SPEC = spec.ChannelSpec(
+    name="slack",
+    summary="a Slack incoming webhook message",
+    settings=(
+        spec.credential("webhook_credential", "market-timers.slack-webhook",
+                        "the credential holding the webhook URL"),
+        spec.timeout(),
+    ),
+    channel=SlackChannel, fit=fit, limit=LIMIT, measure=utf16_len,
+)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from market_timers.alerts.channels import spec
 from market_timers.alerts.channels.base import Channel, DeliveryError
 from market_timers.alerts.textfit import utf16_len
 
@@ -43,3 +44,17 @@ class TelegramChannel(Channel):
         retry = (data.get("parameters") or {}).get("retry_after")
         retry = float(retry) if isinstance(retry, int | float) else None
         self.raise_for_status(response, str(data.get("description") or ""), retry)
+
+
+SPEC = spec.ChannelSpec(
+    name="telegram",
+    summary="a Telegram Bot API sendMessage to one chat (silent below critical)",
+    settings=(
+        spec.text("chat_id", doc="the chat to write to", required=True),
+        spec.url("api_base", "https://api.telegram.org", "the Bot API base URL"),
+        spec.credential("token_credential", "market-timers.telegram-token",
+                        "the credential holding the bot token"),
+        spec.timeout(),
+    ),
+    channel=TelegramChannel, fit=fit, limit=LIMIT, measure=utf16_len,
+)

@@ -4,6 +4,7 @@ permanent; 5xx and network errors are transient."""
 
 from __future__ import annotations
 
+from market_timers.alerts.channels import spec
 from market_timers.alerts.channels.base import Channel, retry_after_header
 
 
@@ -22,3 +23,15 @@ class WebhookChannel(Channel):
             return
         self.raise_for_status(response, response.body.strip()[:80],
                               retry_after_header(response.headers))
+
+
+SPEC = spec.ChannelSpec(
+    name="webhook",
+    summary="the alert as JSON (id, kind, severity, key, title, text, details, message) to a URL",
+    settings=(
+        spec.credential("url_credential", "market-timers.webhook-url",
+                        "the credential holding the URL"),
+        spec.timeout(),
+    ),
+    channel=WebhookChannel,
+)

@@ -1,0 +1,296 @@
+"""The alternatives side by side (issue 15, section 1): instant -> stamp lateness of Debian's cron,
+a hand-written systemd timer + service (AccuracySec=1us, no runner), an in-process APScheduler
+job, and market-timers, in the same run, the same container, on the same stamp program.
+
+The stamp is bench/stamp.c, built static on the host: its first action reads CLOCK_REALTIME, so
+no approach pays an interpreter start for it (market-timers still pays its runner's). Three more
+rows are market-timers itself: without its pre-fire (`lead = "0s"`, as before issue 15), a plain
+Python job (its first line, /usr/bin/python3) and a warm Python job (`warm = "10s"`: exec'd 10 s
+early, it blocks in jobnotify.wait_for_instant(); the stamp is the moment it returns, when the
+job would act). The fires of the sub-second approaches are interleaved (round robin, 2 s apart,
+at seconds 6-54 of each minute, so they stay clear of cron's minute), and cron gets a crontab line
+for every whole minute of the same window: it can only fire once a minute, so it has fewer fires.
+
+Run alone: .venv/bin/python -m bench.alternatives
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import REPO, Check, Section, summary, table
+
+NAME = "alternatives"
+NEEDS_CONTAINER = True
+FIRES = 30  # per sub-second approach
+SPACING_S = 2
+SECONDS = range(6, 55, SPACING_S)  # usable seconds of each minute
+LEAD_S = 40  # first fire this long after "now": sync, units, cron.d and APScheduler start
+STAMP = "/usr/local/bin/bench-stamp"
+STAMP_PY = "/usr/local/bin/bench-stamp-py"
+STAMP_WARM = "/usr/local/bin/bench-stamp-warm"
+STAMPS = "/var/lib/bench-stamps/stamps.log"
+APS_DIR = "/opt/bench-aps"
+APS_SCRIPT = f"{APS_DIR}/run.py"
+OURS = "market-timers"
+NOLEAD = "market-timers, lead 0s"
+COLD = "market-timers, Python job"
+WARM = "market-timers, warm Python job"
+APPROACHES = (OURS, "systemd timer", "APScheduler", NOLEAD, COLD, WARM)
+ALTERNATIVES = ("systemd timer", "APScheduler", "cron")
+PREFIX = {OURS: "alt", "systemd timer": "plain", "APScheduler": "aps", "cron": "cron",
+          NOLEAD: "nolead", COLD: "pycold", WARM: "pywarm"}
+# market-timers rows: (stamp program, extra job keys)
+OURS_JOBS = {OURS: (STAMP, ""), NOLEAD: (STAMP, 'lead = "0s"\n'), COLD: (STAMP_PY, ""),
+             WARM: (STAMP_WARM, 'warm = "10s"\n')}
+WARM_GOAL_MS = 1.0
+COLD_GOAL_MS = 30.0
+PY_STAMP = """#!/usr/bin/python3
+import time
+t = time.time()
+import os, sys
+fd = os.open("/var/lib/bench-stamps/stamps.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+os.write(fd, ("%s %s %s %.6f\\n" % (sys.argv[1], sys.argv[2], sys.argv[3], t)).encode())
+"""
+WARM_STAMP = """#!/opt/venvs/market-timers/bin/python3
+import os, sys, time
+from market_timers.jobnotify import wait_for_instant
+wait_for_instant()
+t = time.time()
+fd = os.open("/var/lib/bench-stamps/stamps.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+os.write(fd, ("%s %s %s %.6f\\n" % (sys.argv[1], sys.argv[2], sys.argv[3], t)).encode())
+"""
+APS_PROGRAM = '''"""An always-running APScheduler process: one date job per fire, each spawning the stamp."""
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+sys.path.insert(0, "{aps_dir}/site")
+from apscheduler.schedulers.blocking import BlockingScheduler  # noqa: E402
+from apscheduler.triggers.date import DateTrigger  # noqa: E402
+
+stamp = sys.argv[1]
+scheduler = BlockingScheduler(timezone=timezone.utc)
+
+
+def fire(name, epoch):
+    subprocess.Popen([stamp, "APScheduler", name, str(epoch)])
+
+
+for arg in sys.argv[2:]:
+    name, epoch = arg.split("=")
+    when = datetime.fromtimestamp(int(epoch), timezone.utc)
+    scheduler.add_job(fire, DateTrigger(run_date=when), args=(name, int(epoch)),
+                      misfire_grace_time=60)
+print("bench-aps: scheduled", len(sys.argv) - 2, "fires", flush=True)
+scheduler.start()
+'''
+
+
+def build_stamp() -> Path:
+    out = REPO / "build" / "bench-stamp"
+    out.parent.mkdir(exist_ok=True)
+    subprocess.run(["gcc", "-O2", "-static", "-o", str(out), str(REPO / "bench" / "stamp.c")],
+                   check=True)
+    return out
+
+
+def fetch_apscheduler() -> Path:
+    """APScheduler 3 (pure Python, with tzlocal) pip-installed into a directory on the host,
+    then copied into the container next to its script (the container has no pip)."""
+    target = REPO / "build" / "bench-aps-site"
+    if not (target / "apscheduler").is_dir():
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target",
+                        str(target), "APScheduler>=3.10,<4"], check=True)
+    return target
+
+
+def schedule(first: int) -> dict[str, list[tuple[str, int]]]:
+    """approach -> [(name, instant)]: round robin over the usable seconds from `first` on."""
+    fires: dict[str, list[tuple[str, int]]] = {a: [] for a in APPROACHES}
+    t = first
+    k = 0
+    while any(len(v) < FIRES for v in fires.values()):
+        if t % 60 in SECONDS:
+            approach = APPROACHES[k % len(APPROACHES)]
+            if len(fires[approach]) < FIRES:
+                fires[approach].append((f"{PREFIX[approach]}{len(fires[approach]):02d}", t))
+            k += 1
+        t += 1
+    return fires
+
+
+def cron_fires(first: int, last: int) -> list[tuple[str, int]]:
+    minutes = range(math.ceil(first / 60) * 60, last + 1, 60)
+    return [(f"cron{i:02d}", m) for i, m in enumerate(minutes)]
+
+
+def market_config(fires: dict[str, list[tuple[str, int]]]) -> str:
+    lines = ['calendar = "24/7"', "horizon = 1", ""]
+    for approach, (program, keys) in OURS_JOBS.items():
+        label = PREFIX[approach]
+        for name, t in fires[approach]:
+            midnight = datetime.fromtimestamp(t, UTC).replace(hour=0, minute=0, second=0)
+            off = int(t - midnight.timestamp())
+            lines += ["[[job]]", f'name = "{name}"', 'event = "open"', f'offset = "+{off}s"',
+                      f'command = ["{program}", "{label}", "{name}", "{t}"]', 'timeout = "30s"',
+                      'read_write_paths = ["/var/lib/bench-stamps"]', keys]
+    return "\n".join(lines)
+
+
+def plain_units(box, fires: list[tuple[str, int]]) -> list[str]:
+    from bench.box import UNIT_DIR
+
+    timers = []
+    for name, t in fires:
+        when = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        box.write_file(f"{UNIT_DIR}/bench-{name}.timer",
+                       f"[Timer]\nOnCalendar={when} UTC\nAccuracySec=1us\n")
+        box.write_file(f"{UNIT_DIR}/bench-{name}.service",
+                       f"[Service]\nType=exec\nExecStart={STAMP} systemd-timer {name} {t}\n")
+        timers.append(f"bench-{name}.timer")
+    return timers
+
+
+def crontab(fires: list[tuple[str, int]]) -> str:
+    lines = ["# bench/alternatives.py: one line per whole minute of the window", "SHELL=/bin/sh"]
+    for name, t in fires:
+        d = datetime.fromtimestamp(t, UTC)
+        lines.append(f"{d.minute} {d.hour} {d.day} {d.month} * root {STAMP} cron {name} {t}")
+    return "\n".join(lines) + "\n"
+
+
+def setup(box) -> None:
+    stamp = build_stamp()
+    shutil.copy(stamp, box.root / STAMP.lstrip("/"))
+    (box.root / STAMP.lstrip("/")).chmod(0o755)
+    box.run(["install", "-d", "-m", "0777", "/var/lib/bench-stamps"])
+    site = fetch_apscheduler()
+    shutil.rmtree(box.root / APS_DIR.lstrip("/"), ignore_errors=True)
+    shutil.copytree(site, box.root / APS_DIR.lstrip("/") / "site")
+    box.write_file(APS_SCRIPT, APS_PROGRAM.format(aps_dir=APS_DIR))
+    box.write_file(STAMP_PY, PY_STAMP, 0o755)
+    box.write_file(STAMP_WARM, WARM_STAMP, 0o755)
+    if box.run(["test", "-x", "/usr/sbin/cron"], check=False).returncode != 0:
+        box.run("apt-get install -y -q cron >/dev/null 2>&1 || "
+                "{ apt-get update -q >/dev/null && apt-get install -y -q cron; }", timeout=600)
+    box.run(["systemctl", "enable", "--now", "cron.service"])
+
+
+def _ratio(ours: dict | None, theirs: dict, key: str) -> str:
+    return f"{ours[key] / theirs[key]:.2g}×" if ours and theirs[key] > 0 else "-"
+
+
+def run(box) -> Section:
+    from bench.box import CONFIG, clear_market_units, now_inside
+
+    s = Section(NAME, "1b. The alternatives side by side (same run, same container, same stamp)")
+    setup(box)
+    clear_market_units(box)
+    box.run(f"rm -f {STAMPS} /etc/cron.d/bench-cron; install -m 0666 /dev/null {STAMPS}")
+    first = math.ceil(now_inside(box)) + LEAD_S
+    fires = schedule(first)
+    last = max(t for v in fires.values() for _, t in v)
+    fires["cron"] = cron_fires(first, last)
+
+    started = time.monotonic()
+    box.write_file(CONFIG, market_config(fires))
+    box.run(["market-timers", "sync"], timeout=120)
+    timers = plain_units(box, fires["systemd timer"])
+    box.systemctl("daemon-reload")
+    box.systemctl("start", *timers)
+    box.run(["systemd-run", "--unit=bench-aps", "--property=Type=exec", "/usr/bin/python3",
+             APS_SCRIPT, STAMP, *[f"{n}={t}" for n, t in fires["APScheduler"]]])
+    box.write_file("/etc/cron.d/bench-cron", crontab(fires["cron"]))
+    setup_s = time.monotonic() - started
+    if now_inside(box) > first - 12:  # a warm job's timer fires 10 s before its instant
+        raise RuntimeError(f"set-up took {setup_s:.0f} s, longer than the {LEAD_S} s lead")
+    time.sleep(max(0.0, last + 6 - time.time()))
+
+    got: dict[str, dict[str, float]] = {a: {} for a in fires}
+    for line in box.read_file(STAMPS).splitlines():
+        parts = line.split()
+        if len(parts) == 4:
+            by_label = {"systemd-timer": "systemd timer",
+                        **{PREFIX[a]: a for a in OURS_JOBS}}
+            approach = by_label.get(parts[0], parts[0])
+            if approach in got:
+                got[approach].setdefault(parts[1], float(parts[3]) - int(parts[2]))
+    box.systemctl("stop", "bench-aps.service", check=False)
+    box.run("rm -f /etc/cron.d/bench-cron; systemctl stop 'bench-plain*.timer'; "
+            "rm -f /etc/systemd/system/bench-plain*; systemctl daemon-reload", check=False)
+
+    stats = {a: summary([x * 1000 for x in v.values()]) for a, v in got.items() if v}
+    ours = stats.get(OURS)
+    rows = []
+    for approach in (OURS, *ALTERNATIVES, NOLEAD, COLD, WARM):
+        st = stats.get(approach)
+        n = f"{len(got[approach])}/{len(fires[approach])}"
+        if st is None:
+            rows.append([approach, n, "-", "-", "-", "-", "-", "-"])
+            continue
+        rows.append([approach, n, st["p50"], st["p95"], st["p99"], st["max"],
+                     _ratio(ours, st, "p50"), _ratio(ours, st, "p99")])
+    s.add(table(["approach", "fired", "p50 ms", "p95 ms", "p99 ms", "max ms",
+                 "ours ÷ this, p50", "ours ÷ this, p99"], rows))
+    version = box.run(["systemctl", "--version"]).stdout.splitlines()[0]
+    cron_v = box.run(["dpkg-query", "-W", "-f", "${Version}", "cron"], check=False).stdout
+    aps_v = next((p.name.removesuffix(".dist-info").split("-")[1] for p in (box.root / APS_DIR.lstrip("/") / "site").glob(
+        "[Aa][Pp][Ss]cheduler-*.dist-info")), "?")
+    s.add(f"{version}; Debian cron {cron_v}; APScheduler {aps_v} (BlockingScheduler, one "
+          "`date` job per fire, `subprocess.Popen` of the stamp) on Debian's /usr/bin/python3. "
+          "Lateness = the stamp's first `clock_gettime(CLOCK_REALTIME)` − the whole-second "
+          "instant. market-timers: its rendered timer + service (sandbox, `User=`), the runner "
+          "(Python), exec of the stamp. systemd timer: `OnCalendar=` + `AccuracySec=1us`, "
+          "`Type=exec`, `ExecStart=` the stamp, no sandbox, no runner. cron: one line per whole "
+          f"minute of the same {(last - first) / 60:.1f}-minute window, so only "
+          f"{len(fires['cron'])} fires (cron cannot do seconds). The set-up took {setup_s:.0f} s.")
+    best = min(((stats[a]["p99"], a) for a in ALTERNATIVES if a in stats), default=None)
+    if ours and best:
+        s.checks.append(Check(
+            "instant → job exec p99 no worse than the best alternative in the same run",
+            ours["p99"] <= best[0] and len(got[OURS]) == FIRES,
+            f"market-timers p99 {ours['p99']:.1f} ms vs {best[1]} p99 {best[0]:.1f} ms "
+            f"({len(got[OURS])}/{FIRES} fired)"))
+        s.headline.append("instant → stamp p99: " + ", ".join(
+            f"{a} {stats[a]['p99']:.1f} ms" for a in (OURS, *ALTERNATIVES, NOLEAD, COLD, WARM)
+            if a in stats))
+    else:
+        s.checks.append(Check("alternatives", None, "not every approach left stamps"))
+    for approach, goal, what in ((WARM, WARM_GOAL_MS, "instant → a warm Python job's action"),
+                                 (COLD, COLD_GOAL_MS, "a plain (cold) Python job's first line")):
+        st = stats.get(approach)
+        s.checks.append(Check(
+            f"{what} p99 ≤ {goal:g} ms", None if st is None else
+            st["p99"] <= goal and len(got[approach]) == FIRES,
+            "no stamps" if st is None else f"p50 {st['p50']:.2f} ms, p99 {st['p99']:.2f} ms, "
+            f"max {st['max']:.2f} ms ({len(got[approach])}/{FIRES})"))
+    s.commands += [
+        f"gcc -O2 -static -o build/bench-stamp bench/stamp.c   # copied to {STAMP}",
+        "python3 -m pip install --target build/bench-aps-site 'APScheduler>=3.10,<4'",
+        "apt-get install cron   # inside the container",
+        "# market-timers: 4 × 30 jobs on calendar \"24/7\" (default lead 2s; lead \"0s\"; "
+        "a Python stamp; warm \"10s\" + wait_for_instant()), command [STAMP, ...]; "
+        "market-timers sync   (bench/alternatives.py:market_config)",
+        "# systemd: bench-plainNN.timer (OnCalendar=..., AccuracySec=1us) + .service "
+        "(Type=exec, ExecStart=STAMP ...); systemctl start bench-plain*.timer",
+        f"systemd-run --unit=bench-aps /usr/bin/python3 {APS_SCRIPT} STAMP apsNN=EPOCH ...",
+        "# /etc/cron.d/bench-cron: 'M H D Mo * root STAMP cron cronNN EPOCH' per minute",
+        f"cat {STAMPS}",
+    ]
+    return s
+
+
+if __name__ == "__main__":
+    from bench.common import main_standalone
+
+    main_standalone(run, NEEDS_CONTAINER)

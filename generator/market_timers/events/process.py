@@ -1,0 +1,247 @@
+"""The events processor (market-events.service, started by market-events.path when an event is
+spooled and every minute by market-events.timer) and the `incidents` / `event` commands.
+
+A pass takes the processor's lock, then for each spooled event in arrival order (file name):
+ticks the clock up to the event's instant (incidents whose `interrupt_after` passed before it
+alert at that moment), applies the rules, saves the state, and only then removes the file. A
+crash in between reprocesses the event at most once more: its id is remembered (store.seen).
+A file that is not a valid event is moved to `events.bad/` beside the spool and raises a warning.
+
+While an open incident's threshold falls within `WAIT_MAX` seconds, the service stays up and
+polls the spool every second, so that alert leaves when the threshold passes, not a minute later;
+after an event it lingers `LINGER` seconds (polling every `POLL`), so a burst is one start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import stat
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from market_timers.alerts.api import raise_alert
+from market_timers.events import spool
+from market_timers.events.config import KIND, EventsConfig
+from market_timers.events.engine import Engine, ms
+from market_timers.events.schedule import Schedule, parse_at
+from market_timers.events.store import Store, read_open
+
+log = logging.getLogger("market_timers.events")
+MAX_FILE = 64 * 1024
+WAIT_MAX = 60.0
+# After routing an event the service stays LINGER s polling every POLL s: a burst of events from a
+# gateway is one service start, not one per event (and systemd's start limit is never near).
+LINGER = 3.0
+POLL = 0.2
+MAX_RUN = 240.0  # one pass ends before market-events.service's TimeoutStartSec= (300 s)
+TICK = timedelta(milliseconds=1)
+STALE_TEMP = 60  # seconds
+
+
+def spool_dirs(config) -> list[str]:
+    return spool.directories(str(Path(config.spool_dir) / "events"),
+                             str(Path(config.runtime_dir) / "events"))
+
+
+def pending(dirs: list[str]) -> list[Path]:
+    """Spooled event files of every directory, in arrival order (their names)."""
+    files = []
+    for d in dirs:
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        files += [Path(d) / n for n in names if n.endswith(".json") and not n.startswith(".")]
+    return sorted(files, key=lambda p: p.name)
+
+
+def read_event(path: Path) -> dict:
+    """The event in `path`; ValueError naming what is wrong with it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > MAX_FILE:
+            raise ValueError(f"larger than {MAX_FILE} bytes")
+        data = os.read(fd, MAX_FILE + 1)
+    finally:
+        os.close(fd)
+    try:
+        event = json.loads(data)
+    except ValueError:
+        raise ValueError("not valid JSON") from None
+    if not isinstance(event, dict) or not KIND.match(str(event.get("kind", ""))):
+        raise ValueError("no valid kind")
+    parse_at(event.get("at", ""))
+    for key in ("key", "text", "job", "session", "severity"):
+        if not isinstance(event.get(key, ""), str):
+            raise ValueError(f"{key} is not a string")
+    if event.get("severity") not in ("", None, *spool.SEVERITIES):
+        raise ValueError("bad severity")
+    value = event.get("value")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise ValueError("value is not a number")
+    return event
+
+
+def _set_aside(ctx, path: Path, reason: str, now: datetime) -> None:
+    """Move a bad file to the sibling `events.bad/` (kept for a look; out of the path unit's
+    watched directory, so it does not start the processor again and again)."""
+    target = path.parent.with_name(path.parent.name + ".bad") / path.name
+    try:
+        target.parent.mkdir(mode=0o750, exist_ok=True)
+        os.rename(path, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    log.error("events: %s set aside: %s", path, reason)
+    raise_alert(ctx, kind="event", key=f"bad-event:{path.name}", severity="warning",
+                title=f"malformed event file set aside: {path.name}",
+                text=f"{path}: {reason}. Moved to {target}; the event was not routed.")
+
+
+def _sweep_temp(dirs: list[str], now: float) -> None:
+    """Remove the temp file of a writer that died mid-write (a write takes milliseconds)."""
+    for d in dirs:
+        with contextlib.suppress(OSError):
+            for name in os.listdir(d):
+                if name.startswith(".") and name.endswith(".tmp"):
+                    with contextlib.suppress(OSError):
+                        if now - os.lstat(os.path.join(d, name)).st_mtime > STALE_TEMP:
+                            os.unlink(os.path.join(d, name))
+
+
+def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
+          schedule: Schedule | None = None) -> Engine:
+    """Route every spooled event, then tick to `now`. Returns the engine (outcomes, deadlines)."""
+    store = Store(state_dir)
+    with store.locked():
+        files = pending(dirs)
+        if schedule is None:  # plan.json and run records: read only when there is an event
+            schedule = Schedule.from_state(state_dir, {r.after_job for r in ecfg.expected}) \
+                if files else Schedule()
+        engine = Engine(ctx, ecfg, store, schedule)
+        for path in files:
+            event_id = path.name.removesuffix(".json")
+            if store.seen(event_id):
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                event = read_event(path)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as e:
+                _set_aside(ctx, path, getattr(e, "strerror", None) or str(e), now)
+                continue
+            event["id"] = event_id
+            at = parse_at(event["at"])
+            _tick_until(engine, min(at, now))
+            engine.handle(event)
+            store.mark_seen(event_id)
+            store.save()
+            path.unlink(missing_ok=True)
+        _tick_until(engine, now)
+        store.save()
+    engine.deliver()
+    _sweep_temp(dirs, time.time())
+    return engine
+
+
+def _tick_until(engine: Engine, t: datetime) -> None:
+    """Tick at each threshold that passed before `t` (an alert's time is its threshold's)."""
+    while (due := engine.next_deadline()) is not None and due + TICK <= t:
+        if not engine.tick(due + TICK):
+            break
+    engine.tick(t)
+
+
+# commands ----------------------------------------------------------------------------------------
+
+def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep, clock=None,
+            monotonic=time.monotonic) -> int:
+    """`market-timers incidents process`: drain, then wait for thresholds due within wait_max.
+
+    `now` (--now) runs one pass at that instant; `clock`/`sleep`/`monotonic` are for tests."""
+    from market_timers import logsetup
+    from market_timers.alerts.context import context_from
+
+    logsetup.setup()
+    if clock is None:
+        clock = (lambda: now) if now is not None else (lambda: datetime.now(UTC))
+    ctx = context_from(config, now=clock)
+    ecfg = getattr(config, "events", None) or EventsConfig()
+    dirs = spool_dirs(config)
+    last_event = clock()
+    started = monotonic()
+    while True:
+        t = clock()
+        engine = drain(ctx, ecfg, config.state_dir, dirs, t)
+        for outcome, what in engine.outcomes:
+            log.info("event %s: %s", what, outcome)
+        if now is not None:
+            return 0
+        if engine.outcomes:
+            last_event = t
+        due = engine.next_deadline()
+        lingering = (t - last_event).total_seconds() < LINGER
+        waiting = due is not None and (due - t).total_seconds() <= wait_max
+        if (not lingering and not waiting) or monotonic() - started > MAX_RUN:
+            return 0  # market-events.path starts a fresh pass if events are still there
+        pause = POLL if lingering else 1.0
+        if waiting:
+            pause = min(pause, max((due - t).total_seconds(), 0) + 0.01)
+        sleep(pause)
+
+
+def incidents_list(config, as_json: bool = False, now=None) -> int:
+    """`market-timers incidents [--json]`: the open incidents."""
+    rows = read_open(config.state_dir)
+    now = now or datetime.now(UTC)
+    for r in rows:
+        r["open_sec"] = round((now - parse_at(r["opened"])).total_seconds(), 1)
+    if as_json:
+        print(json.dumps(rows, indent=1, sort_keys=True))
+        return 0
+    if not rows:
+        print("no open incident")
+        return 0
+    for r in rows:
+        alerted = f"alerted ({r['alert_id']})" if r.get("alerted") else \
+            r.get("handling") or f"alerts after {r['deadline'][11:19]}Z if still open"
+        print(f"{r['session']}  {r['rule']} {r['key']}  opened {r['opened'][:19]}Z "
+              f"({r['open_sec']:.0f} s ago)  events {r['count']}  {alerted}  id {r['id']}")
+    return 0
+
+
+def emit_command(args, config) -> int:
+    """`market-timers event KIND ...`: spool one event; 0 spooled, 1 not spooled, 2 bad args."""
+    dirs = spool_dirs(config) if config is not None else spool.directories()
+    at = args.now.timestamp() if getattr(args, "now", None) else None
+    try:
+        event = spool.make_event(args.kind, key=args.key or "", severity=args.severity or "",
+                                 text=args.text or "", job=args.job or "",
+                                 session=args.session.isoformat() if args.session else "",
+                                 value=args.value, at=at)
+    except spool.EventError as e:
+        print(f"market-timers event: {e}", file=sys.stderr)
+        return 2
+    try:
+        path = spool.write(event, dirs)
+    except OSError as e:
+        print(f"market-timers event: NOT SPOOLED in {', '.join(dirs)}: {e.strerror or e}: "
+              f"{event['kind']} key={event['key'] or '-'} at={event['at']} {event['text']}",
+              file=sys.stderr)
+        return 1
+    if path and not path.startswith(dirs[0]):
+        print(f"market-timers event: {dirs[0]} failed; spooled in {path} (not kept across a "
+              "reboot)", file=sys.stderr)
+    return 0
+
+
+__all__ = ["drain", "process", "incidents_list", "emit_command", "ms"]

@@ -1,0 +1,184 @@
+"""Retries of idempotent jobs: the config keys, the backoff, and the marker between attempts.
+
+    [[job]]
+    name = "prices"
+    retries = 2              # attempts after the first failure (default 0: never retried)
+    retry_delay = "30s"      # before the 2nd attempt; doubled each time...
+    retry_delay_max = "5min" # ...up to this cap
+
+    [[job]]
+    name = "closing-orders"
+    orders = true            # sends orders: never retried, nor any job sharing its lock group
+
+How (systemd 252): the job's unit gets `Restart=on-failure`, `RestartSec=<retry_delay>`,
+`RestartPreventExitStatus=170 171 172 173 174` (the runner's refusals are never retried) and, as a
+backstop, `StartLimitBurst=retries+2` within `StartLimitIntervalSec=` the retry window. systemd
+does not run OnFailure= while a restart is pending, so a failed attempt alerts nobody. The
+exponential part of the backoff is the runner's: systemd 252 only knows a fixed RestartSec=
+(RestartSteps= and RestartMaxDelaySec= arrived in 254), so a retry start sleeps
+min(delay * 2^(n-2), cap) - delay before it execs the job.
+
+Each systemd restart is a new invocation with the same environment, so the attempt number travels
+in a marker, `<state_dir>/runs/<job>/<session>.retry`, written by the attempt's
+`ExecStopPost=market-timers-run --record`:
+
+    retry N        the failed attempt N-1 may be retried: the next start is attempt N;
+    over N REASON  no more: attempts used up, or the next one would start past
+                   scheduled + grace + timeout. The next start (systemd's restart) exits 174
+                   at once, and the unit fails: ONE alert, "... after N attempts", with the last
+                   attempt's own result (kept in the run record).
+
+The runner consumes the marker (rename, then read): a start with no marker is a timer's start
+(and, the session having run, "already ran", 173). A start that consumed `retry N` claims the run
+ledger's next attempt with how="retry": the ledger grants it only when the latest attempt has
+finished without success, so a retry is attempt N of the same (job, session), never refused as
+"already ran" and never taken by a second timer start.
+
+Why `orders`: a retry re-runs the job later, inside grace + timeout. An order sender retried
+blindly may send its orders twice; and a retried job holding a lock group shared with an order
+sender can make that sender's run be skipped (the lock is busy: the run is dropped, never
+queued) at its own instant. So `retries` is refused on a job marked `orders = true` and on any
+job whose lock group contains one.
+
+Import-light (the runner uses `backoff`, `take_marker` and `write_marker`): os only.
+"""
+
+from __future__ import annotations
+
+import os
+
+MAX_RETRIES = 10
+KEYS = ("retries", "retry_delay", "retry_delay_max", "orders")
+REFUSALS = "170 171 172 173 174"  # the runner's own exit codes: never retried
+
+
+def backoff(attempt: int, delay: int, cap: int) -> int:
+    """Seconds to wait before attempt `attempt` (2, 3...): delay, 2*delay, 4*delay... <= cap."""
+    return min(delay * 2 ** max(attempt - 2, 0), max(cap, delay))
+
+
+def window(grace: int, timeout: int, retries: int, delay: int, cap: int) -> int:
+    """StartLimitIntervalSec=: every attempt, its wait and the final refusing start fit in it."""
+    waits = sum(backoff(n, delay, cap) for n in range(2, retries + 3))
+    return grace + (retries + 1) * timeout + waits + 60
+
+
+def marker_path(state_dir: str, job: str, session: str) -> str:
+    return os.path.join(state_dir, "runs", job, f"{session}.retry")
+
+
+def write_marker(state_dir: str, job: str, session: str, text: str) -> None:
+    path = marker_path(state_dir, job, session)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o640)
+    try:
+        os.write(fd, (text + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def clear_marker(state_dir: str, job: str, session: str) -> None:
+    try:
+        os.unlink(marker_path(state_dir, job, session))
+    except FileNotFoundError:
+        pass
+
+
+def take_marker(state_dir: str, job: str, session: str) -> tuple[str, int, str] | None:
+    """Consume the marker: ("retry", N, "") or ("over", N, reason); None when there is none."""
+    path = marker_path(state_dir, job, session)
+    taken = f"{path}.taken{os.getpid()}"
+    try:
+        os.rename(path, taken)  # of two starts, one gets it
+    except FileNotFoundError:
+        return None
+    try:
+        with open(taken, encoding="utf-8") as f:
+            words = f.read().split(maxsplit=2)
+    finally:
+        os.unlink(taken)
+    try:
+        verb, n = words[0], int(words[1])
+    except (IndexError, ValueError):
+        return None
+    return (verb, n, words[2].strip() if len(words) > 2 else "") if verb in ("retry", "over") \
+        else None
+
+
+# config (imported by config.py; not on the runner's path) -------------------------------------
+
+def retry_fields(t: dict, path: str, problems) -> dict:
+    """The retry keys of one [[job]] table, validated; defaults when absent."""
+    from .durations import parse_duration
+
+    out = {"retries": 0, "retry_delay": 30, "retry_delay_max": 600, "orders": False}
+    retries = t.get("retries", 0)
+    if isinstance(retries, bool) or not isinstance(retries, int) or not \
+            0 <= retries <= MAX_RETRIES:
+        problems.add(f"{path}.retries", f"a whole number from 0 to {MAX_RETRIES} (attempts "
+                     "after the first failure)", retries)
+    else:
+        out["retries"] = retries
+    for key in ("retry_delay", "retry_delay_max"):
+        if key in t:
+            try:
+                out[key] = parse_duration(t[key], 6 * 3600, "a retry waits at most 6h")
+            except ValueError as e:
+                problems.add(f"{path}.{key}", str(e), t[key])
+    if out["retry_delay_max"] < out["retry_delay"]:
+        problems.add(f"{path}.retry_delay_max", "must be at least retry_delay",
+                     t.get("retry_delay_max"))
+    orders = t.get("orders", False)
+    if not isinstance(orders, bool):
+        problems.add(f"{path}.orders", "must be true or false", orders)
+    else:
+        out["orders"] = orders
+    if out["orders"] and out["retries"]:
+        problems.add(f"{path}.retries", "a job that sends orders (orders = true) is never "
+                     "retried: a blind retry can send its orders twice", retries)
+    return out
+
+
+def check_order_groups(raw_jobs: list, jobs: list, problems) -> None:
+    """Refuse `retries` on a job whose lock group holds a job marked `orders = true`."""
+    senders: dict[str, list[str]] = {}
+    for j in jobs:
+        if j.orders:
+            senders.setdefault(j.lock, []).append(j.name)
+    index = {t.get("name"): i for i, t in enumerate(raw_jobs) if isinstance(t, dict)}
+    for j in jobs:
+        others = [n for n in senders.get(j.lock, []) if n != j.name]
+        if j.retries and others:
+            problems.add(f"job[{index.get(j.name, '?')}].retries", f"lock group {j.lock!r} is "
+                         f"shared with {', '.join(others)} (orders = true): a retry holding the "
+                         "group's lock can make that order sender's run be skipped; give this "
+                         "job its own lock group or no retries", j.retries)
+        if j.retries and not j.is_session_job and window(
+                j.grace, j.timeout, j.retries, j.retry_delay, j.retry_delay_max) >= 86400:
+            problems.add(f"job[{index.get(j.name, '?')}].retries", "a daily job's attempts "
+                         "(grace + (retries+1) x timeout + delays) must fit in a day", j.retries)
+
+
+def final_failure(config, job: str, session: str) -> tuple[str, str, dict] | None:
+    """(kind, title, details) of a job whose retries are over, from its run record (which keeps
+    the last attempt's own result); None when there is no record to tell."""
+    from . import runrecord
+    from .alerts.classify import classify, title
+
+    state_dir = getattr(config, "state_dir", None)
+    record = runrecord.read(state_dir, job, session) if state_dir and session else None
+    if not record or not record.get("result"):
+        return None
+    attempts = int(record.get("attempt") or record.get("attempts") or 1)
+    result, code = str(record.get("result") or ""), str(record.get("exit_code") or "")
+    status = str(record.get("exit_status") or "")
+    kind = classify(result, code, status)
+    if kind == "ok":
+        return None
+    head = title(kind, job, session, status, result)
+    return kind, f"{head} after {attempts} attempt{'s' if attempts != 1 else ''}", {
+        "attempts": attempts, "status": status, "exit_code": code,
+        "result": ", ".join(x for x in (result, code, status) if x) + f" (attempt {attempts})"}
