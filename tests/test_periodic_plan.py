@@ -170,6 +170,7 @@ def problems(write_config, job_lines: str) -> list[str]:
     ('every = "1min"\nevent = "close"', "event", "close"),
     ('every = "1min"\nat = "02:30 UTC"', "at", "02:30 UTC"),
     ('event = "close"\nstall_after = "5min"', "stall_after", "5min"),
+    ('every = "1min"\nretries = 2', "retries", 2),
 ])
 def test_bad_periodic_keys_name_file_key_and_value(write_config, lines, key, value):
     found = problems(write_config, lines)

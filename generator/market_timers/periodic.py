@@ -96,6 +96,11 @@ def parse_periodic(t: dict, path: str, problems) -> dict | None:
                          "`from`..`until` of each session; remove this key (use from = "
                          '"close-15min" for a window tied to the close)', t[key])
     ok = True
+    if t.get("retries", 0) not in (0, False):
+        problems.add(f"{path}.retries", "a periodic job is not retried: its next slot is the "
+                     "retry (a restarted slot would only be refused as already run)",
+                     t["retries"])
+        ok = False
     every = None
     try:
         every = parse_duration(t["every"], 12 * 3600, "the longest period is 12h")
