@@ -26,7 +26,7 @@ def test_run_whose_timer_was_removed_by_hand_is_reported_missed_once(
 
     time.sleep(max(0.0, job.instant.timestamp() + 5 - time.time()))
     for _ in range(2):  # the packaged unit (as market-deadman.timer runs it), then by hand
-        box.systemctl("start", "market-deadman.service")
+        start_deadman(box)
         box.run(["market-timers", "deadman"])
     alert = scenario.wait_message("telegram", "vanished did not run", timeout=30)["text"]
     print(alert)
@@ -76,3 +76,19 @@ def test_closure_added_to_the_config_removes_the_session_timer_unfired_and_alert
     assert alert.startswith(f"[WARNING] 24/7 {job.session}: calendar changed")
     assert (f"24/7 {job.session}: closed, was a session (closing was due {iso(job.instant)})"
             in alert)
+
+
+def start_deadman(box) -> None:
+    """`systemctl start market-deadman.service`, once more if it met its own timer's run.
+
+    In these nspawn containers (cgroup v1 hybrid host) a start right as the previous run of the
+    unit ends can fail with 219/CGROUP ("Failed to attach to cgroup": the old cgroup was still
+    being removed, EIO). That is the container's cgroup set-up, not the package: the deadman
+    timer runs it again a minute later anyway. Any other failure still fails the test."""
+    result = box.systemctl("start", "market-deadman.service", check=False)
+    if result.returncode != 0:
+        status = box.show("market-deadman.service", "ExecMainStatus")
+        assert status == "219", f"market-deadman.service failed: {result.stderr}"
+        time.sleep(1)
+        box.systemctl("reset-failed", "market-deadman.service", check=False)
+        box.systemctl("start", "market-deadman.service")
