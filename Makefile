@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 demo: venv
-	$(VENV)/bin/market-timers --config $(EXAMPLE) plan
+	$(VENV)/bin/market-timers --config $(EXAMPLE) plan --summary
 	rm -rf build/units
 	$(VENV)/bin/market-timers --config $(EXAMPLE) render --out build/units
 	$(VENV)/bin/market-timers --config $(EXAMPLE) verify build/units

@@ -104,7 +104,7 @@ def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
     state_dir = Path(config.state_dir)
     result = PassResult()
     try:
-        _check(config, watch, now, systemctl, state_dir, result)
+        _check(config, watch, now, systemctl, state_dir, result, alert)
     except Exception as e:  # a broken pass still pings /fail and reports in the journal
         log.exception("deadman: the pass failed")
         result.errors.append(f"the pass failed: {type(e).__name__}: {e}")
@@ -130,7 +130,7 @@ def _title(f: Finding) -> str:
 
 
 def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, state_dir: Path,
-           result: PassResult) -> None:
+           result: PassResult, alert=send_alert) -> None:
     plan = read_plan(state_dir)
     session_jobs = [j for j in config.jobs if j.is_session_job]
     if plan is None:
@@ -147,6 +147,9 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
 
     for entry in fires:
         if entry["job"] not in jobs:  # a job removed from the config since: nothing to expect
+            continue
+        if entry.get("every_sec"):  # a periodic job: judged by its slots, not slot by slot
+            _periodic(config, entry, now, watch, state_dir, result, alert)
             continue
         due = deadline(entry, watch.slack_sec)
         if due < now and runrecord.read(state_dir, entry["job"], entry["session"]) is None:
@@ -183,6 +186,7 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
             "planned has passed. Is market-refresh.timer running? Check `systemctl status "
             "market-refresh.service` and run `market-timers sync`."))
 
+    _prune_slot_records(config, state_dir, now)
     for finding in result.findings:
         if finding.key not in reported:
             result.new.append(finding)
@@ -194,6 +198,51 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
                          if k == nothing_ahead or _pair(k) in live}
     state["last_pass_utc"] = iso(now)
     _save_state(state_dir, state)
+
+
+def _periodic(config, entry: dict, now: datetime, watch: WatchConfig, state_dir: Path,
+              result: PassResult, alert) -> None:
+    """A periodic job's session: record the skipped slots, the session's one skip warning, and a
+    finding when no slot has started for stall_after (or none at all in the session)."""
+    from .slotclock import Schedule
+    from .slotrecords import account, stall, warn_once
+
+    schedule = Schedule.from_plan(entry)
+    job = next((j for j in config.jobs if j.name == entry["job"]), None)
+    periodic = getattr(job, "periodic", None)
+    stall_after = periodic.stall_after if periodic else 5 * schedule.every
+    grace = int(entry.get("grace_sec", 0))
+    horizon = schedule.last + timedelta(seconds=max(stall_after, grace) + watch.slack_sec + 3600)
+    if now < schedule.first or now > horizon:
+        return
+    summary = account(state_dir, entry["job"], entry["session"], schedule, grace, now)
+
+    def raise_(cfg, **kw):  # send_alert has no `details`
+        kw.pop("details", None)
+        return alert(cfg, **kw)
+
+    warn_once(config, entry["job"], entry["session"], summary, entry.get("severity"), state_dir,
+              now=now, raise_alert=raise_)
+    found = stall(entry, summary, stall_after, now, watch.slack_sec + grace)
+    if found is None and not summary.ran and not summary.ahead \
+            and now > schedule.last + timedelta(seconds=grace + watch.slack_sec):
+        found = (f"missed:{entry['job']}:{entry['session']}",
+                 f"{entry['job']} ({entry.get('calendar', '?')} {entry['session']}) ran none of "
+                 f"its {summary.total} slots ({entry['first_utc']} .. {entry['last_utc']}).")
+    if found is not None:  # a stall is critical whatever the job's own severity (which is for
+        # its failures and skips); [alerts] overrides can still lower it for this job
+        result.findings.append(Finding("missed", found[0], entry["job"], entry["session"],
+                                       found[1], "critical"))
+
+
+def _prune_slot_records(config, state_dir: Path, now: datetime) -> None:
+    """Periodic jobs' slot records older than retention_days go (hundreds per session)."""
+    from .slotrecords import prune
+
+    before = (now - timedelta(days=config.retention_days + 1)).date().isoformat()
+    for job in config.jobs:
+        if getattr(job, "periodic", None) is not None:
+            prune(state_dir, job.name, before)
 
 
 def _pair(key: str) -> str:

@@ -101,6 +101,11 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     job = info.get("MARKET_JOB") or unit.removesuffix(".service")
     session = info.get("MARKET_SESSION", "")
     kind = classify(result, exit_code, status, success=(mode == "success"))
+    if info.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: skipped slots are counted, not alerted
+        from market_timers.slotrecords import on_handler
+
+        if on_handler(config, info, kind, now=now):
+            return 0
     details = {"unit": unit, "invocation": invocation, "calendar": info.get("MARKET_CALENDAR"),
                "scheduled": info.get("MARKET_SCHEDULED_UTC"), "event": info.get("MARKET_EVENT"),
                "status": status, "exit_code": exit_code,
