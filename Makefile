@@ -4,7 +4,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 EXAMPLE := scripts/examples/market-timers.example.toml
 
-.PHONY: venv demo test test-unit test-e2e lint deb bench clean
+# The Debian release `make deb` builds for: bookworm or trixie (inside a container of that
+# release, root needed); empty: this machine's own release, built here.
+DIST   ?=
+DEBS   := bookworm trixie
+
+.PHONY: venv demo test test-unit test-e2e lint deb repo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 demo: venv
-	$(VENV)/bin/market-timers --config $(EXAMPLE) plan
+	$(VENV)/bin/market-timers --config $(EXAMPLE) plan --summary
 	rm -rf build/units
 	$(VENV)/bin/market-timers --config $(EXAMPLE) render --out build/units
 	$(VENV)/bin/market-timers --config $(EXAMPLE) verify build/units
@@ -33,7 +38,12 @@ test-e2e: venv
 	$(PY) -m pytest tests -m e2e
 
 deb:
-	./scripts/build-deb
+	./scripts/build-deb $(DIST)
+
+# dist/repo: a flat apt repository with the .deb of every release in $(DEBS), one index each
+# (each built inside its release's container, unless dist/ holds one newer than the sources).
+repo:
+	debs=$$($(PYTHON) -m tests.e2e.debpkg $(DEBS)) && ./scripts/make-repo dist/repo $$debs
 
 bench: venv
 	$(PY) bench/run.py

@@ -78,7 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first session to show (default: the coming horizon)")
     s.add_argument("--to", type=_date, metavar="DATE",
                    help="last session to show (default: the --from date)")
-    s.add_argument("--json", action="store_true", help="print a JSON array")
+    s.add_argument("--json", action="store_true", help="print a JSON array (a periodic job: "
+                   "one entry per slot)")
+    s.add_argument("--summary", action="store_true", help="one line per job and session: first, "
+                   "last, count (a periodic job's slots)")
 
     s = command("render", "write the units for the horizon into a directory")
     s.add_argument("--out", required=True, type=Path, metavar="DIR",
@@ -292,10 +295,17 @@ def cmd_plan(args) -> int:
         if end < start:
             raise UsageError(f"--from {start} is after --to {end}")
         _calendar_call(calendars.check_range, start, end)
-        fires, failures = plan.plan_between_columns(cfg, start, end)
+        if any(j.periodic is not None for j in cfg.jobs):  # fires that hold their slots
+            planned = plan.plan_between_partial(cfg, start, end)
+            fires, failures = planned.fires, planned.failures
+        else:
+            fires, failures = plan.plan_between_columns(cfg, start, end)
     else:
         result = plan.plan_ahead_partial(cfg, _now(args))
         fires, failures = result.fires, result.failures
+    if args.summary:
+        sys.stdout.write(planview.summary(list(fires)) + "\n")
+        return _report_failures(args.command, failures)
     # streamed: written as formatted, never the whole text at once
     (planview.write_json if args.json else planview.write_table)(sys.stdout, fires)
     return _report_failures(args.command, failures)

@@ -19,6 +19,7 @@ from typing import Any
 
 from .durations import DURATION_EXAMPLE, MAX_OFFSET, parse_duration, parse_offset
 from .errors import ConfigError, Problems
+from .periodic import PERIODIC_KEYS, Periodic, parse_periodic
 from .retries import check_order_groups, retry_fields
 
 DEFAULT_PATH = "/etc/market-timers/market-timers.toml"
@@ -59,6 +60,7 @@ JOB_KEYS = {
     "lead", "warm",
     "retries", "retry_delay", "retry_delay_max", "orders",  # retries.py
 }
+JOB_KEYS |= PERIODIC_KEYS  # every, from, until, during_break, stall_after: periodic.py
 REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
 OVERRIDE_KEYS = {"closed", "early_close", "late_open"}
 
@@ -80,6 +82,7 @@ class Job:
     environment: tuple[tuple[str, str], ...] = ()
     description: str = ""
     read_write_paths: tuple[str, ...] = ()
+    periodic: Periodic | None = None  # `every`: slots inside a window of each session
     lead: int = 2  # the timer fires this early; the runner waits for the instant, then execs
     warm: int = 0  # exec the job this early (it waits with jobnotify.wait_for_instant())
     retries: int = 0  # retries.py: attempts after a failure (idempotent jobs only)
@@ -282,6 +285,7 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         for i, arg in enumerate(command):
             unit_safe(arg, f"{path}.command[{i}]", problems, tab=True)
     kw: dict[str, Any] = {}
+    periodic = parse_periodic(t, path, problems)  # None: not a periodic job (periodic.py)
     if "at" in t:
         for key in ("event", "offset", "calendar", "skip"):
             if key in t:
@@ -290,7 +294,9 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         kw["at_utc"] = _at(t["at"], f"{path}.at", problems)
     else:
         event = t.get("event")
-        if event not in EVENTS:
+        if periodic is not None:
+            event = periodic.get("event", "open")
+        elif event not in EVENTS:
             problems.add(f"{path}.event", f"required (or `at` for a fixed UTC time); one of "
                          f"{', '.join(EVENTS)}", event)
         kw["event"] = event
@@ -310,6 +316,10 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
                                        ("timeout", "30min", MAX_TIMEOUT)):
         kw[key] = _parsed(lambda v, m=limit, w=why: parse_duration(v, m, w),
                           t.get(key, default), f"{path}.{key}", problems, None)
+    if periodic:
+        grace_default = periodic.pop("grace_default", None)
+        kw.update(periodic)
+        kw["grace"] = grace_default or kw["grace"]
     watchdog = t.get("watchdog", "off")
     if watchdog == 0 and not isinstance(watchdog, bool):  # 0 == False: not a way to say "off"
         problems.add(f"{path}.watchdog", 'write "off" (or leave it out) for no watchdog, or '

@@ -115,7 +115,7 @@ def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
     state_dir = Path(config.state_dir)
     result = PassResult()
     try:
-        _check(config, watch, now, systemctl, state_dir, result)
+        _check(config, watch, now, systemctl, state_dir, result, alert)
     except Exception as e:  # a broken pass still pings /fail and reports in the journal
         log.exception("deadman: the pass failed")
         result.errors.append(f"the pass failed: {type(e).__name__}: {e}")
@@ -143,7 +143,7 @@ def _title(f: Finding) -> str:
 
 
 def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, state_dir: Path,
-           result: PassResult) -> None:
+           result: PassResult, alert=send_alert) -> None:
     plan = read_plan(state_dir)
     session_jobs = [j for j in config.jobs if j.is_session_job]
     if plan is None:
@@ -160,7 +160,8 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
 
     book = runrecord.cluster_book(config)  # None: the local ledger only
     try:
-        upcoming = _check_fires(config, watch, now, state_dir, fires, jobs, reported, book, result)
+        upcoming = _check_fires(config, watch, now, state_dir, fires, jobs, reported, book,
+                                result, alert)
     finally:
         if book is not None:
             book.close()
@@ -191,6 +192,7 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
             "planned has passed. Is market-refresh.timer running? Check `systemctl status "
             "market-refresh.service` and run `market-timers sync`."))
 
+    _prune_slot_records(config, state_dir, now)
     for finding in result.findings:
         if finding.key not in reported:
             result.new.append(finding)
@@ -208,7 +210,8 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
 
 
 def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fires: list[dict],
-                 jobs: set[str], reported: dict[str, str], book, result: PassResult) -> list:
+                 jobs: set[str], reported: dict[str, str], book, result: PassResult,
+                 alert) -> list:
     """The misses (result.findings) and the upcoming fires that have not run, to check timers.
 
     With the cluster ledger (`book`): a miss already reported, by this node or another, is not
@@ -221,13 +224,16 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
         for entry in fires:
             if entry["job"] not in jobs:  # a job removed from the config since: nothing to expect
                 continue
+            periodic = bool(entry.get("every_sec"))
+            if periodic:  # a periodic job: judged by its slots (this node's slot records)
+                _periodic(config, entry, now, watch, state_dir, result, alert)
             due = deadline(entry, watch.slack_sec)
             if parse_iso(entry["fire_utc"]) > now:
                 # A (job, session) that already ran (`market-timers run` ahead of its timer) has
                 # no timer on purpose: sync withdrew it.
                 if ran(entry) is None:
                     upcoming.append(entry)
-            elif due < now and ran(entry) is None:
+            elif not periodic and due < now and ran(entry) is None:
                 finding = _missed(entry, due, now, watch)
                 if book is not None and finding.key not in reported \
                         and not book.note_miss(Key(entry["job"], entry["session"])):
@@ -253,6 +259,51 @@ def _unreachable(config, error: Exception) -> Finding:
         "jobs ran on which node, so it reports no miss until the ledger is back; the runners "
         "follow [cluster] on_db_unreachable. Check the database and `market-timers cluster "
         "status`.")
+
+
+def _periodic(config, entry: dict, now: datetime, watch: WatchConfig, state_dir: Path,
+              result: PassResult, alert) -> None:
+    """A periodic job's session: record the skipped slots, the session's one skip warning, and a
+    finding when no slot has started for stall_after (or none at all in the session)."""
+    from .slotclock import Schedule
+    from .slotrecords import account, stall, warn_once
+
+    schedule = Schedule.from_plan(entry)
+    job = next((j for j in config.jobs if j.name == entry["job"]), None)
+    periodic = getattr(job, "periodic", None)
+    stall_after = periodic.stall_after if periodic else 5 * schedule.every
+    grace = int(entry.get("grace_sec", 0))
+    horizon = schedule.last + timedelta(seconds=max(stall_after, grace) + watch.slack_sec + 3600)
+    if now < schedule.first or now > horizon:
+        return
+    summary = account(state_dir, entry["job"], entry["session"], schedule, grace, now)
+
+    def raise_(cfg, **kw):  # send_alert has no `details`
+        kw.pop("details", None)
+        return alert(cfg, **kw)
+
+    warn_once(config, entry["job"], entry["session"], summary, entry.get("severity"), state_dir,
+              now=now, raise_alert=raise_)
+    found = stall(entry, summary, stall_after, now, watch.slack_sec + grace)
+    if found is None and not summary.ran and not summary.ahead \
+            and now > schedule.last + timedelta(seconds=grace + watch.slack_sec):
+        found = (f"missed:{entry['job']}:{entry['session']}",
+                 f"{entry['job']} ({entry.get('calendar', '?')} {entry['session']}) ran none of "
+                 f"its {summary.total} slots ({entry['first_utc']} .. {entry['last_utc']}).")
+    if found is not None:  # a stall is critical whatever the job's own severity (which is for
+        # its failures and skips); [alerts] overrides can still lower it for this job
+        result.findings.append(Finding("missed", found[0], entry["job"], entry["session"],
+                                       found[1], "critical"))
+
+
+def _prune_slot_records(config, state_dir: Path, now: datetime) -> None:
+    """Periodic jobs' slot records older than retention_days go (hundreds per session)."""
+    from .slotrecords import prune
+
+    before = (now - timedelta(days=config.retention_days + 1)).date().isoformat()
+    for job in config.jobs:
+        if getattr(job, "periodic", None) is not None:
+            prune(state_dir, job.name, before)
 
 
 def _pair(key: str) -> str:

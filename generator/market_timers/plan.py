@@ -6,11 +6,11 @@ run; it is computed here and nowhere else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
-from . import calendars
+from . import calendars, periodic
 from .config import Config, Job
 from .durations import format_offset
 from .instants import iso
@@ -27,16 +27,36 @@ class Fire:
     session: date
     event: str
     offset: int
+    # A periodic job's (job, session): fire_utc is its first slot; every slot, the period and the
+    # paused break (periodic.py). One timer covers them all.
+    slots: tuple[datetime, ...] = field(default=(), compare=False)
+    every: int = field(default=0, compare=False)
+    pause: tuple[datetime, datetime] | None = field(default=None, compare=False)
 
     @property
     def is_daily(self) -> bool:
         return self.event == DAILY
 
     @property
+    def is_periodic(self) -> bool:
+        return self.every > 0
+
+    @property
+    def last_utc(self) -> datetime:
+        """The last instant the fire's timer elapses (its only one, unless periodic)."""
+        return self.slots[-1] if self.slots else self.fire_utc
+
+    def calendar_lines(self) -> list[str]:
+        return periodic.calendar_lines(list(self.slots))
+
+    @property
     def instance(self) -> str:
         """<session>-<HHMMSS of the UTC instant>: a changed instant is a different unit."""
         if self.is_daily:
             return "daily"
+        if self.is_periodic:  # the slot list's digest: a changed list is a new unit
+            return (f"{self.session.isoformat()}-{self.fire_utc:%H%M%S}-"
+                    f"{periodic.schedule_tag(self.calendar_lines())}")
         return f"{self.session.isoformat()}-{self.fire_utc:%H%M%S}"
 
     @property
@@ -68,15 +88,33 @@ class Fire:
             "fire_local": local.isoformat(),
             "timezone": local.tzname(),
             "unit": self.unit_stem + ".timer",
+            **(self.periodic_json() if self.is_periodic else {}),
         }
+
+    def periodic_json(self) -> dict:
+        """The schedule the runner, the deadman and status rebuild the slots from (slotclock)."""
+        return {"every_sec": self.every, "first_utc": self.fire_iso,
+                "last_utc": iso(self.last_utc), "slot_count": len(self.slots),
+                "pause_utc": [iso(t) for t in self.pause] if self.pause else None}
 
 
 def fires_for_sessions(job: Job, sessions: list[calendars.Session]) -> list[Fire]:
+    if job.periodic is not None:  # one Fire per session holding its slots (periodic.py)
+        return [f for s in sessions if s.label not in job.skip for f in _periodic_fire(job, s)]
     offset, skip, event = timedelta(seconds=job.offset), job.skip, job.event
     return [Fire(instant + offset, job.name, s.calendar, s.label, event, job.offset)
             for s in sessions
             if (instant := s.event(event)) is not None  # None: no break that day
             and s.label not in skip]
+
+
+def _periodic_fire(job: Job, s: calendars.Session) -> list[Fire]:
+    slots = periodic.session_slots(s, job.periodic)
+    if not slots:  # an empty window that day (e.g. an early close before `from`)
+        return []
+    return [Fire(slots[0], job.name, s.calendar, s.label, job.event, job.offset,
+                 slots=tuple(slots), every=job.periodic.every,
+                 pause=periodic.pause(s, job.periodic))]
 
 
 def daily_fires(job: Job, start: date, end: date) -> list[Fire]:
@@ -215,9 +253,24 @@ def plan_between_columns(config: Config, start: date, end: date
 
 
 def plan_between_partial(config: Config, start: date, end: date) -> Plan:
-    """plan_between_columns as a Plan (a list of Fire)."""
+    """plan_between_columns as a Plan (a list of Fire); periodic jobs (whose fires hold their
+    slots) are planned session by session beside the columns."""
+    periodic_jobs = [j for j in config.jobs if j.periodic is not None]
+    if periodic_jobs:
+        from dataclasses import replace
+
+        config = replace(config, jobs=[j for j in config.jobs if j.periodic is None])
     columns, failures = plan_between_columns(config, start, end)
-    return Plan(list(columns), failures)
+    fires = list(columns)
+    for job in periodic_jobs:
+        cal = calendars.resolve(job.calendar)
+        try:
+            sess = calendars.sessions(cal, start, end, _override(config, cal))
+        except calendars.CalendarError as e:
+            failures.append(CalendarFailure(cal, (job.name,), str(e)))
+            continue
+        fires.extend(fires_for_sessions(job, sess))
+    return Plan(sorted(fires) if periodic_jobs else fires, failures)
 
 
 def plan_between(config: Config, start: date, end: date) -> list[Fire]:
@@ -233,7 +286,8 @@ def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None
         # Look back a day so that a job after the close of the current session is kept.
         sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
                                        _override(config, cal))
-        return [f for job in jobs for f in fires_for_sessions(job, sess) if f.fire_utc > now]
+        # last_utc: a periodic job's session stays planned until its last slot has passed
+        return [f for job in jobs for f in fires_for_sessions(job, sess) if f.last_utc > now]
 
     result = _plan_each(config, fires_of)
     for job in config.jobs:

@@ -13,6 +13,7 @@ from typing import TextIO
 
 from .config import Config
 from .durations import format_offset
+from .instants import iso
 from .plan import Fire
 
 HEADER = ("JOB", "CALENDAR", "SESSION", "EVENT", "UTC", "EXCHANGE LOCAL")
@@ -40,6 +41,9 @@ def write_table(out: TextIO, fires: Collection[Fire]) -> None:
     padded: each line is stripped at its end). `fires` is iterated twice."""
     if not fires:
         out.write(EMPTY + "\n")
+        return
+    if any(f.is_periodic for f in fires):  # one row per slot (a few thousand rows at most)
+        out.write(_slot_table(fires) + "\n")
         return
     kinds = {(f.job, f.calendar, f.event, f.offset, f.is_daily) for f in fires}
     widths = [max(len(HEADER[0]), *(len(k[0]) for k in kinds)),
@@ -88,10 +92,62 @@ def write_json(out: TextIO, fires: Iterable[Fire]) -> None:
     chunk: list[str] = []
     first = True
     for f in fires:
-        chunk.append(("[\n" if first else ",\n") + entry(f))
-        first = False
+        for text in (_slot_entries(f) if f.is_periodic else (entry(f),)):
+            chunk.append(("[\n" if first else ",\n") + text)
+            first = False
         if len(chunk) >= CHUNK:
             out.write("".join(chunk))
             chunk.clear()
     chunk.append("[]\n" if first else "\n]\n")
     out.write("".join(chunk))
+
+
+# Periodic jobs (`every`): one row / entry per slot, and `plan --summary` -----------------------
+
+def _rows(fires):
+    """(fire, instant) per row: a periodic fire gives one row per slot."""
+    for f in fires:
+        for instant in (f.slots if f.is_periodic else (f.fire_utc,)):
+            yield f, instant
+
+
+def _what(f: Fire) -> str:
+    return f"every {format_offset(f.every)[1:]}" if f.is_periodic else _event(f)
+
+
+def _align(rows: list[tuple]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def _slot_table(fires) -> str:
+    rows = [HEADER]
+    for f, instant in _rows(fires):
+        local = instant.astimezone(f.local().tzinfo)
+        rows.append((f.job, f.calendar, f.session.isoformat(), _what(f),
+                     instant.strftime("%a %Y-%m-%d %H:%M:%S"),
+                     f"{local:%a %H:%M:%S} {local.tzname()}"))
+    return _align(rows)
+
+
+def _slot_entries(f: Fire):
+    """`plan --json` for a periodic fire: one entry per slot, `slot` its UTC instant."""
+    base = f.to_json()
+    zone = f.local().tzinfo
+    for instant in f.slots:
+        doc = {**base, "slot": iso(instant), "fire_utc": iso(instant),
+               "fire_local": instant.astimezone(zone).isoformat()}
+        yield "  " + json.dumps(doc, indent=2).replace("\n", "\n  ")
+
+
+def summary(fires: list[Fire]) -> str:
+    """`plan --summary`: one line per (job, session): first, last, count."""
+    if not fires:
+        return EMPTY
+    rows = [("JOB", "CALENDAR", "SESSION", "EVENT", "FIRST (UTC)", "LAST (UTC)", "COUNT")]
+    for f in fires:
+        rows.append((f.job, f.calendar, f.session.isoformat(), _what(f),
+                     f"{f.fire_utc:%a %Y-%m-%d %H:%M:%S}", f"{f.last_utc:%a %Y-%m-%d %H:%M:%S}",
+                     str(len(f.slots) if f.is_periodic else 1)))
+    return _align(rows)

@@ -13,7 +13,10 @@
 How (systemd 252): the job's unit gets `Restart=on-failure`, `RestartSec=<retry_delay>`,
 `RestartPreventExitStatus=170 171 172 173 174 175` (the runner's refusals are never retried) and, as a
 backstop, `StartLimitBurst=retries+2` within `StartLimitIntervalSec=` the retry window. systemd
-does not run OnFailure= while a restart is pending, so a failed attempt alerts nobody. The
+252 does not run OnFailure= while a restart is pending; 254 and later do (RestartMode=direct, which
+252 does not know, would stop it), so the failure handler itself stays quiet while the unit waits
+to restart or runs the next attempt (alerts/handler.py `retry_pending`): a failed attempt alerts
+nobody on either release. The
 exponential part of the backoff is the runner's: systemd 252 only knows a fixed RestartSec=
 (RestartSteps= and RestartMaxDelaySec= arrived in 254), so a retry start sleeps
 min(delay * 2^(n-2), cap) - delay before it execs the job.

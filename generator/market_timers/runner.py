@@ -29,6 +29,12 @@ Why this order. The promise is "exactly once per session, on time, or someone is
   claim taken while the group is busy could not be honoured. A claim that cannot be written (a
   full or read-only state directory) refuses the run with 172: without it the job could run twice.
 
+A periodic job (MARKET_SLOT_EVERY_SEC and the like in its unit, slotclock.py) is judged by
+run_slot(): the start belongs to the latest slot at or before it, grace is measured from that
+slot, and the ledger key is (job, session, slot): one claim per slot, a second start for the slot
+is "already ran" (173). Its slot record (slotrecords.py counts skipped slots from them) is written
+beside the ledger.
+
 `market-timers-run --record` (ExecStopPost=) records how the attempt ended in the ledger.
 
 Retries (a job with `retries`, retries.py): `--record` after a failed attempt leaves a marker,
@@ -49,7 +55,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from . import ledger
+from . import ledger, slotclock
 from .exitcodes import (
     ALREADY_RAN,
     LEDGER_UNREACHABLE,
@@ -151,6 +157,9 @@ def run(argv: list[str], env: dict) -> int:
         job = env["MARKET_JOB"]
         grace = int(env.get("MARKET_GRACE_SEC", "120"))
         now = datetime.now(UTC)
+        schedule = slotclock.Schedule.from_env(env)  # a periodic job: judge the slot
+        if schedule is not None:
+            return run_slot(argv, env, job, grace, now, schedule)
         scheduled = scheduled_instant(env, now)
         session = env.get("MARKET_SESSION") or scheduled.date().isoformat()
         key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
@@ -295,6 +304,89 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     return RUNNER_ERROR  # not reached
 
 
+def run_slot(argv: list[str], env: dict, job: str, grace: int, now: datetime,
+             schedule: slotclock.Schedule) -> int:
+    """A periodic job's start, claimed per (job, session, slot) in the ledger: refused when that
+    slot already ran (173), later than grace after the slot (170), or the lock group is busy
+    (171). Each outcome is also the slot's record for the skip accounting (slotrecords.py)."""
+    session = env.get("MARKET_SESSION", "")
+    if not session:
+        raise KeyError("MARKET_SESSION")
+    slot = schedule.current(now)
+    slot_text = _utc(slot)
+    key = ledger.Key(job, session, slotclock.slot_name(slot))
+    book = ledger.open_ledger(env)
+    state_dir = env.get("MARKET_STATE_DIR", "/var/lib/market-timers")
+    invocation = env.get("INVOCATION_ID")
+    late = (now - slot).total_seconds()
+    what = f"{job} for session {session}, slot {slot_text}"
+    base = dict(scheduled_utc=slot_text, host=os.uname().nodename, pid=os.getpid(),
+                invocation=invocation)
+
+    def note(**fields) -> None:  # the slot's record, for counting (never stops the job)
+        try:
+            record_key = slotclock.record_key(session, slot)
+            if slotclock.write_new(state_dir, job, record_key, dict(
+                    session=session, slot=slot_text, scheduled_utc=slot_text,
+                    started_utc=_now_text(), started_mono=time.monotonic(),
+                    invocation=invocation, result=None, **fields)):
+                slotclock.write_pointer(state_dir, job, session, invocation, record_key)
+        except OSError as e:
+            log(WARNING, f"cannot write the slot record in {state_dir}: {e}")
+
+    try:
+        holder = book.holder(key)
+    except OSError as e:
+        log(ERR, f"cannot read the run ledger in {state_dir}: {e}; not running {what} (it could "
+                 "run twice)")
+        return RUNNER_ERROR
+    if holder is not None:
+        return _already_ran(book, key, holder, base)
+    if late > grace:
+        log(ERR, f"stale start: {what} is {late:.0f} s late, more than its grace of {grace} s; "
+                 "not running it (missed slots are not replayed)")
+        _refuse(book, key, base, "stale-start", late_sec=round(late, 3))
+        note(refused="stale-start", late_sec=round(late, 3))
+        return STALE_START
+    if not os.access(argv[0], os.X_OK):
+        log(ERR, f"cannot run {argv[0]}: not an executable file; {what} did not run")
+        return RUNNER_ERROR
+    try:
+        lock = take_lock(env.get("MARKET_LOCK_DIR", "/run/market-timers"),
+                         env.get("MARKET_LOCK_GROUP", job), job, f"{session} slot {slot_text}")
+    except LockError as e:
+        log(ERR, f"{e}; {what} did not run")
+        return RUNNER_ERROR
+    if lock is None:
+        _refuse(book, key, base, "overlap-skipped", late_sec=round(late, 3))
+        note(refused="overlap-skipped", late_sec=round(late, 3))
+        return OVERLAP_SKIPPED
+    try:
+        claim = book.claim(key, "timer", dict(base, started_utc=_now_text(),
+                                              started_mono=time.monotonic(),
+                                              late_sec=round(late, 3)))
+    except OSError as e:
+        log(ERR, f"cannot record the start of {what} in the run ledger ({e}); not running it: "
+                 "without its claim it could run twice")
+        return RUNNER_ERROR
+    if not claim.ok:
+        os.close(lock)
+        return _already_ran(book, key, claim.holder or {}, base)
+    note(late_sec=round(late, 3), pid=os.getpid(), attempt=claim.attempt)
+    child_env = dict(env)
+    child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1", MARKET_SLOT_UTC=slot_text,
+                     MARKET_SCHEDULED_UTC=slot_text, MARKET_ATTEMPT=str(claim.attempt))
+    child_env.pop("MARKET_TICKET", None)
+    if claim.fence:
+        child_env["MARKET_FENCE"] = claim.fence
+    try:
+        os.execve(argv[0], argv, child_env)
+    except OSError as e:
+        log(ERR, f"cannot run {argv[0]}: {e.strerror}")
+        return RUNNER_ERROR
+    return RUNNER_ERROR  # not reached
+
+
 def await_exec_time(env: dict, scheduled: datetime) -> None:
     """Pre-fire: the timer fired MARKET_LEAD_SEC early and everything else is done; wait for the
     instant (or MARKET_WARM_SEC before it, for a warm job) on the realtime clock. A start by hand
@@ -402,6 +494,11 @@ def record(env: dict) -> int:
     if env.get("MARKET_LEAD_SEC"):
         normal_priority()
     now = datetime.now(UTC)
+    if env.get("MARKET_SLOT_EVERY_SEC"):  # the slot this invocation judged: slotrecords.py
+        from .slotrecords import complete_from_env
+
+        return complete_from_env(env, env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR,
+                                 job, now)
     try:
         session = env.get("MARKET_SESSION") or scheduled_instant(env, now).date().isoformat()
         key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))

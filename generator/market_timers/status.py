@@ -19,6 +19,10 @@ prints one object:
      "calendar_warnings": ["calendar XSHG: ... sessions up to 2026-12-31 only; ..."],
      "cluster": {"node": "ny4-a", "ledger_error": null}}   (in cluster mode only)
 
+A periodic job has one row per session: `result` reads `running: 120 ran, 3 skipped of 376`
+(state: scheduled, running, ahead, done), `duration_sec` is its longest run, and `slots` holds the
+counts (total, ran, skipped, skipped_overlap, refused, not_started, ahead, last_run, longest_sec).
+
 `result` is the latest attempt's result (success, exit-code, signal, watchdog, timeout...), a refused
 start's kind when the session never started (stale-start, overlap-skipped), "running" (started, not
 finished), or with nothing in the ledger: "scheduled" (instant ahead), "due" (past the instant,
@@ -88,6 +92,8 @@ def collect(config, session=None, now: datetime | None = None, *,
             "alerts": events(e["session"], e["job"]),
             **({"node": record.get("node") or record.get("host")} if cluster else {}),
         })
+        if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
+            sessions[e["session"]][-1].update(_periodic(state_dir, e, now))
     if book is not None:
         book.close()
     doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
@@ -130,6 +136,31 @@ def calendar_warnings(config, now: datetime) -> list[str]:
         if text and text not in out:
             out.append(text)
     return out
+
+
+def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
+    """`slots`: total, ran, skipped (by cause), ahead; `result` says it in a few words."""
+    from .slotclock import Schedule
+    from .slotrecords import account
+
+    try:
+        s = account(state_dir, entry["job"], entry["session"], Schedule.from_plan(entry),
+                    int(entry.get("grace_sec", 0)), now, write=False)
+    except (OSError, ValueError, KeyError):
+        return {}
+    if s.running:
+        state = "running"
+    elif s.ahead == s.total:
+        state = "scheduled"
+    else:
+        state = "ahead" if s.ahead else "done"
+    result = f"{state}: {s.ran} ran, {s.skipped} skipped of {s.total}"
+    return {"result": result, "every_sec": entry["every_sec"], "last_utc": entry.get("last_utc"),
+            "duration_sec": s.longest_sec,
+            "slots": {"total": s.total, "ran": s.ran, "skipped": s.skipped,
+                      "skipped_overlap": s.overlap, "refused": s.refused,
+                      "not_started": s.not_started, "ahead": s.ahead,
+                      "last_run": s.last_run_slot, "longest_sec": s.longest_sec}}
 
 
 def _incidents(config, session: str) -> dict:
@@ -205,7 +236,10 @@ def table(doc: dict) -> str:
             result = j["result"] + (f" (attempt {j['attempts']})" if j["attempts"] > 1 else "")
             if j["refused_starts"]:
                 result += ", then refused: " + ", ".join(j["refused_starts"])
-            rows.append((s["session"], j["job"], j["fire_utc"].replace("T", " "), j["timer"],
+            fire = j["fire_utc"].replace("T", " ")
+            if j.get("every_sec"):  # a periodic job: its window and period
+                fire += f"..{(j.get('last_utc') or '')[11:]} /{j['every_sec']}s"
+            rows.append((s["session"], j["job"], fire, j["timer"],
                          result, str(j["exit_status"] or "-"),
                          f"{duration:g}s" if isinstance(duration, int | float) else "-",
                          ", ".join(f"{a['kind']} ({a['handling']})" for a in j["alerts"])

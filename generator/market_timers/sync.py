@@ -35,6 +35,7 @@ from .render import is_generated, render_all, write_atomic
 from .systemctl import Systemctl
 
 STAMP_DIR = Path("/var/lib/systemd/timers")
+LAST_SLOT_MARK = "# One timer for every slot of the session; last slot "  # units/job.timer.j2
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written
 
 
@@ -113,10 +114,18 @@ class SyncResult:
 
 
 def instant_of(timer_text: str) -> datetime | None:
+    """The timer's (last) instant: its OnCalendar=, or a periodic timer's last slot."""
+    for line in timer_text.splitlines():
+        if line.startswith(LAST_SLOT_MARK) and line.endswith(" UTC."):
+            return datetime.strptime(line[len(LAST_SLOT_MARK):-5], "%Y-%m-%d %H:%M:%S").replace(
+                tzinfo=UTC)
     for line in timer_text.splitlines():
         if line.startswith("OnCalendar=") and line.endswith(" UTC") and "*" not in line:
-            return datetime.strptime(line[len("OnCalendar="):-4], "%Y-%m-%d %H:%M:%S").replace(
-                tzinfo=UTC)
+            try:
+                return datetime.strptime(line[len("OnCalendar="):-4],
+                                         "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+            except ValueError:  # a range (periodic job) without its last-slot line
+                return None
     return None
 
 
@@ -140,9 +149,12 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     # A fire due within MIN_LEAD is not written anew (it could pass before systemd starts its
     # timer, and then it would never fire), but an installed timer for it is kept as it is.
     # (The timer fires a job's lead before its instant: that is the time that must be ahead.)
+    # A periodic job's timer (many slots, no lead) is written even mid-session: on its first
+    # start systemd drops the slots already past and fires at the next one.
     leads = {j.name: timedelta(seconds=j.fire_lead) for j in config.jobs}
     too_close = {f.unit_stem for f in fires
-                 if f.fire_utc - leads.get(f.job, timedelta(0)) <= now + MIN_LEAD}
+                 if (f.last_utc if f.is_periodic else f.fire_utc - leads.get(f.job, timedelta(0)))
+                 <= now + MIN_LEAD}
     with _sync_lock(config.state_dir, dry_run):
         existing = _existing(unit_dir)
         ran = _already_started(config, fires)
@@ -320,7 +332,8 @@ def _foreign(unit_dir: Path, desired: dict[str, str], existing: dict[str, str]) 
 
 def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.Fire]
              ) -> list[Change]:
-    new = {(f.job, f.session.isoformat()): f.fire_iso for f in fires}
+    # a timer's instant as instant_of() reads it back: a periodic job's is its last slot
+    new = {(f.job, f.session.isoformat()): iso(f.last_utc) for f in fires}
     out = []
     for name in removed:
         job, _, instance = name.removesuffix(".timer").removeprefix("market-").partition("@")

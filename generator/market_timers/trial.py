@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import plan as planning
 from .config import Config, default_runner
+from .instants import iso
 from .render import job_units, write_atomic
 
 RUNTIME_UNIT_DIR = Path("/run/systemd/system")
@@ -85,9 +86,13 @@ def _refuse_overlap(config: Config, job, now: datetime, at: datetime) -> None:
     until = at + timedelta(seconds=job.timeout)
     for f in planning.plan_ahead(config, now):
         other = jobs.get(f.job)
-        if other is not None and other.lock == job.lock and at - timedelta(
-                seconds=other.timeout) <= f.fire_utc <= until:
+        if other is None or other.lock != job.lock:
+            continue
+        lo = at - timedelta(seconds=other.timeout)
+        # a periodic job's fire is many slots: any of them may fall in the try's run
+        hit = next((t for t in (f.slots or (f.fire_utc,)) if lo <= t <= until), None)
+        if hit is not None:
             raise TryError(
-                f"{f.job}'s planned run for {f.calendar} {f.session} at {f.fire_iso} shares the "
+                f"{f.job}'s planned run for {f.calendar} {f.session} at {iso(hit)} shares the "
                 f"lock group {job.lock!r} and falls within this try's run (up to its timeout "
                 f"of {job.timeout} s): one of the two would be skipped. Try after that run.")

@@ -52,8 +52,16 @@ def check_calendar(specs: dict[str, list[str]]) -> list[str]:
     out = []
     # One block per expression, in the order given; "Original form:" only when it differs.
     blocks = [b for b in proc.stdout.split("\n\n") if b.strip()]
-    for spec, block in zip(specs, blocks, strict=False):
-        if "Next elapse: never" in block:
+    never = {spec for spec, block in zip(specs, blocks, strict=False)
+             if "Next elapse: never" in block}
+    # A periodic job's timer has several lines: it is only dead when all of them are past.
+    lines_of: dict[str, list[str]] = {}
+    for spec, units in specs.items():
+        for unit in units:
+            lines_of.setdefault(unit, []).append(spec)
+    for spec in specs:
+        if spec in never:
             for unit in specs[spec]:
-                out.append(f"{unit}: OnCalendar={spec} is in the past (Next elapse: never)")
+                if all(s in never for s in lines_of[unit]):
+                    out.append(f"{unit}: OnCalendar={spec} is in the past (Next elapse: never)")
     return out

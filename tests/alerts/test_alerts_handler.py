@@ -162,3 +162,31 @@ def test_handler_exits_0_even_when_every_channel_is_down(handle, api):
     assert handle("failure", monitor("exit-code", "exited", "3")) == 0
     [a] = handle.ctx.outbox.load_all()
     assert a.kind == "failed" and a.channel == "telegram"
+
+
+def _show(substate: str, invocation: str, retries: str | None):
+    env = f"MARKET_JOB=quotes MARKET_SESSION=2025-11-26{' MARKET_RETRIES=' + retries if retries else ''}"
+
+    def run(argv):
+        if argv[:2] == ["systemctl", "show"]:
+            return f"Environment={env}\nSubState={substate}\nInvocationID={invocation}\n"
+        return ""
+    return run
+
+
+def test_a_failed_attempt_systemd_will_restart_is_not_alerted_yet():
+    """systemd 254+ runs OnFailure= before each automatic restart (252 does not): the handler
+    waits for the last attempt of a job with retries."""
+    from market_timers.alerts.handler import retry_pending, unit_context
+
+    unit = "market-quotes@2025-11-26-143000.service"
+    pending = unit_context(unit, _show("auto-restart", "a" * 32, "2"))
+    assert retry_pending(pending, "a" * 32)
+    restarted = unit_context(unit, _show("running", "b" * 32, "2"))
+    assert retry_pending(restarted, "a" * 32)
+    final = unit_context(unit, _show("failed", "a" * 32, "2"))
+    assert not retry_pending(final, "a" * 32)
+    # A job without retries always alerts, even if its unit was started again meanwhile.
+    again = unit_context(unit, _show("running", "b" * 32, None))
+    assert not retry_pending(again, "a" * 32)
+    assert not retry_pending(unit_context(unit, _show("auto-restart", "a" * 32, "0")), "a" * 32)

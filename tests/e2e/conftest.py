@@ -1,5 +1,9 @@
-"""Session fixtures for the end-to-end tests: one booted Debian 12 with the package.
+"""Session fixtures for the end-to-end tests: a booted Debian 12 and a booted Debian 13, each with
+the package built for it, installed with `apt install market-timers` from a flat apt repository.
 
+Every test that uses `booted`, `container`, `scenario`, `deb_path` or `deb_inside` runs once per
+release (test ids [d12] and [d13]; `-k d13` picks one); pytest groups the tests by release, so
+each release is booted once per session, and one container runs at a time.
 Under CI=true a missing prerequisite fails the tests; elsewhere it skips them.
 Set MARKET_TIMERS_E2E_KEEP=1 to keep the container's rootfs after the session.
 """
@@ -15,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from .container import Container, fresh_container, missing_prerequisite
-from .debpkg import REPO, ensure_deb
+from .debpkg import REPO, ensure_deb, make_repo
+from .rootfs import RELEASES, SUITES, Release
 from .scenario import TOKEN, Scenario
 
 if str(REPO) not in sys.path:  # tests.fakes, also when the e2e tests run on their own
@@ -24,6 +29,8 @@ if str(REPO) not in sys.path:  # tests.fakes, also when the e2e tests run on the
 from tests.fakes.http_api import FakeApi  # noqa: E402
 
 PACKAGE = "market-timers"
+APT_REPO_INSIDE = "/srv/market-timers-repo"
+APT_SOURCE = "/etc/apt/sources.list.d/market-timers.list"
 
 
 def in_ci() -> bool:
@@ -54,26 +61,49 @@ def repo_timers() -> list[str]:
     return sorted(p.name for p in (REPO / "units").glob("*.timer"))
 
 
+@pytest.fixture(scope="session", params=SUITES, ids=[RELEASES[s].short for s in SUITES])
+def release(request: pytest.FixtureRequest) -> Release:
+    """The Debian release under test: every fixture below depends on it."""
+    return RELEASES[request.param]
+
+
 @pytest.fixture(scope="session")
-def deb_path(repo_timers: list[str]) -> Path:
+def deb_path(release: Release, repo_timers: list[str]) -> Path:
     require_e2e()
     start = time.monotonic()
-    deb = ensure_deb()
+    deb = ensure_deb(release.suite)
     timed(f"deb ready ({deb.name})", start)
     return deb
 
 
 @pytest.fixture(scope="session")
-def booted(deb_path: Path) -> Iterator[Container]:
-    """A fresh copy of the cached rootfs, booted, with the package installed once."""
+def booted(release: Release, deb_path: Path) -> Iterator[Container]:
+    """A fresh copy of the release's cached rootfs, booted, with the package installed once
+    from a flat apt repository (`apt install market-timers`, as README's Install says)."""
     keep = os.environ.get("MARKET_TIMERS_E2E_KEEP") == "1"
     start = time.monotonic()
-    with fresh_container("mt-e2e", keep=keep) as box:
-        timed(f"rootfs ready and booted in {box.boot_seconds:.1f}s ({box.root})", start)
-        install_package(box, box.copy_in(deb_path))
+    with fresh_container("mt-e2e", keep=keep, suite=release.suite) as box:
+        timed(f"{release.suite} rootfs ready and booted in {box.boot_seconds:.1f}s ({box.root})",
+              start)
+        install_from_repo(box, release.suite, deb_path)
         yield box
     if keep:
         print(f"[e2e] kept {box.root}")
+
+
+def install_from_repo(box: Container, suite: str, deb: Path) -> None:
+    """scripts/make-repo into the container's /srv, a sources.list entry for it, then
+    `apt-get install market-timers` (the Debian mirror's lists only if a dependency is missing)."""
+    start = time.monotonic()
+    make_repo(box.root / APT_REPO_INSIDE.lstrip("/"), {suite: deb})
+    box.write_file(APT_SOURCE, f"deb [trusted=yes] file:{APT_REPO_INSIDE} {suite}/\n")
+    box.run(["apt-get", "update", "-q", "-o", f"Dir::Etc::SourceList={APT_SOURCE}",
+             "-o", "Dir::Etc::SourceParts=-", "-o", "APT::Get::List-Cleanup=0"], timeout=120)
+    cmd = ["apt-get", "install", "-y", "-q", PACKAGE]
+    if box.run(cmd, check=False, timeout=300).returncode != 0:
+        box.run(["apt-get", "update", "-q"], timeout=300)
+        box.run(cmd, timeout=300)
+    timed(f"apt-get install {PACKAGE} (from {APT_REPO_INSIDE})", start)
 
 
 def install_package(box: Container, deb_inside: str, *extra: str) -> None:

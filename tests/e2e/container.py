@@ -1,4 +1,4 @@
-"""A Debian 12 system booted with systemd-nspawn, driven from the host.
+"""A Debian system (12 or 13) booted with systemd-nspawn, driven from the host.
 
 The container shares the host's network (a fake server on the host's
 127.0.0.1 is reachable from inside); commands enter its namespaces with
@@ -36,13 +36,13 @@ class ContainerError(RuntimeError):
 
 
 @contextmanager
-def fresh_container(prefix: str, keep: bool = False) -> Iterator[Container]:
-    """A booted copy of the cached rootfs (built first if missing); powered off and deleted
-    afterwards unless keep. `box.boot_seconds` says how long the boot took."""
+def fresh_container(prefix: str, keep: bool = False, suite: str = "bookworm") -> Iterator[Container]:
+    """A booted copy of the cached rootfs of suite (built first if missing); powered off and
+    deleted afterwards unless keep. `box.boot_seconds` says how long the boot took."""
     from .rootfs import cache_dir, copy_rootfs, ensure_rootfs
 
-    root = copy_rootfs(ensure_rootfs(), cache_dir() / "runs")
-    box = Container(root, f"{prefix}-{os.getpid()}", root.parent / "console.log")
+    root = copy_rootfs(ensure_rootfs(suite=suite), cache_dir() / "runs")
+    box = Container(root, f"{prefix}-{suite}-{os.getpid()}", root.parent / "console.log", suite)
     try:
         box.boot_seconds = box.boot()
         yield box
@@ -57,17 +57,18 @@ def missing_prerequisite() -> str | None:
     """Why a container cannot be booted here, or None (shared by the e2e tests and bench/)."""
     if os.geteuid() != 0:
         return "needs root (systemd-nspawn)"
-    for tool in ("systemd-nspawn", "nsenter", "debootstrap", "dpkg-buildpackage", "git"):
+    for tool in ("systemd-nspawn", "nsenter", "debootstrap", "git", "apt-ftparchive"):
         if shutil.which(tool) is None:
             return f"needs {tool} on PATH"
     return None
 
 
 class Container:
-    def __init__(self, root: Path, name: str, console_log: Path) -> None:
+    def __init__(self, root: Path, name: str, console_log: Path, suite: str = "bookworm") -> None:
         self.root = root
         self.name = name
         self.console_log = console_log
+        self.suite = suite  # the Debian release of the rootfs: bookworm, trixie
         self._nspawn: subprocess.Popen[bytes] | None = None
         self.pid: int | None = None  # PID (host view) of the container's systemd
         self.boot_seconds: float | None = None  # of the last boot by fresh_container()
@@ -82,6 +83,8 @@ class Container:
         """Boot the rootfs and wait until systemd is up; return the boot time in seconds."""
         if self.running:
             raise ContainerError(f"{self.name} is already running")
+        from .rootfs import nspawn_env
+
         started = time.monotonic()
         with open(self.console_log, "ab") as log:
             log.write(f"\n==== boot {time.strftime('%H:%M:%S')} ====\n".encode())
@@ -92,7 +95,7 @@ class Container:
                     f"--machine={self.name}", "-D", str(self.root), "--boot",
                 ],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=True, env=nspawn_env(self.suite),
             )
         try:
             self.pid = self.wait_for(self._init_pid, timeout, "container init to start")

@@ -1,17 +1,21 @@
-"""Build the market-timers .deb for the e2e session, or reuse a fresh one."""
+"""Build the market-timers .deb of a Debian release for the e2e session (`make deb DIST=...`, in
+a container of that release), or reuse a fresh one; and the flat apt repository holding it."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import subprocess
+import sys
 from pathlib import Path
+
+from .rootfs import SUITE
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-# Never part of the package: editing a test or a benchmark does not make the .deb stale.
-NOT_PACKAGED = ("tests/", "bench/", ".ci/")
+# Never part of the package: editing a test, a benchmark or the docs does not make the .deb stale.
+NOT_PACKAGED = ("tests/", "bench/", ".ci/", "README.md", "Makefile", "scripts/make-repo")
 
 
 def _source_files(repo: Path) -> list[Path]:
@@ -23,8 +27,9 @@ def _source_files(repo: Path) -> list[Path]:
     return [repo / name for name in out.split("\0") if name and not name.startswith(NOT_PACKAGED)]
 
 
-def built_deb(repo: Path = REPO) -> Path | None:
-    debs = sorted((repo / "dist").glob("market-timers_*.deb"), key=lambda p: p.stat().st_mtime)
+def built_deb(repo: Path = REPO, suite: str = SUITE) -> Path | None:
+    debs = sorted((repo / "dist" / suite).glob("market-timers_*.deb"),
+                  key=lambda p: p.stat().st_mtime)
     return debs[-1] if debs else None
 
 
@@ -34,27 +39,55 @@ def is_fresh(deb: Path, repo: Path = REPO) -> bool:
     return all(f.stat().st_mtime < built for f in _source_files(repo) if f.exists())
 
 
-def ensure_deb(repo: Path = REPO) -> Path:
-    """Return dist/market-timers_*.deb, running `make deb` first if it is stale or missing."""
+def ensure_deb(suite: str = SUITE, repo: Path = REPO) -> Path:
+    """Return dist/<suite>/market-timers_*.deb, running `make deb DIST=<suite>` first if it is
+    stale or missing."""
     (repo / "dist").mkdir(exist_ok=True)
-    with open(repo / "dist" / ".build.lock", "w") as lock:
+    with open(repo / "dist" / f".build-{suite}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent test sessions build it once
-        return _ensure_deb_locked(repo)
+        return _ensure_deb_locked(repo, suite)
 
 
-def _ensure_deb_locked(repo: Path) -> Path:
-    deb = built_deb(repo)
+def _ensure_deb_locked(repo: Path, suite: str) -> Path:
+    deb = built_deb(repo, suite)
     if deb is not None and is_fresh(deb, repo):
         return deb
     env = dict(os.environ, LINTIAN="0")  # lintian has its own test
-    result = subprocess.run(["make", "deb"], cwd=repo, env=env, capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run(["make", "deb", f"DIST={suite}"], cwd=repo, env=env,
+                            capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise RuntimeError(
-            f"make deb failed (exit {result.returncode}):\n{result.stdout[-4000:]}\n"
-            f"{result.stderr[-4000:]}"
+            f"make deb DIST={suite} failed (exit {result.returncode}):\n"
+            f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
         )
-    deb = built_deb(repo)
+    deb = built_deb(repo, suite)
     if deb is None:
-        raise RuntimeError("make deb succeeded but left no dist/market-timers_*.deb")
+        raise RuntimeError(f"make deb succeeded but left no dist/{suite}/market-timers_*.deb")
     return deb
+
+
+def make_repo(out: Path, debs: dict[str, Path], repo: Path = REPO) -> Path:
+    """scripts/make-repo: a flat apt repository in out with one index per release."""
+    result = subprocess.run(
+        [str(repo / "scripts/make-repo"), str(out), *(f"{s}={d}" for s, d in debs.items())],
+        capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"scripts/make-repo failed (exit {result.returncode}):\n"
+                           f"{result.stdout}\n{result.stderr}")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """`python3 -m tests.e2e.debpkg SUITE...`: each suite's .deb, built only if stale or missing
+    (for `make repo`); prints SUITE=PATH lines."""
+    if not argv:
+        print("usage: python3 -m tests.e2e.debpkg SUITE...", file=sys.stderr)
+        return 2
+    for suite in argv:
+        print(f"{suite}={ensure_deb(suite).relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

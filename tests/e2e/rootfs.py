@@ -1,47 +1,112 @@
-"""The cached Debian 12 root filesystem the e2e containers boot from.
+"""The cached Debian root filesystems: one per release to boot the e2e containers from, one per
+release to build the .deb in (the boot rootfs plus the build tools).
 
-Built once with debootstrap into a scratch directory next to the cache entry,
-then renamed into place (atomic), so an interrupted build never leaves a
-half-made rootfs behind. Each test session boots a copy, never the cache.
+Each is built once into a scratch directory next to its cache entry, then renamed into place
+(atomic), so an interrupted build never leaves a half-made rootfs behind; a lock file makes
+concurrent sessions build it once. Test sessions boot a copy, never the cache; package builds
+run on a throw-away overlay of the build rootfs.
+
+Also a command line for scripts/build-deb (`python3 -m tests.e2e.rootfs COMMAND SUITE`):
+`build-root` prints the build rootfs of SUITE (building it first if missing), `nspawn-env` the
+environment systemd-nspawn needs for it (one VAR=value a line), `tag` its version suffix (deb12).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
-SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 INCLUDE = "systemd,systemd-sysv,dbus,python3"
 # Units that would block or fail a first boot in a container.
 MASKED_UNITS = ("systemd-firstboot.service",)
+# What building the .deb and checking it needs inside the build rootfs (debian/control's
+# Build-Depends, dpkg-buildpackage and lintian). The list is part of the cache entry's name:
+# changing it builds a new build rootfs.
+BUILD_PACKAGES = (
+    "build-essential", "debhelper", "dh-virtualenv", "dpkg-dev", "fakeroot", "lintian",
+    "python3-dev", "python3-venv", "ca-certificates",
+)
+
+
+@dataclass(frozen=True)
+class Release:
+    """A Debian release the package is built for and tested on."""
+
+    suite: str  # debootstrap's and sources.list's name: bookworm
+    number: int  # 12
+    # systemd-nspawn's environment for this release. Debian 13's systemd 257 boots under the
+    # host's nspawn (252, cgroup v1/hybrid host) only on the unified hierarchy.
+    nspawn_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tag(self) -> str:
+        """The version suffix of the package built for it: deb12 (0.1.0~deb12)."""
+        return f"deb{self.number}"
+
+    @property
+    def short(self) -> str:
+        """Test id: d12."""
+        return f"d{self.number}"
+
+
+RELEASES = {
+    "bookworm": Release("bookworm", 12),
+    "trixie": Release("trixie", 13, {"SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1"}),
+}
+SUITES = tuple(RELEASES)
+SUITE = "bookworm"  # the default, for callers that name no release
+
+
+def release(suite: str) -> Release:
+    try:
+        return RELEASES[suite]
+    except KeyError:
+        raise ValueError(f"unknown Debian release {suite!r}: use one of {', '.join(SUITES)}") \
+            from None
+
+
+def host_suite() -> str:
+    """The codename of the Debian release this machine runs (VERSION_CODENAME of os-release)."""
+    for line in Path("/etc/os-release").read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key == "VERSION_CODENAME":
+            return value.strip().strip('"')
+    raise RuntimeError("/etc/os-release names no VERSION_CODENAME")
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("MARKET_TIMERS_E2E_CACHE", "/var/cache/market-timers-e2e"))
 
 
-def ensure_rootfs(cache: Path | None = None) -> Path:
-    """Return the cached rootfs, building it first if it is missing."""
-    cache = cache or cache_dir()
-    final = cache / SUITE
+def _lock_name(name: str) -> str:
+    # Debian 12's rootfs keeps the lock file older sessions use, so they build it once together.
+    return ".lock" if name == "bookworm" else f".lock-{name}"
+
+
+def _build_once(cache: Path, name: str, make) -> Path:
+    """cache/name, made by make(scratch_dir) under the entry's lock if it is missing."""
+    final = cache / name
     if final.is_dir():
         os.chmod(final, 0o755)  # heal a cache built before prepare_rootfs set it
         return final
     cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".lock", "w") as lock:
+    with open(cache / _lock_name(name), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be building it
         if final.is_dir():
             return final
-        scratch = Path(tempfile.mkdtemp(prefix=f"{SUITE}.build-", dir=cache))
+        scratch = Path(tempfile.mkdtemp(prefix=f"{name}.build-", dir=cache))
         try:
-            _debootstrap(scratch, cache / "debootstrap.log")
-            prepare_rootfs(scratch)
+            make(scratch)
+            os.chmod(scratch, 0o755)
             scratch.rename(final)
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -49,9 +114,69 @@ def ensure_rootfs(cache: Path | None = None) -> Path:
     return final
 
 
-def _debootstrap(target: Path, log_path: Path) -> None:
+def ensure_rootfs(cache: Path | None = None, suite: str = SUITE) -> Path:
+    """Return the cached bootable rootfs of suite, building it first if it is missing."""
+    cache = cache or cache_dir()
+    release(suite)
+    log = cache / ("debootstrap.log" if suite == "bookworm" else f"debootstrap-{suite}.log")
+
+    def make(scratch: Path) -> None:
+        _debootstrap(suite, scratch, log)
+        prepare_rootfs(scratch)
+
+    return _build_once(cache, suite, make)
+
+
+def build_root_name(suite: str) -> str:
+    digest = hashlib.sha256(" ".join(BUILD_PACKAGES).encode()).hexdigest()[:8]
+    return f"build-{suite}-{digest}"
+
+
+def ensure_build_rootfs(cache: Path | None = None, suite: str = SUITE) -> Path:
+    """Return the cached build rootfs of suite (its boot rootfs plus BUILD_PACKAGES)."""
+    cache = cache or cache_dir()
+    base = ensure_rootfs(cache, suite)
+    name = build_root_name(suite)
+
+    def make(scratch: Path) -> None:
+        scratch.rmdir()
+        subprocess.run(["cp", "-a", "--reflink=auto", str(base), str(scratch)], check=True)
+        log_path = cache / f"{name}.log"
+        with open(log_path, "w") as log:
+            for cmd in (["apt-get", "update", "-q"],
+                        ["apt-get", "install", "-y", "-q", "--no-install-recommends",
+                         *BUILD_PACKAGES],
+                        ["apt-get", "clean"]):
+                result = nspawn(scratch, suite, cmd, stdout=log, stderr=subprocess.STDOUT)
+                if result.returncode != 0:
+                    tail = log_path.read_text(errors="replace").splitlines()[-20:]
+                    raise RuntimeError(
+                        f"{' '.join(cmd)} failed in the {suite} build rootfs (exit "
+                        f"{result.returncode}); last lines of {log_path}:\n" + "\n".join(tail))
+
+    return _build_once(cache, name, make)
+
+
+def nspawn_env(suite: str) -> dict[str, str]:
+    return dict(os.environ, **release(suite).nspawn_env)
+
+
+def nspawn(root: Path, suite: str, cmd: list[str], *options: str,
+           **run_kwargs) -> subprocess.CompletedProcess:
+    """Run cmd in root with systemd-nspawn (no boot, the host's network)."""
+    # A name of its own: nspawn keeps per-machine state under /run/systemd/nspawn, and other
+    # sessions may run in the same rootfs at the same time.
+    name = f"mt-{suite}-{os.getpid()}-{secrets.token_hex(3)}"
+    argv = ["systemd-nspawn", "--quiet", "--keep-unit", "--register=no", "--pipe",
+            f"--machine={name}", "-D", str(root), "--setenv=DEBIAN_FRONTEND=noninteractive", "--setenv=LANG=C.UTF-8",
+            *options, "--", *cmd]
+    run_kwargs.setdefault("check", False)
+    return subprocess.run(argv, env=nspawn_env(suite), **run_kwargs)
+
+
+def _debootstrap(suite: str, target: Path, log_path: Path) -> None:
     cmd = [
-        "debootstrap", "--variant=minbase", f"--include={INCLUDE}", SUITE, str(target), MIRROR,
+        "debootstrap", "--variant=minbase", f"--include={INCLUDE}", suite, str(target), MIRROR,
     ]
     with open(log_path, "w") as log:
         result = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False)
@@ -86,3 +211,29 @@ def copy_rootfs(source: Path, parent: Path) -> Path:
     target = Path(tempfile.mkdtemp(prefix="run-", dir=parent)) / "root"
     subprocess.run(["cp", "-a", "--reflink=auto", str(source), str(target)], check=True)
     return target
+
+
+def main(argv: list[str]) -> int:
+    usage = "usage: python3 -m tests.e2e.rootfs {build-root|nspawn-env|tag} SUITE"
+    if len(argv) != 2 or argv[0] not in ("build-root", "nspawn-env", "tag"):
+        print(usage, file=sys.stderr)
+        return 2
+    command, suite = argv
+    try:
+        release(suite)
+    except ValueError as exc:
+        print(f"rootfs: {exc}", file=sys.stderr)
+        return 2
+    if command == "tag":
+        print(release(suite).tag)
+        return 0
+    if command == "nspawn-env":
+        for key, value in release(suite).nspawn_env.items():
+            print(f"{key}={value}")
+        return 0
+    print(ensure_build_rootfs(suite=suite))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

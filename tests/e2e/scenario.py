@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
@@ -135,6 +136,19 @@ def instant_in(seconds: float) -> datetime:
     """The whole UTC second at least `seconds` from now (the container shares the host clock)."""
     now = datetime.now(UTC).timestamp()
     return datetime.fromtimestamp(math.ceil(now + seconds), UTC)
+
+
+def instant_today_in(seconds: float, lead: float = 10) -> datetime:
+    """instant_in(seconds), but in today's UTC session: moved back to 23:59:59 if it would be
+    tomorrow (the 24/7 calendar's sessions are UTC days, and a `horizon` counts today's session
+    even once its fire has passed), after waiting for midnight if less than `lead` s are left."""
+    now = datetime.now(UTC)
+    last = datetime.combine(now.date(), datetime.max.time(), tzinfo=UTC).replace(microsecond=0)
+    left = (last - now).total_seconds()
+    if left < lead:
+        time.sleep(left + 1.5)
+        return instant_today_in(seconds, lead)
+    return min(instant_in(seconds), last)
 
 
 def iso(instant: datetime) -> str:
@@ -292,6 +306,21 @@ calendar_max_age_days = 0
 
         return self.box.wait_for(look, timeout, f"a {service} message with {needles}",
                                  interval=0.3)
+
+    @contextmanager
+    def refresh_held(self) -> Iterator[None]:
+        """The package's own refresh kept out of the way: market-refresh.timer fires 1 min after
+        every boot (the session's and test_reboot's) and would rewrite by-hand changes (a timer a
+        test removed) in the middle of a test. Stopped, any run in progress waited for, started
+        again afterwards."""
+        self.box.systemctl("stop", "market-refresh.timer")
+        self.box.run(["sh", "-c", "while [ \"$(systemctl show -P ActiveState "
+                      "market-refresh.service)\" = activating ]; do sleep 0.2; done"],
+                     timeout=300)  # a oneshot runs "activating"
+        try:
+            yield
+        finally:
+            self.box.systemctl("start", "market-refresh.timer")
 
     def flush_outbox(self) -> None:
         self.box.run(["market-timers", "outbox", "flush"], check=False, timeout=60)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from .scenario import Job, Scenario, instant_in, iso, utc_text
+from .scenario import Job, Scenario, instant_in, instant_today_in, iso, utc_text
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +21,7 @@ LEAD = 6  # seconds from now to a fire: sync takes about a second
 def test_sync_installs_per_session_timers_that_list_timers_shows_with_their_next(
     scenario: Scenario,
 ) -> None:
-    job = Job("connect", instant_in(3600), ["ok"])
+    job = Job("connect", instant_today_in(3600), ["ok"])
     following = Job("connect", job.instant + timedelta(days=1), ["ok"])
     # After 23:00 UTC the instant is tomorrow's and today's fire has passed: one more session.
     scenario.schedule([job], horizon=2 + (job.session - datetime.now(UTC).date()).days)

@@ -1,11 +1,13 @@
-"""The installed package, as a user of Debian 12 sees it."""
+"""The installed package, as a user of Debian 12 or 13 sees it."""
 
 from __future__ import annotations
 
 import pytest
 
+from .conftest import APT_REPO_INSIDE, PACKAGE
 from .container import Container
 from .debpkg import REPO
+from .rootfs import Release
 
 pytestmark = pytest.mark.e2e
 
@@ -48,6 +50,28 @@ def test_default_config_schedules_no_job(container: Container) -> None:
     assert "\n[[job]]" not in config
     conffiles = container.run(["dpkg-query", "-W", "-f=${Conffiles}", "market-timers"]).stdout
     assert "/etc/market-timers/market-timers.toml" in conffiles
+
+
+def test_apt_installed_this_releases_build_from_the_flat_repository(
+    container: Container, release: Release
+) -> None:
+    """The session installed the package with `apt-get install market-timers` from the flat
+    repository of scripts/make-repo (README's Install): the build for this release, whose venv
+    runs this release's Python."""
+    policy = container.run(["apt-cache", "policy", PACKAGE]).stdout
+    print(policy)
+    version = container.run(["dpkg-query", "-W", "-f=${Version}", PACKAGE]).stdout
+    assert version.endswith(f"~{release.tag}"), version
+    assert f"Candidate: {version}" in policy
+    assert f"file:{APT_REPO_INSIDE} {release.suite}/" in policy
+    python = container.run(["/usr/bin/python3", "-c",
+                            "import sys; print('%d.%d' % sys.version_info[:2])"]).stdout.strip()
+    depends = container.run(["dpkg-query", "-W", "-f=${Depends}", PACKAGE]).stdout
+    assert f"python3 (>= {python})" in depends, depends
+    venv = container.run(["/opt/venvs/market-timers/bin/python3", "-c",
+                          "import pandas, sys; print(sys.version.split()[0], pandas.__version__)"])
+    print(f"[e2e] venv: python {venv.stdout.strip()}")
+    assert venv.stdout.startswith(python + ".")
 
 
 def test_purge_removes_generated_units_stamps_state_and_spool(
@@ -102,3 +126,4 @@ def test_autopkgtest_installed_passes_inside_the_container(container: Container)
     container.write_file("/var/tmp/autopkgtest-installed", script, mode=0o755)
     result = container.run(["/var/tmp/autopkgtest-installed"])
     assert "market-timers: installed OK" in result.stdout
+

@@ -1,7 +1,9 @@
-"""Real systemd timers inside the container: precision, and no re-fire on upgrade."""
+"""Real systemd timers inside the container: precision, no re-fire on upgrade and no misfire on a
+moved instant (the systemd 252 rules, checked on Debian 12's 252 and Debian 13's 257)."""
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -9,6 +11,7 @@ import pytest
 
 from .conftest import install_package
 from .container import Container
+from .scenario import Job, Scenario, instant_in, iso
 
 pytestmark = pytest.mark.e2e
 
@@ -96,3 +99,30 @@ def test_reinstall_restarts_no_timer_and_refires_no_elapsed_session(
         assert len(run_times(container, fired_runs)) == 1
     finally:
         remove_units(container, past, fired)
+
+
+def test_moved_instant_fires_once_at_the_new_instant_never_at_the_sync_or_a_reload(
+    scenario: Scenario,
+) -> None:
+    """The 252 rules on every release (257 included): a job whose instant moves (an early
+    close) gets a new unit; neither the sync, nor a daemon-reload after it (#16732), nor the old
+    instant fires anything: one run, at the new instant."""
+    box = scenario.box
+    old = Job("moved", instant_in(16), ["ok"])
+    scenario.schedule([old])
+    new = Job("moved", instant_in(6), ["ok"])
+    assert new.session == old.session and new.instant < old.instant
+    out = scenario.schedule([new])
+    print(out)
+    assert not box.exists(f"{UNIT_DIR}/{old.timer}"), "the old instant's timer is still there"
+    box.systemctl("daemon-reload")
+    assert scenario.run_record(new) is None, "a job ran at the sync or the reload"
+
+    record = scenario.wait_finished(new, 30)
+    assert record["result"] == "success"
+    time.sleep(max(0.0, old.instant.timestamp() + 2 - time.time()))
+    starts = re.findall(r"e2e-job start=(\d+\.\d+)", scenario.journal_of(new))
+    print(f"[e2e] starts: {starts}")
+    assert len(starts) == 1, f"expected one run, got {len(starts)}"
+    assert 0 <= float(starts[0]) - new.instant.timestamp() < 1.0
+    assert scenario.run_record(new)["scheduled_utc"] == iso(new.instant)

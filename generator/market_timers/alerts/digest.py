@@ -45,6 +45,14 @@ def run_durations(state, state_dir: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def _counted(kinds: list[str]) -> str:
+    """`ok, failed` - or, for a periodic job's many runs, `ok x376, overlap-skipped x1`."""
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items())
+
+
 def build(ctx, session: str) -> str:
     events = ctx.state.events(session)
     durations = run_durations(ctx.state, ctx.state_dir)
@@ -75,11 +83,15 @@ def build(ctx, session: str) -> str:
         shown = f"{now_d:.1f} s" if now_d is not None else "-"
         if now_d is not None and history:
             shown += f" (median of last {len(history)}: {statistics.median(history):.1f} s)"
-        lines.append(f"  {job}: {', '.join(results[job])}; duration {shown}")
+        lines.append(f"  {job}: {_counted(results[job])}; duration {shown}")
     counts = {k: sum(r.count(k) for r in results.values())
               for k in ("overlap-skipped", "stale-start", "missed")}
     lines += ["", "Skips: {overlap-skipped}, stale starts: {stale-start}, misses: {missed}"
-              .format(**counts), "", "Alerts:"]
+              .format(**counts)]
+    from market_timers.slotrecords import periodic_digest_lines
+
+    lines += periodic_digest_lines(ctx.state_dir, session, ctx.now())  # periodic jobs' slots
+    lines += ["", "Alerts:"]
     pending = {a.id: a for a in ctx.outbox.load_all()}
     for ev in alerts:
         status = (f"delivered via {delivered[ev['id']]}" if ev["id"] in delivered

@@ -21,7 +21,8 @@ from market_timers.alerts.classify import classify
 log = logging.getLogger("market_timers.alerts")
 
 UNIT_RE = re.compile(r"^market-(?P<job>.+)@(?P<session>\d{4}-\d{2}-\d{2})-(?P<hms>\d{6})\.service$")
-SHOW_PROPS = ("Environment", "ExecMainStartTimestampMonotonic", "ExecMainExitTimestampMonotonic")
+SHOW_PROPS = ("Environment", "ExecMainStartTimestampMonotonic", "ExecMainExitTimestampMonotonic",
+              "SubState", "InvocationID")
 
 
 def _run(argv: list[str]) -> str:
@@ -50,6 +51,8 @@ def unit_context(unit: str, run: Callable[[list[str]], str] = _run) -> dict:
         name, sep, value = word.partition("=")
         if sep and name.startswith("MARKET_"):
             ctx[name] = value
+    ctx["_substate"] = props.get("SubState", "")
+    ctx["_invocation"] = props.get("InvocationID", "")
     try:
         start = int(props.get("ExecMainStartTimestampMonotonic", "0"))
         end = int(props.get("ExecMainExitTimestampMonotonic", "0"))
@@ -67,6 +70,23 @@ def journal_excerpt(invocation: str, lines: int, run: Callable[[list[str]], str]
                 "-n", str(lines), "--no-pager"]).rstrip()
 
 
+def retry_pending(info: dict, invocation: str) -> bool:
+    """A failed attempt that systemd is about to restart (Restart=on-failure, a job's retries).
+
+    systemd 252 does not run OnFailure= while a restart is pending; 254 and later do (unless
+    RestartMode=direct, a key 252 does not know), so on Debian 13 each failed attempt would alert.
+    The unit's own state tells: waiting to restart ("auto-restart"), or already running the next
+    attempt (another invocation). Only a job with retries is ever restarted: any other job's
+    failure always alerts."""
+    if not info.get("MARKET_RETRIES", "0").strip("0"):
+        return False
+    if info.get("_substate") == "auto-restart":
+        return True
+    current = info.get("_invocation", "")
+    return bool(current and invocation and current != invocation
+                and info.get("_substate") in ("start-pre", "start", "running"))
+
+
 def handle(config, mode: str, unit: str, env: dict | None = None,
            run: Callable[[list[str]], str] = _run, now=None) -> int:
     env = os.environ if env is None else env
@@ -81,6 +101,11 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     job = info.get("MARKET_JOB") or unit.removesuffix(".service")
     session = info.get("MARKET_SESSION", "")
     kind = classify(result, exit_code, status, success=(mode == "success"))
+    if info.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: skipped slots are counted, not alerted
+        from market_timers.slotrecords import on_handler
+
+        if on_handler(config, info, kind, now=now):
+            return 0
     details = {"unit": unit, "invocation": invocation, "calendar": info.get("MARKET_CALENDAR"),
                "scheduled": info.get("MARKET_SCHEDULED_UTC"), "event": info.get("MARKET_EVENT"),
                "status": status, "exit_code": exit_code,
@@ -89,6 +114,10 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     details = {k: v for k, v in details.items() if v not in (None, "")}
     if kind == "ok":
         record_success(config, job=job, session=session, details=details, now=now, env=env)
+        return 0
+    if retry_pending(info, invocation):
+        log.info("%s: attempt failed (%s); systemd restarts it (retries): no alert yet", unit,
+                 ", ".join(x for x in (result, exit_code, status) if x))
         return 0
     title = None
     if status == "174" or result == "start-limit-hit":  # the last of a job's retries failed

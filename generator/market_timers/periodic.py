@@ -1,0 +1,251 @@
+"""Periodic jobs: a job that runs `every` period inside a window of each session.
+
+    every = "1min"            # the period: 1-30 s dividing a minute, 1-30 min dividing an hour,
+                              # or 1-12 h dividing a day (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30...)
+    from = "open+5min"        # window start: open | close, with a signed offset (default "open")
+    until = "close-10min"     # window end, inclusive of a slot exactly at it (default "close")
+    during_break = false      # no slot strictly between break_start and break_end (default)
+    stall_after = "5min"      # critical when no slot has started for this long (default 5 periods)
+
+Slots are aligned to the window start: start, start + every, ... up to the end. Everything is
+computed in UTC from the session's own open/close (exchange_calendars), so early closes, late opens,
+overnight sessions and DST follow from the calendar. A session whose window is empty has no slot.
+
+Why the period must divide a minute, an hour or a day: the slots are then on the same seconds (or
+minutes) of every minute (hour) of the window, so one timer needs a handful of `OnCalendar=` lines
+per session (three for a whole NYSE day at 1 min), and `plan` reads like a clock ("every 5 min at
+:35, :40..."). An odd period such as 7 s or 90 s would still be exact but needs dozens of lines.
+
+This module is imported by config.py (parse_periodic) and plan.py/render.py (slots, OnCalendar
+lines); it never imports config.py, pandas or exchange_calendars.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from itertools import groupby
+from typing import Any
+
+from .durations import format_duration, parse_duration, parse_offset
+
+PERIODIC_KEYS = {"every", "from", "until", "during_break", "stall_after"}
+WINDOW_EVENTS = ("open", "close")
+_EDGE = re.compile(r"^\s*(open|close)\s*(?:([+-].*))?$")
+ALLOWED_PERIODS = sorted({*(s for s in range(1, 61) if 60 % s == 0),
+                          *(60 * m for m in range(1, 61) if 60 % m == 0),
+                          *(3600 * h for h in range(1, 25) if 24 % h == 0 and h <= 12)})
+DEFAULT_STALL_PERIODS = 5
+
+
+@dataclass(frozen=True)
+class Periodic:
+    every: int  # seconds
+    start_event: str = "open"
+    start_offset: int = 0
+    end_event: str = "close"
+    end_offset: int = 0
+    during_break: bool = False
+    stall_after: int = 0  # seconds
+
+
+def describe(p: Periodic) -> str:
+    """`every 1min from open+5min until close-10min`."""
+    def edge(event: str, offset: int) -> str:
+        if not offset:
+            return event
+        return f"{event}{'+' if offset > 0 else '-'}{format_duration(abs(offset))}"
+
+    return (f"every {format_duration(p.every)} from {edge(p.start_event, p.start_offset)} until "
+            f"{edge(p.end_event, p.end_offset)}")
+
+
+def _edge(value: Any, path: str, problems) -> tuple[str, int] | None:
+    m = _EDGE.match(value) if isinstance(value, str) else None
+    if not m:
+        problems.add(path, 'must be "open" or "close" with an optional signed offset, such as '
+                     '"open+5min" or "close-10min"', value)
+        return None
+    try:
+        offset = parse_offset(m.group(2)) if m.group(2) else 0
+    except ValueError as e:
+        problems.add(path, f"the offset: {e}", value)
+        return None
+    return m.group(1), offset
+
+
+def parse_periodic(t: dict, path: str, problems) -> dict | None:
+    """The periodic part of a [[job]] table: None when it has no periodic key.
+
+    Returns the Job keyword arguments (event/offset = the window start, periodic=Periodic), or {}
+    after adding every problem to `problems`, naming the key and the value.
+    """
+    present = sorted(PERIODIC_KEYS & set(t))
+    if not present:
+        return None
+    if "every" not in t:
+        for key in present:
+            problems.add(f"{path}.{key}", "only for a periodic job: set `every` too (e.g. "
+                         'every = "1min")', t[key])
+        return {}
+    for key in ("event", "offset", "at"):
+        if key in t:
+            problems.add(f"{path}.{key}", "a periodic job (`every`) runs inside the window "
+                         "`from`..`until` of each session; remove this key (use from = "
+                         '"close-15min" for a window tied to the close)', t[key])
+    ok = True
+    if t.get("retries", 0) not in (0, False):
+        problems.add(f"{path}.retries", "a periodic job is not retried: its next slot is the "
+                     "retry (a restarted slot would only be refused as already run)",
+                     t["retries"])
+        ok = False
+    every = None
+    try:
+        every = parse_duration(t["every"], 12 * 3600, "the longest period is 12h")
+    except ValueError as e:
+        problems.add(f"{path}.every", str(e), t["every"])
+        ok = False
+    if every is not None and every not in ALLOWED_PERIODS:
+        problems.add(f"{path}.every", "the period must divide a minute (1, 2, 3, 4, 5, 6, 10, 12, "
+                     "15, 20, 30 s), an hour (the same in min) or a day (1, 2, 3, 4, 6, 8, 12 h): "
+                     "slots then fall on the same seconds of every minute", t["every"])
+        ok = False
+    start = _edge(t.get("from", "open"), f"{path}.from", problems)
+    end = _edge(t.get("until", "close"), f"{path}.until", problems)
+    if start is None or end is None:
+        ok = False
+    elif start[0] == end[0] and end[1] < start[1]:
+        problems.add(f"{path}.until", f"the window ends before it starts (from = "
+                     f"{t.get('from', 'open')!r}): no slot would ever run", t.get("until"))
+        ok = False
+    during_break = t.get("during_break", False)
+    if not isinstance(during_break, bool):
+        problems.add(f"{path}.during_break", "must be true or false", during_break)
+        ok = False
+    stall_after = None
+    if "stall_after" in t:
+        try:
+            stall_after = parse_duration(t["stall_after"], 24 * 3600)
+        except ValueError as e:
+            problems.add(f"{path}.stall_after", str(e), t["stall_after"])
+            ok = False
+        if stall_after is not None and every and stall_after < every:
+            problems.add(f"{path}.stall_after", f"must be at least one period ({every} s): it "
+                         "is how long no slot may start before a critical alert",
+                         t["stall_after"])
+            ok = False
+    if "grace" in t and every:
+        try:
+            grace = parse_duration(t["grace"], 10 ** 9)
+        except ValueError:
+            grace = None  # config.py reports it
+        if grace is not None and grace > every:
+            problems.add(f"{path}.grace", f"a periodic job's grace must not exceed its period "
+                         f"({every} s): a run is judged against the latest slot", t["grace"])
+            ok = False
+    if not ok or every is None or start is None or end is None:
+        return {}  # problems reported; {} (not None) keeps "event is required" quiet
+    periodic = Periodic(every=every, start_event=start[0], start_offset=start[1],
+                        end_event=end[0], end_offset=end[1], during_break=during_break,
+                        stall_after=stall_after or DEFAULT_STALL_PERIODS * every)
+    kw: dict[str, Any] = {"event": start[0], "offset": start[1], "periodic": periodic}
+    if "grace" not in t:
+        # misfire grace: half a period, at most the usual 2 min (a later start is refused).
+        kw["grace_default"] = max(1, min(120, every // 2))
+    return kw
+
+
+# Slots -----------------------------------------------------------------------------------------
+
+def window(session, p: Periodic) -> tuple[datetime, datetime] | None:
+    """The session's window (UTC), or None when its events are missing."""
+    a, b = session.event(p.start_event), session.event(p.end_event)
+    if a is None or b is None:
+        return None
+    return a + timedelta(seconds=p.start_offset), b + timedelta(seconds=p.end_offset)
+
+
+def pause(session, p: Periodic) -> tuple[datetime, datetime] | None:
+    """The break during which no slot runs (exclusive at both ends), or None."""
+    if p.during_break or session.break_start is None or session.break_end is None:
+        return None
+    return session.break_start, session.break_end
+
+
+def session_slots(session, p: Periodic) -> list[datetime]:
+    """Every slot of the session: aligned to the window start, the end inclusive, no slot
+    strictly inside the break (unless during_break). Empty when the window is empty."""
+    w = window(session, p)
+    if w is None or w[1] < w[0]:
+        return []
+    start, end = w
+    gap = pause(session, p)
+    count = int((end - start).total_seconds()) // p.every + 1
+    slots = [start + timedelta(seconds=k * p.every) for k in range(count)]
+    if gap is not None:
+        slots = [s for s in slots if not gap[0] < s < gap[1]]
+    return slots
+
+
+# OnCalendar= ----------------------------------------------------------------------------------
+
+def _compact(values: list[int], full: range) -> str:
+    """Sorted ints as systemd.time(7) components: `*`, `a..b`, `a..b/step`, commas between."""
+    if values == list(full):
+        return "*"
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i + 1
+        if j < len(values):
+            step = values[j] - values[i]
+            while j + 1 < len(values) and values[j + 1] - values[j] == step:
+                j += 1
+            if j - i >= 2:  # three or more in one arithmetic run
+                parts.append(f"{values[i]:02d}..{values[j]:02d}" + (f"/{step}" if step > 1
+                                                                     else ""))
+                i = j + 1
+                continue
+        parts.append(f"{values[i]:02d}")
+        i += 1
+    return ",".join(parts)
+
+
+def calendar_lines(slots: list[datetime]) -> list[str]:
+    """`OnCalendar=` values (UTC) whose union is exactly `slots`.
+
+    Hand-written: no library turns a set of instants into systemd calendar specs. Each line is a
+    product date x hours x minutes x seconds; the slots are grouped so that every group is such a
+    product: per (date, hour, minute) the set of seconds, then per (date, hour, seconds) the set of
+    minutes, then per (date, minutes, seconds) the set of hours. Exact by construction, and a test
+    checks every rendered timer against `systemd-analyze calendar --iterations`.
+    """
+    utc = sorted({s.astimezone(UTC) for s in slots})
+    by_minute: dict[tuple, list[int]] = {}
+    for s in utc:
+        by_minute.setdefault((s.date(), s.hour, s.minute), []).append(s.second)
+    by_hour: dict[tuple, list[int]] = {}
+    for (day, hour, minute), seconds in by_minute.items():
+        by_hour.setdefault((day, hour, tuple(seconds)), []).append(minute)
+    by_day: dict[tuple, list[int]] = {}
+    for (day, hour, seconds), minutes in by_hour.items():
+        by_day.setdefault((day, tuple(minutes), seconds), []).append(hour)
+    lines = []
+    for (day, minutes, seconds), hours in by_day.items():
+        lines.append((day, min(hours), f"{day.isoformat()} {_compact(sorted(hours), range(24))}:"
+                      f"{_compact(list(minutes), range(60))}:{_compact(list(seconds), range(60))}"
+                      " UTC"))
+    return [text for _, _, text in sorted(lines)]
+
+
+def schedule_tag(lines: list[str]) -> str:
+    """A short digest of the OnCalendar lines, part of the unit name: a changed slot list is a new
+    unit (systemd 252 may fire a timer whose OnCalendar is edited in place, #16732)."""
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:6]
+
+
+def group_sessions(items, key):
+    """groupby over sorted items (helper for the summary views)."""
+    return groupby(sorted(items, key=key), key=key)

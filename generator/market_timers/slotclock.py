@@ -1,0 +1,152 @@
+"""A periodic job's slots at run time: which slot a start belongs to, and its run record.
+
+The runner imports this on the hot path: `os` and `datetime` only (no json, no typing, no pandas).
+The schedule comes from the unit's Environment= (render.py): the first and last slot, the period
+and the paused break, from which every slot is rebuilt exactly as plan.py computed it:
+
+    first + k * every  (k = 0, 1, ...)  up to last, minus those strictly inside the pause.
+
+The run ledger's key for a slot is (job, session, `YYYYMMDDTHHMMSSZ`): the runner claims it there,
+so a slot runs at most once (a second start is "already ran", 173). Beside the ledger, each slot
+has a record at `<state_dir>/runs/<job>/<session>/<YYYYMMDDTHHMMSSZ>.json` (the record key
+`<session>/<slot>`): what the
+start came to, and for a slot that never started, written afterwards by slotrecords.account(),
+"skipped". The skip counts, the digest, status and the deadman read these.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+
+def record_path(state_dir: str, job: str, key: str) -> str:
+    """<state_dir>/runs/<job>/<session>/<slot>.json for the key `<session>/<slot>`."""
+    return os.path.join(state_dir, "runs", job, f"{key}.json")
+
+
+def _value(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    text = str(v)
+    escaped = "".join(c if c >= " " and c not in '"\\' else f"\\u{ord(c):04x}" for c in text)
+    return f'"{escaped}"'
+
+
+def dumps(fields: dict) -> str:
+    """JSON of a flat record of names, ISO dates, numbers and None, without importing json (its
+    import costs the runner milliseconds); slotrecords.py reads it back with json."""
+    return "{" + ", ".join(f"{_value(str(k))}: {_value(v)}" for k, v in sorted(fields.items())) \
+        + "}\n"
+
+
+def parse_z(text: str) -> datetime:
+    """`YYYY-MM-DDTHH:MM:SSZ` -> aware UTC (fromisoformat is C code; strptime costs imports)."""
+    if len(text) != 20 or not text.endswith("Z"):
+        raise ValueError(f"{text!r} is not YYYY-MM-DDTHH:MM:SSZ")
+    return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
+
+
+def z(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Schedule:
+    __slots__ = ("first", "every", "last", "pause")
+
+    def __init__(self, first: datetime, every: int, last: datetime,
+                 pause: tuple[datetime, datetime] | None = None):
+        if every <= 0 or last < first:
+            raise ValueError("a schedule needs every > 0 and last >= first")
+        self.first, self.every, self.last, self.pause = first, every, last, pause
+
+    @classmethod
+    def from_env(cls, env: dict) -> Schedule | None:
+        """None for a one-shot job; ValueError for a malformed periodic context."""
+        if not env.get("MARKET_SLOT_EVERY_SEC"):
+            return None
+        pause = None
+        if env.get("MARKET_SLOT_PAUSE_UTC"):
+            a, _, b = env["MARKET_SLOT_PAUSE_UTC"].partition("/")
+            pause = (parse_z(a), parse_z(b))
+        return cls(parse_z(env["MARKET_SLOT_FIRST_UTC"]), int(env["MARKET_SLOT_EVERY_SEC"]),
+                   parse_z(env["MARKET_SLOT_LAST_UTC"]), pause)
+
+    @classmethod
+    def from_plan(cls, entry: dict) -> Schedule:
+        """From a plan.json entry (Fire.periodic_json)."""
+        pause = entry.get("pause_utc")
+        return cls(parse_z(entry["first_utc"]), int(entry["every_sec"]),
+                   parse_z(entry["last_utc"]),
+                   (parse_z(pause[0]), parse_z(pause[1])) if pause else None)
+
+    def _paused(self, t: datetime) -> bool:
+        return self.pause is not None and self.pause[0] < t < self.pause[1]
+
+    def slots(self) -> list[datetime]:
+        n = int((self.last - self.first).total_seconds()) // self.every + 1
+        out = [self.first + timedelta(seconds=k * self.every) for k in range(n)]
+        return [t for t in out if not self._paused(t)]
+
+    def current(self, now: datetime) -> datetime:
+        """The slot a start at `now` belongs to: the latest slot at or before now (the first one
+        for a start before the window). A run is judged against it (grace)."""
+        n = int((self.last - self.first).total_seconds()) // self.every + 1
+        k = int((now - self.first).total_seconds() // self.every)
+        slot = self.first + timedelta(seconds=max(0, min(k, n - 1)) * self.every)
+        if self._paused(slot):  # inside the break: the last slot before it
+            k = int((self.pause[0] - self.first).total_seconds() // self.every)
+            slot = self.first + timedelta(seconds=k * self.every)
+        return slot
+
+
+def slot_name(slot: datetime) -> str:
+    return slot.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def record_key(session: str, slot: datetime) -> str:
+    """What stands for `session` in runstart/runrecord paths: `<session>/<slot>`."""
+    return f"{session}/{slot_name(slot)}"
+
+
+def write_new(state_dir: str, job: str, key: str, fields: dict) -> bool:
+    """Create the slot's record unless it exists (atomic: link(2) of a complete temp file).
+
+    False when the slot already has a record (a duplicate start, or a slot already judged)."""
+    path = record_path(state_dir, job, key)
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, dumps({"job": job, **fields}).encode())
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+def pointer_path(state_dir: str, job: str, session: str, invocation: str) -> str:
+    """Where the runner notes which slot this invocation judged, for ExecStopPost's --record."""
+    return os.path.join(state_dir, "runs", job, session, f".invocation-{invocation}")
+
+
+def write_pointer(state_dir: str, job: str, session: str, invocation: str | None,
+                  key: str) -> None:
+    if not invocation or not invocation.isalnum():
+        return
+    fd = os.open(pointer_path(state_dir, job, session, invocation),
+                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, key.encode())
+    finally:
+        os.close(fd)
