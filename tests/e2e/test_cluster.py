@@ -104,15 +104,16 @@ def _start_postgresql(box: Container, port: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(deb_path: Path, fake_api) -> Iterator[Cluster]:
+def cluster(release, deb_path: Path, fake_api) -> Iterator[Cluster]:
+    """The three containers of the release under test (the .deb is that release's build)."""
     require_e2e()
     port = free_port()
     with ExitStack() as stack:
-        pg = stack.enter_context(fresh_container("mt-pg"))
+        pg = stack.enter_context(fresh_container("mt-pg", suite=release.suite))
         _start_postgresql(pg, port)
         nodes = {}
         for name in NODES:
-            box = stack.enter_context(fresh_container(f"mt-{name}"))
+            box = stack.enter_context(fresh_container(f"mt-{name}", suite=release.suite))
             install_package(box, box.copy_in(deb_path))
             nodes[name] = box
         c = Cluster(pg, nodes, port, fake_api)
