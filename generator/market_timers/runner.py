@@ -289,13 +289,20 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     if not claim.ok:
         os.close(lock)
         return _already_ran(book, key, claim.holder or {}, base)
+    await_exec_time(env, scheduled)
+    return exec_job(argv, env, session, _utc(scheduled), claim, fence)
+
+
+def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, claim,
+             fence: str | None = None, **context: str) -> int:
+    """Exec the job in this process with its context (returns only when the exec failed)."""
     child_env = dict(env)
     child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1",
-                     MARKET_SCHEDULED_UTC=_utc(scheduled), MARKET_ATTEMPT=str(claim.attempt))
+                     MARKET_SCHEDULED_UTC=scheduled_text, MARKET_ATTEMPT=str(claim.attempt),
+                     **context)
     child_env.pop("MARKET_TICKET", None)
     if fence or claim.fence:
         child_env["MARKET_FENCE"] = str(fence or claim.fence)
-    await_exec_time(env, scheduled)
     try:
         os.execve(argv[0], argv, child_env)
     except OSError as e:
@@ -373,18 +380,7 @@ def run_slot(argv: list[str], env: dict, job: str, grace: int, now: datetime,
         os.close(lock)
         return _already_ran(book, key, claim.holder or {}, base)
     note(late_sec=round(late, 3), pid=os.getpid(), attempt=claim.attempt)
-    child_env = dict(env)
-    child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1", MARKET_SLOT_UTC=slot_text,
-                     MARKET_SCHEDULED_UTC=slot_text, MARKET_ATTEMPT=str(claim.attempt))
-    child_env.pop("MARKET_TICKET", None)
-    if claim.fence:
-        child_env["MARKET_FENCE"] = claim.fence
-    try:
-        os.execve(argv[0], argv, child_env)
-    except OSError as e:
-        log(ERR, f"cannot run {argv[0]}: {e.strerror}")
-        return RUNNER_ERROR
-    return RUNNER_ERROR  # not reached
+    return exec_job(argv, env, session, slot_text, claim, MARKET_SLOT_UTC=slot_text)
 
 
 def await_exec_time(env: dict, scheduled: datetime) -> None:

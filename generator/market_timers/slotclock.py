@@ -19,29 +19,12 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
+from . import flatjson
+
 
 def record_path(state_dir: str, job: str, key: str) -> str:
     """<state_dir>/runs/<job>/<session>/<slot>.json for the key `<session>/<slot>`."""
     return os.path.join(state_dir, "runs", job, f"{key}.json")
-
-
-def _value(v) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    text = str(v)
-    escaped = "".join(c if c >= " " and c not in '"\\' else f"\\u{ord(c):04x}" for c in text)
-    return f'"{escaped}"'
-
-
-def dumps(fields: dict) -> str:
-    """JSON of a flat record of names, ISO dates, numbers and None, without importing json (its
-    import costs the runner milliseconds); slotrecords.py reads it back with json."""
-    return "{" + ", ".join(f"{_value(str(k))}: {_value(v)}" for k, v in sorted(fields.items())) \
-        + "}\n"
 
 
 def parse_z(text: str) -> datetime:
@@ -123,7 +106,7 @@ def write_new(state_dir: str, job: str, key: str, fields: dict) -> bool:
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, dumps({"job": job, **fields}).encode())
+        os.write(fd, flatjson.dumps({"job": job, **fields}).encode())
     finally:
         os.close(fd)
     try:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import time
 
+from .. import flatjson
+
 DEFAULT_DIR = "/var/spool/market-timers/events"
 FALLBACK_DIR = "/run/market-timers/events"
 DIR_ENV = "MARKET_EVENTS_DIR"  # set in every job unit (render.py): <spool_dir>/events
@@ -111,23 +113,8 @@ def _write_in(directory: str, name: str, data: bytes) -> str:
     return path
 
 
-def _json(v) -> str:
-    # A flat JSON writer for the event's own values (str, int, float, None): `json` would cost
-    # a job a few milliseconds of imports for one small object.
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    text = str(v)
-    return '"' + "".join(c if c >= " " and c not in '"\\' else f"\\u{ord(c):04x}"
-                         for c in text) + '"'
-
-
 def dumps(event: dict) -> str:
-    return "{" + ", ".join(f"{_json(str(k))}: {_json(v)}" for k, v in sorted(event.items())) \
-        + "}\n"
+    return flatjson.dumps(event)
 
 
 def write(event: dict, dirs: list[str] | None = None) -> str:
