@@ -159,7 +159,18 @@ def run(argv: list[str], env: dict) -> int:
         now = datetime.now(UTC)
         schedule = slotclock.Schedule.from_env(env)  # a periodic job: judge the slot
         if schedule is not None:
-            return run_slot(argv, env, job, grace, now, schedule)
+            try:
+                return run_slot(argv, env, job, grace, now, schedule)
+            except DatabaseError as e:  # the cluster ledger (run_slot takes no cluster lock)
+                if env.get("MARKET_ON_DB_UNREACHABLE", "skip") != "run":
+                    log(ERR, f"cannot reach the cluster ledger ({e}); not running this slot of "
+                             f"{job}: on_db_unreachable = skip (another node may run it)")
+                    return LEDGER_UNREACHABLE
+                log(WARNING, f"cannot reach the cluster ledger ({e}); running this slot of "
+                             f"{job} anyway (on_db_unreachable = run): another node may run it "
+                             "too")
+                return run_slot(argv, dict(env, MARKET_LEDGER="local"), job, grace, now,
+                                schedule)
         scheduled = scheduled_instant(env, now)
         session = env.get("MARKET_SESSION") or scheduled.date().isoformat()
         key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))

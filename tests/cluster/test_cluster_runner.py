@@ -153,3 +153,31 @@ def test_record_finishes_the_cluster_attempt(tmp_path, dsn):
     subprocess.run([*RUNNER, "--record"], env=env, timeout=30, check=True)
     (attempt,) = pg.PostgresLedger(dsn, "x").attempts(Key("closing-orders", SESSION))
     assert attempt["result"] == "exit-code" and attempt["exit_status"] == "1"
+
+
+def _periodic(env: dict) -> dict:
+    """A periodic job's context: a slot every 60 s, the current one just started."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    first = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    last = datetime.fromtimestamp(now.timestamp() + 3600, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    env = dict(env, MARKET_SLOT_EVERY_SEC="60", MARKET_SLOT_FIRST_UTC=first,
+               MARKET_SLOT_LAST_UTC=last, MARKET_SESSION=now.date().isoformat(),
+               MARKET_GRACE_SEC="3600")
+    env.pop("MARKET_SCHEDULED_UTC", None)
+    return env
+
+
+def test_a_periodic_slot_with_the_database_unreachable_is_skipped_or_run_as_configured(tmp_path):
+    down = f"host=127.0.0.1 port={free_port()} dbname=mt user=mt password=pw"
+    marker = tmp_path / "ran"
+    skip = subprocess.run([*RUNNER, "--", "/usr/bin/touch", str(marker)], capture_output=True,
+                          text=True, timeout=30,
+                          env=_periodic(node_env(tmp_path, down, "ny4-a", job="cycle")))
+    assert skip.returncode == exitcodes.LEDGER_UNREACHABLE, skip.stderr
+    assert not marker.exists() and "Traceback" not in skip.stderr
+    run = subprocess.run([*RUNNER, "--", "/usr/bin/touch", str(marker)], capture_output=True,
+                         text=True, timeout=30,
+                         env=_periodic(node_env(tmp_path, down, "ny4-a", job="cycle",
+                                                mode="run")))
+    assert run.returncode == 0, run.stderr
+    assert marker.exists() and "another node may run it too" in run.stderr
