@@ -144,7 +144,7 @@ def test_the_refused_keys_and_events_are_named():
 
 
 def test_the_watch_keys_are_described():
-    watch_config = pytest.importorskip("market_timers.watch_config")
+    watch_config = pytest.importorskip("market_timers.watch.config")
     missing = sorted(set(watch_config.KEYS) - set(tags(source(MAN5))))
     assert not missing, f"[watch] keys without a .TP entry in {MAN5.name}: {missing}"
 

@@ -361,7 +361,8 @@ class QuietSystemctl:
 
 
 def test_sync_and_refresh_write_the_plan_and_the_calendar_data_end(setup):
-    from market_timers import calendars, refresh, sync
+    from market_timers import calendars, sync
+    from market_timers.watch import refresh
 
     cfg = setup(CONFIG + '[[job]]\nname = "shanghai"\ncalendar = "XSHG"\nevent = "open"\n'
                 'command = ["/usr/bin/true"]\n')
@@ -385,7 +386,7 @@ def test_sync_and_refresh_write_the_plan_and_the_calendar_data_end(setup):
 
 
 def test_a_dead_man_pass_counts_a_missed_session(setup):
-    from market_timers import deadman
+    from market_timers.watch import deadman
 
     cfg = setup()
     write_plan(cfg, [("signal", "2025-11-25", "2025-11-25T20:45:00Z")])

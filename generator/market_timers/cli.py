@@ -440,7 +440,8 @@ def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
 
 
 def cmd_refresh(args) -> int:
-    from . import config, refresh
+    from . import config
+    from .watch import refresh
 
     # The refresh loads the config itself: a broken config must alert, not just exit 2.
     return refresh.main_from_path(config.config_path(args.config), args.now)
@@ -522,8 +523,8 @@ COMMANDS = {
     "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True, alert_path=True),
     "digest": cmd_digest,
     "refresh": cmd_refresh,
-    "deadman": _delegate("deadman", "command", "now", service_user=True, alert_path=True),
-    "status": _delegate("status", "command", "session", "json", "now"),
+    "deadman": _delegate("watch.deadman", "command", "now", service_user=True, alert_path=True),
+    "status": _delegate("watch.status", "command", "session", "json", "now"),
     "event": cmd_event,
     "incidents": cmd_incidents,
     "run": _delegate("manual_run", "command", "job", "session", "force", check_calendars=True),

@@ -242,7 +242,7 @@ def parse(raw: dict, problems: Problems) -> Config:
     from .alerts.config import parse_alerts
 
     cfg.alerts = parse_alerts(raw.get("alerts"), problems)
-    from .watch_config import parse_watch
+    from .watch.config import parse_watch
 
     cfg.watch = parse_watch(raw.get("watch"), problems)
     from .metrics_config import parse_metrics

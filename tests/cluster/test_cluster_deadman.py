@@ -13,10 +13,10 @@ from tests.fakes.pgserver import free_port
 from tests.watch.conftest import THANKSGIVING_CONFIG, AlertRecorder, FakeSystemctl, utc
 
 from market_timers import config as config_mod
-from market_timers import deadman, status
 from market_timers import sync as sync_mod
 from market_timers.ledger import Key
 from market_timers.ledger import postgresql as pg
+from market_timers.watch import deadman, status
 
 SESSION = "2025-11-25"  # signal due 20:45 UTC, missed after 20:52:30
 AFTER_DEADLINE = utc("2025-11-25T22:00:00Z")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from market_timers import status
 from market_timers.events.store import Store
+from market_timers.watch import status
 
 
 class NoSystemctl:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import calendars, refresh, status
+from market_timers import calendars
 from market_timers.errors import ConfigError
+from market_timers.watch import refresh, status
 
 XSHG = """
 calendar = "XSHG"
@@ -124,7 +125,7 @@ def test_refresh_alerts_a_bad_override_instead_of_crashing(make_config, fake_sys
 
 
 def test_only_calendars_py_imports_exchange_calendars():
-    package = Path(refresh.__file__).parent
+    package = Path(calendars.__file__).parent  # the whole package, watch/ included
     importers = set()
     for path in package.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

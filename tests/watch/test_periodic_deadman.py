@@ -11,8 +11,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from market_timers import deadman, slotclock, slotrecords, status
+from market_timers import slotclock, slotrecords
 from market_timers import sync as sync_mod
+from market_timers.watch import deadman, status
 
 from .conftest import utc
 

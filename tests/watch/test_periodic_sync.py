@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import date
 
-from market_timers import refresh
 from market_timers import sync as sync_mod
+from market_timers.watch import refresh
 
 from .conftest import utc
 

@@ -6,7 +6,8 @@ from datetime import date
 
 import pytest
 
-from market_timers import calendars, refresh
+from market_timers import calendars
+from market_timers.watch import refresh
 
 from .conftest import THANKSGIVING_CONFIG, utc
 

@@ -7,8 +7,9 @@ from datetime import date
 
 import pytest
 
-from market_timers import runrecord, status
+from market_timers import runrecord
 from market_timers import sync as sync_mod
+from market_timers.watch import status
 
 from .conftest import utc
 
@@ -68,7 +69,7 @@ def test_status_marks_a_deleted_timer_missing(week, fake_systemctl, capsys):
 
 def test_status_lists_the_deadmans_missed_alert_for_that_job(week, fake_systemctl, capsys):
     pytest.importorskip("market_timers.alerts.api")
-    from market_timers import deadman
+    from market_timers.watch import deadman
 
     now = utc("2025-11-25T22:00:00Z")
     fake_systemctl.now = now

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from market_timers.errors import ConfigError, Problems
-from market_timers.watch_config import WatchConfig, parse_watch, watch_of
+from market_timers.watch.config import WatchConfig, parse_watch, watch_of
 
 
 def parse(raw):

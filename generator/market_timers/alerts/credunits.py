@@ -46,7 +46,7 @@ def needed(config) -> dict[str, list[str]]:
     out = {unit: _unique(channel) for unit in CHANNEL_UNITS}
     watch = getattr(config, "watch", None)
     if watch is not None:
-        from market_timers.watch_config import DEFAULT_PING_CREDENTIAL
+        from market_timers.watch.config import DEFAULT_PING_CREDENTIAL
 
         ping = getattr(watch, "ping_credential", "") or ""
         if ping and ping != DEFAULT_PING_CREDENTIAL:

@@ -169,7 +169,7 @@ def _read_snapshot(state_dir: Path):
     if not isinstance(doc, dict) or doc.get("version") != VERSION:
         return None
     from market_timers.alerts.config import parse_alerts
-    from market_timers.watch_config import parse_watch
+    from market_timers.watch.config import parse_watch
 
     problems = Problems(str(state_dir / SNAPSHOT))
     try:

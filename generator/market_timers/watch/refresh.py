@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
-from . import config as config_mod
-from . import logsetup, metrics
-from .errors import ConfigError, Problems
-from .exitcodes import FAILURE, USAGE
-from .watch_alert import send_alert
-from .watch_config import watch_of
+from .. import config as config_mod
+from .. import logsetup, metrics
+from ..errors import ConfigError, Problems
+from ..exitcodes import FAILURE, USAGE
+from .alert import send_alert
+from .config import watch_of
 
 log = logging.getLogger("market_timers.watch")
 
@@ -98,9 +98,9 @@ def command(config, now: datetime | None = None, *, systemctl=None, alert=send_a
 def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
                 stamp_dir: Path | None = None, data_vintage=None,
                 last_session_of=None) -> RefreshResult:
-    from . import calendars
-    from . import sync as sync_mod
-    from .plan import utcnow
+    from .. import calendars
+    from .. import sync as sync_mod
+    from ..plan import utcnow
 
     now = now or utcnow()
     result = RefreshResult()
@@ -183,8 +183,8 @@ def _hms(text: str) -> str:
 
 def describe_changes(config, changes) -> list[tuple[str, str, str]]:
     """(calendar, session, line) for each Change sync reported, worded for people."""
-    from . import calendars
-    from .plan import _override
+    from .. import calendars
+    from ..plan import _override
 
     jobs = {j.name: j for j in config.jobs}
     closed: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -234,7 +234,7 @@ def _grouped(diffs) -> dict[tuple[str, str], list[str]]:
 def calendar_end_warnings(config, now: datetime, last_session_of=None, warn_days: int = 45,
                           skip=frozenset()) -> list[tuple[str, str]]:
     """(calendar, text) for each calendar of the config whose data ends within `warn_days`."""
-    from . import calendars
+    from .. import calendars
 
     last_session_of = last_session_of or calendars.last_session
     out = []
@@ -258,7 +258,7 @@ def end_warning(cal: str, last: date | None, today: date, warn_days: int) -> str
     with `status`."""
     if last is None or warn_days <= 0 or (last - today).days > warn_days:
         return None
-    from . import calendars
+    from .. import calendars
 
     when = "has passed" if last < today else f"is in {(last - today).days} day(s)"
     return (f"calendar {cal}: the installed exchange_calendars {calendars.version()} has "
@@ -276,7 +276,7 @@ def data_vintage() -> tuple[date, str] | None:
     announced, around December of Y-1. That is the estimate; the end of the table is the
     calendar's public bound (calendars.data_limits).
     """
-    from . import calendars
+    from .. import calendars
 
     try:
         end = calendars.data_limits(YEARLY_TABLE_CALENDAR)[1]
@@ -407,7 +407,7 @@ def _as_user(config, fn) -> None:
 def _lenient_config(path, problems=()) -> config_mod.Config:
     """Enough of a broken config to route its alert: the last good snapshot of what alerting
     needs (alerts/snapshot.py), else the file's own [alerts], state and spool dirs."""
-    from .alerts import snapshot
+    from ..alerts import snapshot
 
     try:
         return snapshot.degraded(path, tuple(problems))

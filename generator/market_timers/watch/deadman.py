@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from . import logsetup, metrics, runrecord, safefs
-from .instants import iso, parse_iso
-from .ledger import Key
-from .ledger.errors import DatabaseError
-from .systemctl import Systemctl
-from .watch_alert import send_alert
-from .watch_config import WatchConfig, watch_of
+from .. import logsetup, metrics, runrecord, safefs
+from ..instants import iso, parse_iso
+from ..ledger import Key
+from ..ledger.errors import DatabaseError
+from ..systemctl import Systemctl
+from .alert import send_alert
+from .config import WatchConfig, watch_of
 
 REFRESH_OVERDUE = timedelta(hours=26)  # market-refresh.timer runs daily (and at boot)
 log = logging.getLogger("market_timers.watch")
@@ -265,8 +265,8 @@ def _periodic(config, entry: dict, now: datetime, watch: WatchConfig, state_dir:
               result: PassResult, alert) -> None:
     """A periodic job's session: record the skipped slots, the session's one skip warning, and a
     finding when no slot has started for stall_after (or none at all in the session)."""
-    from .slotclock import Schedule
-    from .slotrecords import account, stall, warn_once
+    from ..slotclock import Schedule
+    from ..slotrecords import account, stall, warn_once
 
     schedule = Schedule.from_plan(entry)
     job = next((j for j in config.jobs if j.name == entry["job"]), None)
@@ -298,7 +298,7 @@ def _periodic(config, entry: dict, now: datetime, watch: WatchConfig, state_dir:
 
 def _prune_slot_records(config, state_dir: Path, now: datetime) -> None:
     """Periodic jobs' slot records older than retention_days go (hundreds per session)."""
-    from .slotrecords import prune
+    from ..slotrecords import prune
 
     before = (now - timedelta(days=config.retention_days + 1)).date().isoformat()
     for job in config.jobs:
@@ -375,7 +375,7 @@ def _save_state(state_dir: Path, state: dict) -> None:
 # External heartbeat -------------------------------------------------------------------------
 
 def ping_url(watch: WatchConfig, env: dict | None = None) -> str | None:
-    from .alerts.credentials import read_credential
+    from ..alerts.credentials import read_credential
 
     return read_credential(watch.ping_credential, env)
 
@@ -410,7 +410,7 @@ def send_ping(url: str, *, fail: bool, body: str = "", timeout: float = 5.0) -> 
     an exception text that could embed it (a control character in the URL used to put the
     whole URL into the journal through the exception text). A 3xx is not a ping received.
     """
-    from .alerts.httppost import PostError, post
+    from ..alerts.httppost import PostError, post
 
     target = url.rstrip("/") + "/fail" if fail else url
     what = " /fail" if fail else ""
@@ -439,8 +439,8 @@ def send_ping(url: str, *, fail: bool, body: str = "", timeout: float = 5.0) -> 
 def command(config, now: datetime | None = None) -> int:
     """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
     logsetup.setup()
-    from .alerts.snapshot import announce
-    from .plan import utcnow
+    from ..alerts.snapshot import announce
+    from ..plan import utcnow
 
     now = now or utcnow()
     try:  # a broken live config is a critical alert of its own (once per content)

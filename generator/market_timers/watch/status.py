@@ -39,10 +39,10 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from . import runrecord
+from .. import runrecord
+from ..systemctl import Systemctl
+from .config import watch_of
 from .deadman import deadline, iso, parse_iso, read_plan, timer_state
-from .systemctl import Systemctl
-from .watch_config import watch_of
 
 # The alert layer's session events for an alert: spooled and sent at once ("alert"), kept for the
 # digest, folded into an earlier one (dedup window), or recorded only (no [alerts] / kind off).
@@ -52,7 +52,7 @@ ALERT_EVENTS = ("alert", "digest", "deduplicated", "silent")
 def collect(config, session=None, now: datetime | None = None, *,
             systemctl: Systemctl | None = None) -> dict | None:
     """The status document, or None when sync has never written a plan."""
-    from .plan import utcnow
+    from ..plan import utcnow
 
     now = now or utcnow()
     state_dir = Path(config.state_dir)
@@ -107,7 +107,7 @@ def collect(config, session=None, now: datetime | None = None, *,
 
 def _read(state_dir: Path, entry: dict, book):
     """The record (any node's, in cluster mode), None, or the DatabaseError that stopped it."""
-    from .ledger.errors import DatabaseError
+    from ..ledger.errors import DatabaseError
 
     try:
         return runrecord.read(state_dir, entry["job"], entry["session"], book)
@@ -119,7 +119,7 @@ def calendar_warnings(config, now: datetime) -> list[str]:
     """The refresh's data-end warning for each calendar of the config ([watch]
     calendar_warn_days), so that `status` shows it too. Never breaks status."""
     try:
-        from . import calendars
+        from .. import calendars
         from .refresh import end_warning
 
         warn_days = watch_of(config).calendar_warn_days
@@ -140,8 +140,8 @@ def calendar_warnings(config, now: datetime) -> list[str]:
 
 def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
     """`slots`: total, ran, skipped (by cause), ahead; `result` says it in a few words."""
-    from .slotclock import Schedule
-    from .slotrecords import account
+    from ..slotclock import Schedule
+    from ..slotrecords import account
 
     try:
         s = account(state_dir, entry["job"], entry["session"], Schedule.from_plan(entry),
@@ -165,7 +165,7 @@ def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
 
 def _incidents(config, session: str) -> dict:
     """The session's incidents and counted events (events of the trading system)."""
-    from .events.report import session_doc
+    from ..events.report import session_doc
 
     return session_doc(config.state_dir, session)
 
@@ -193,7 +193,7 @@ def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
 
 def _alert_events(config):
     try:
-        from .alerts.state import AlertState
+        from ..alerts.state import AlertState
 
         state = AlertState(Path(config.state_dir))
     except Exception:
@@ -217,7 +217,7 @@ def _alert_events(config):
 
 def _outbox(config) -> dict:
     try:
-        from .alerts.commands import outbox_summary
+        from ..alerts.commands import outbox_summary
 
         return outbox_summary(config)
     except Exception:
@@ -255,7 +255,7 @@ def table(doc: dict) -> str:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [head, *rows]]
-    from .events.report import count_line, incident_line
+    from ..events.report import count_line, incident_line
 
     for s in doc["sessions"]:
         for line in [*map(incident_line, s.get("incidents", [])),

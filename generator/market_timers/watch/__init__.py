@@ -1,0 +1,1 @@
+"""The watch: the dead-man check (miss -> deadman), the daily refresh and `status`."""
