@@ -239,7 +239,7 @@ def _read_plan(state_dir: Path) -> dict:
 def catch_up(config, state: State, records: list[dict], plan: dict, now: datetime) -> None:
     """Append to the history what it does not have yet: finished runs, sessions now missed."""
     from .watch.config import watch_of
-    from .watch.deadman import deadline
+    from .watch.fires import deadline
 
     known = {e["key"] for e in state.history()}
     new = []

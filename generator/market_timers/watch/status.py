@@ -40,9 +40,10 @@ from datetime import datetime
 from pathlib import Path
 
 from .. import runrecord
+from ..instants import iso, parse_iso
 from ..systemctl import Systemctl
 from .config import watch_of
-from .deadman import deadline, iso, parse_iso, read_plan, timer_state
+from .fires import deadline, read_plan, timer_state
 
 # The alert layer's session events for an alert: spooled and sent at once ("alert"), kept for the
 # digest, folded into an earlier one (dedup window), or recorded only (no [alerts] / kind off).

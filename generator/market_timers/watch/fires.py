@@ -1,0 +1,43 @@
+"""A planned fire as the watch reads it: plan.json, when a fire counts as missed, its timer's state.
+
+Shared by the dead-man pass, `status` and the metrics (which count missed sessions the same way).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from .. import safefs
+from ..instants import parse_iso
+
+PLAN_FILE = "plan.json"
+
+
+def read_plan(state_dir: Path) -> dict | None:
+    """plan.json as written by sync, or None when sync has never run."""
+    try:
+        return json.loads(safefs.read_bytes(Path(state_dir) / PLAN_FILE, base=state_dir))
+    except FileNotFoundError:
+        return None
+
+
+def deadline(entry: dict, slack_sec: int) -> datetime:
+    """When a planned run with no record becomes "missed": instant + grace + timeout + slack."""
+    return parse_iso(entry["fire_utc"]) + timedelta(
+        seconds=int(entry.get("grace_sec", 0)) + int(entry.get("timeout_sec", 0)) + slack_sec)
+
+
+def timer_state(props: dict[str, str]) -> str:
+    """waiting | elapsed | missing | inactive | unknown | <LoadState>/<ActiveState>/<SubState>."""
+    load, active, sub = (props.get(k, "") for k in ("LoadState", "ActiveState", "SubState"))
+    if not load:
+        return "unknown"
+    if load == "not-found":
+        return "missing"
+    if load == "loaded" and active == "active":
+        return sub if sub in ("waiting", "elapsed") else f"active/{sub or '?'}"
+    if load == "loaded" and active in ("inactive", "failed"):
+        return active
+    return f"{load}/{active or '?'}/{sub or '?'}"

@@ -1,0 +1,59 @@
+"""The dead-man pass for periodic jobs (`every`): a session is judged by its slots.
+
+The slot records (this node's) are accounted: skipped slots recorded, the session's one skip
+warning raised, and a finding when no slot has started for `stall_after` (or none at all in the
+session). Old slot records go after retention_days (hundreds per session).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from .config import WatchConfig
+from .findings import Finding, PassResult
+
+
+def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_dir: Path,
+                  result: PassResult, alert) -> None:
+    """A periodic job's session: record the skipped slots, the session's one skip warning, and a
+    finding when no slot has started for stall_after (or none at all in the session)."""
+    from ..slotclock import Schedule
+    from ..slotrecords import account, stall, warn_once
+
+    schedule = Schedule.from_plan(entry)
+    job = next((j for j in config.jobs if j.name == entry["job"]), None)
+    periodic = getattr(job, "periodic", None)
+    stall_after = periodic.stall_after if periodic else 5 * schedule.every
+    grace = int(entry.get("grace_sec", 0))
+    horizon = schedule.last + timedelta(seconds=max(stall_after, grace) + watch.slack_sec + 3600)
+    if now < schedule.first or now > horizon:
+        return
+    summary = account(state_dir, entry["job"], entry["session"], schedule, grace, now)
+
+    def raise_(cfg, **kw):  # send_alert has no `details`
+        kw.pop("details", None)
+        return alert(cfg, **kw)
+
+    warn_once(config, entry["job"], entry["session"], summary, entry.get("severity"), state_dir,
+              now=now, raise_alert=raise_)
+    found = stall(entry, summary, stall_after, now, watch.slack_sec + grace)
+    if found is None and not summary.ran and not summary.ahead \
+            and now > schedule.last + timedelta(seconds=grace + watch.slack_sec):
+        found = (f"missed:{entry['job']}:{entry['session']}",
+                 f"{entry['job']} ({entry.get('calendar', '?')} {entry['session']}) ran none of "
+                 f"its {summary.total} slots ({entry['first_utc']} .. {entry['last_utc']}).")
+    if found is not None:  # a stall is critical whatever the job's own severity (which is for
+        # its failures and skips); [alerts] overrides can still lower it for this job
+        result.findings.append(Finding("missed", found[0], entry["job"], entry["session"],
+                                       found[1], "critical"))
+
+
+def prune_records(config, state_dir: Path, now: datetime) -> None:
+    """Periodic jobs' slot records older than retention_days go (hundreds per session)."""
+    from ..slotrecords import prune
+
+    before = (now - timedelta(days=config.retention_days + 1)).date().isoformat()
+    for job in config.jobs:
+        if getattr(job, "periodic", None) is not None:
+            prune(state_dir, job.name, before)
