@@ -440,21 +440,12 @@ def _as_state_owner(state_dir: Path, fn) -> None:
     if os.geteuid() != 0 or st is None or st.st_uid == 0:
         fn()
         return
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setgroups([])
-            os.setgid(st.st_gid)
-            os.setuid(st.st_uid)
-            fn()
-            code = 0
-        except BaseException as e:
-            log.warning("metrics: cannot write as uid %d: %s: %s", st.st_uid, type(e).__name__, e)
-        finally:
-            logging.shutdown()
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    from .privileges import run_as
+
+    def failed(e: BaseException) -> None:
+        log.warning("metrics: cannot write as uid %d: %s: %s", st.st_uid, type(e).__name__, e)
+
+    status = run_as(st.st_uid, st.st_gid, fn, on_error=failed)
     if status:
         raise OSError(f"writing the metrics as uid {st.st_uid} failed (status {status})")
 

@@ -6,15 +6,20 @@ owning: a root-owned file there would break the next handler run. So as root the
 to that user first. Secrets stay root-only (0600 in /etc/credstore): the ones the command may need
 are copied into a private directory owned by the user, the way LoadCredential= hands them to the
 units, and removed at exit.
+
+`run_as` is the other way: a root process (sync, the refresh) that must stay root runs one piece
+of work as another user in a forked child (the refresh's alerts, the metrics' files).
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import pwd
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .alerts.credentials import OVERRIDE
@@ -74,3 +79,35 @@ def _hand_over_credentials(names: list[str], user: pwd.struct_passwd) -> None:
     os.chown(directory, user.pw_uid, user.pw_gid)
     os.environ[OVERRIDE] = str(directory)
     atexit.register(shutil.rmtree, directory, True)
+
+
+def run_as(uid: int, gid: int, fn: Callable[[], object], *,
+           on_error: Callable[[BaseException], object] | None = None) -> int:
+    """Run fn() as uid/gid; the wait status (0: fn returned).
+
+    As root: in a forked child that drops to uid/gid with no supplementary groups first, so the
+    caller stays root and what fn writes is that user's. An exception in the child is passed to
+    `on_error` (called there, inside the `except`, so it may log the traceback) and makes the
+    status non-zero; the child never returns into the caller's code (os._exit). Not root: no user
+    can be switched to, so fn() runs here, as we are, and its exceptions reach the caller.
+    """
+    if os.geteuid() != 0:
+        fn()
+        return 0
+    pid = os.fork()
+    if pid == 0:  # child: become the user, do the work, leave
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            fn()
+            code = 0
+        except BaseException as e:
+            if on_error is not None:
+                on_error(e)
+        finally:
+            logging.shutdown()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return status

@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from market_timers import calendars
-from market_timers.watch import refresh
+from market_timers.watch import calendar_warnings, refresh
 
 from .conftest import THANKSGIVING_CONFIG, utc
 
@@ -129,19 +129,19 @@ def test_calendar_ending_inside_the_horizon_warns(make_config, fake_systemctl, a
 
 def test_calendar_ending_a_year_ahead_does_not_warn(make_config):
     config = make_config()
-    assert refresh.calendar_end_warnings(config, FIRST, lambda cal: date(2026, 12, 1)) == []
+    assert calendar_warnings.calendar_end_warnings(config, FIRST, lambda cal: date(2026, 12, 1)) == []
 
 
 def test_calendar_data_older_than_max_age_warns_and_fresher_does_not():
     made = (date(2024, 12, 1), "exchange_calendars 9.9 knows XSHG holidays up to 2025-12-31")
-    old = refresh.data_age_warning(utc("2026-01-05T06:00:00Z"), 365, made)
+    old = calendar_warnings.data_age_warning(utc("2026-01-05T06:00:00Z"), 365, made)
     assert old and "about 400 days old" in old and "calendar_max_age_days = 365" in old
-    assert refresh.data_age_warning(utc("2025-06-01T06:00:00Z"), 365, made) is None
-    assert refresh.data_age_warning(utc("2030-01-01T06:00:00Z"), 0, made) is None  # 0 = off
+    assert calendar_warnings.data_age_warning(utc("2025-06-01T06:00:00Z"), 365, made) is None
+    assert calendar_warnings.data_age_warning(utc("2030-01-01T06:00:00Z"), 0, made) is None  # 0 = off
 
 
 def test_data_vintage_of_the_installed_exchange_calendars_is_a_past_december():
-    found = refresh.data_vintage()
+    found = calendar_warnings.data_vintage()
     assert found is not None
     made, how = found
     assert made.month == 12 and "exchange_calendars" in how

@@ -1,8 +1,7 @@
 """`market-timers refresh` (market-refresh.timer: daily at 06:00 UTC and once after boot).
 
-A refresh is a `sync` that tells people what changed and what is wrong:
-
-Alerts are spooled, not sent: market-outbox.timer delivers them (the refresh has no network).
+A refresh is a `sync` that tells people what changed and what is wrong. Alerts are spooled, not
+sent: market-outbox.timer delivers them (the refresh has no network).
 
 * calendar changes: a planned session that disappeared (a new holiday, a closure override) or a
   fire that moved (a new early close). sync has already removed the affected timers without firing
@@ -22,18 +21,20 @@ Alerts are spooled, not sent: market-outbox.timer delivers them (the refresh has
   planned; the installed exchange_calendars is getting old (`[watch] calendar_max_age_days`): a
   warning.
 
+Here: the flow, its failures and how it raises alerts (as the package user, privileges.run_as).
+The wording of the changes: changes.py; the calendar data warnings: calendar_warnings.py; once a
+day: oncedaily.py.
+
 `main_from_path(path, now)` loads the config itself, so that a config that does not load still
 alerts (through its own [alerts] table, read leniently); the CLI calls it for `refresh`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
 import pwd
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -42,15 +43,14 @@ from .. import config as config_mod
 from .. import logsetup, metrics
 from ..errors import ConfigError, Problems
 from ..exitcodes import FAILURE, USAGE
+from ..privileges import run_as
 from .alert import send_alert
+from .calendar_warnings import calendar_end_warnings, data_age_warning
+from .changes import describe_changes, grouped
 from .config import watch_of
+from .oncedaily import first_today
 
 log = logging.getLogger("market_timers.watch")
-
-# Calendars whose holidays exchange_calendars keeps as yearly tables (the exchange announces them
-# a year at a time): the table's end tells how recent the installed data is.
-YEARLY_TABLE_CALENDAR = "XSHG"
-WARNED_FILE = "calendar-warned.json"  # in state_dir: calendar -> the day it was last warned about
 
 
 @dataclass
@@ -62,8 +62,6 @@ class RefreshResult:
     warnings: list[str] = field(default_factory=list)  # calendar age / end
     failures: list = field(default_factory=list)  # plan.CalendarFailure: calendars not planned
     sync: object = None
-
-
 
 
 # entry points ---------------------------------------------------------------------------------
@@ -126,7 +124,7 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
         _failed(config, result, now, alert)
         return result
     result.diffs = describe_changes(config, result.sync.changes)
-    for (cal, session), lines in _grouped(result.diffs).items():
+    for (cal, session), lines in grouped(result.diffs).items():
         text = "\n".join(lines)
         digest = hashlib.sha256(text.encode()).hexdigest()[:10]
         _safe_alert(alert, config, kind="calendar-changed", severity="warning",
@@ -175,137 +173,6 @@ def _removed_note() -> str:
             "(if any) are installed. `market-timers plan` shows the plan.")
 
 
-# what changed ---------------------------------------------------------------------------------
-
-def _hms(text: str) -> str:
-    return text[11:] if len(text) == 20 else text
-
-
-def describe_changes(config, changes) -> list[tuple[str, str, str]]:
-    """(calendar, session, line) for each Change sync reported, worded for people."""
-    from .. import calendars
-    from ..plan import _override
-
-    jobs = {j.name: j for j in config.jobs}
-    closed: dict[tuple[str, str], list[str]] = defaultdict(list)
-    out: list[tuple[str, str, str]] = []
-    for c in changes:
-        job = jobs.get(c.job)
-        cal = getattr(c, "calendar", "") or (
-            calendars.resolve(job.calendar) if job and job.calendar else "?")
-        if c.new_utc is not None:
-            same_day = c.old_utc[:10] == c.new_utc[:10]
-            old, new = (_hms(c.old_utc), _hms(c.new_utc)) if same_day else (c.old_utc, c.new_utc)
-            out.append((cal, c.session, f"{cal} {c.session}: {c.job} moved from {old} to {new}"))
-            continue
-        if job is None:
-            out.append((cal, c.session, f"{c.session}: {c.job} is no longer in the config "
-                                        f"(was due {c.old_utc})"))
-            continue
-        day = date.fromisoformat(c.session)
-        if day in job.skip:
-            out.append((cal, c.session, f"{cal} {c.session}: {c.job} skipped by the config "
-                                        f"(was due {c.old_utc})"))
-            continue
-        try:
-            is_session = bool(calendars.sessions(cal, day, day, _override(config, cal)))
-        except calendars.CalendarError:
-            is_session = False
-        if not is_session:
-            closed[(cal, c.session)].append(f"{c.job} was due {c.old_utc}")
-        else:
-            out.append((cal, c.session, f"{cal} {c.session}: {c.job} no longer planned "
-                                        f"(was due {c.old_utc})"))
-    for (cal, session), dues in closed.items():
-        out.append((cal, session, f"{cal} {session}: closed, was a session "
-                                  f"({'; '.join(dues)})"))
-    return sorted(out)
-
-
-def _grouped(diffs) -> dict[tuple[str, str], list[str]]:
-    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for cal, session, text in diffs:
-        groups[(cal, session)].append(text)
-    return groups
-
-
-# how fresh the calendar data is -----------------------------------------------------------------
-
-def calendar_end_warnings(config, now: datetime, last_session_of=None, warn_days: int = 45,
-                          skip=frozenset()) -> list[tuple[str, str]]:
-    """(calendar, text) for each calendar of the config whose data ends within `warn_days`."""
-    from .. import calendars
-
-    last_session_of = last_session_of or calendars.last_session
-    out = []
-    names = sorted({calendars.resolve(j.calendar) for j in config.jobs if j.is_session_job})
-    for cal in names:
-        if cal in skip:
-            continue
-        try:
-            text = end_warning(cal, last_session_of(cal), now.date(), warn_days)
-        except Exception as e:  # one calendar's check must not hide the others' warnings
-            log.warning("refresh: cannot tell where %s's data ends: %s: %s", cal,
-                        type(e).__name__, e)
-            continue
-        if text:
-            out.append((cal, text))
-    return out
-
-
-def end_warning(cal: str, last: date | None, today: date, warn_days: int) -> str | None:
-    """The warning for a calendar whose last session is `last` (None: no end), or None. Shared
-    with `status`."""
-    if last is None or warn_days <= 0 or (last - today).days > warn_days:
-        return None
-    from .. import calendars
-
-    when = "has passed" if last < today else f"is in {(last - today).days} day(s)"
-    return (f"calendar {cal}: the installed exchange_calendars {calendars.version()} has "
-            f"sessions up to {last} only; its last session {when} ([watch] calendar_warn_days = "
-            f"{warn_days}). No session after it is planned, so its jobs stop running then. "
-            "Upgrade the market-timers package (a newer exchange_calendars) before that day.")
-
-
-def data_vintage() -> tuple[date, str] | None:
-    """(about when the installed exchange_calendars data was made, how we know) or None.
-
-    The package's files carry no release date (their mtimes are the install time). What it does
-    carry are holiday tables kept a year at a time, for exchanges that announce holidays yearly:
-    a release that knows XSHG's holidays up to 31 December of year Y was made once they were
-    announced, around December of Y-1. That is the estimate; the end of the table is the
-    calendar's public bound (calendars.data_limits).
-    """
-    from .. import calendars
-
-    try:
-        end = calendars.data_limits(YEARLY_TABLE_CALENDAR)[1]
-    except Exception:  # exchange_calendars broken or the calendar gone: say nothing wrong
-        return None
-    if end is None:
-        return None
-    return date(end.year - 1, 12, 1), (f"exchange_calendars {calendars.version()} knows "
-                                       f"{YEARLY_TABLE_CALENDAR} holidays up to {end}")
-
-
-def data_age_warning(now: datetime, max_age_days: int, vintage=None) -> str | None:
-    if max_age_days <= 0:
-        return None
-    found = vintage if vintage is not None else data_vintage()
-    if not found:
-        log.info("refresh: cannot tell how old the installed exchange_calendars is")
-        return None
-    made, how = found
-    age = (now.date() - made).days
-    if age <= max_age_days:
-        return None
-    return (f"the installed exchange calendar data is about {age} days old ({how}, so it dates "
-            f"from about {made:%Y-%m}), more than [watch] calendar_max_age_days = "
-            f"{max_age_days}: closures announced since (a national day of mourning, a new "
-            "holiday) are not known to it. Upgrade the market-timers package, or add them to "
-            "[overrides.<calendar>] closed = [...] meanwhile.")
-
-
 # failures -------------------------------------------------------------------------------------
 
 def _failed(config, result: RefreshResult, now, alert) -> None:
@@ -327,51 +194,21 @@ def _safe_alert(alert, config, *, once_a_day: tuple[str, date] | None = None, **
     raised only by the first refresh of that day (the refresh also runs after each boot)."""
     def raise_it() -> None:
         try:
-            if once_a_day is not None and not _first_today(config, *once_a_day):
+            if once_a_day is not None and not first_today(config, *once_a_day):
                 return
             alert(config, deliver=False, **kw)
         except Exception:
             log.exception("refresh: could not raise the %s alert", kw.get("kind"))
 
-    if alert is send_alert and _drop_to(config) is not None:
-        _as_user(config, raise_it)
-    else:
+    pw = _drop_to(config) if alert is send_alert else None
+    if pw is None:
         raise_it()
+        return
 
+    def failed(e: BaseException) -> None:
+        log.exception("refresh: could not raise an alert as %s", config.user)
 
-def _first_today(config, what: str, day: date) -> bool:
-    """True (and remembered in state_dir) unless `what` was already warned about on `day`. Runs as
-    the package user when the refresh runs as root; the file is never followed through a
-    symlink (the state dir is the package user's)."""
-    import json
-
-    path = Path(config.state_dir) / WARNED_FILE
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as f:
-            seen = json.loads(f.read() or b"{}")
-        if not isinstance(seen, dict):
-            seen = {}
-    except FileNotFoundError:
-        seen = {}
-    except (OSError, ValueError) as e:  # unreadable or garbage: warn rather than stay silent
-        log.warning("refresh: cannot read %s (%s): warning again", path, e)
-        seen = {}
-    if seen.get(what) == day.isoformat():
-        return False
-    seen[what] = day.isoformat()
-    tmp = path.with_name(f".{WARNED_FILE}.{os.getpid()}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(seen, f, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError as e:  # cannot remember: the warning may repeat, which is the safe side
-        log.warning("refresh: cannot write %s: %s", path, e)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-    return True
+    run_as(pw.pw_uid, pw.pw_gid, raise_it, on_error=failed)
 
 
 def _drop_to(config):
@@ -383,25 +220,6 @@ def _drop_to(config):
         return pwd.getpwnam(config.user)
     except (KeyError, TypeError):
         return None
-
-
-def _as_user(config, fn) -> None:
-    pw = _drop_to(config)
-    pid = os.fork()
-    if pid == 0:  # child: become the package user, raise the alert, leave
-        code = 1
-        try:
-            os.setgroups([])
-            os.setgid(pw.pw_gid)
-            os.setuid(pw.pw_uid)
-            fn()
-            code = 0
-        except BaseException:
-            log.exception("refresh: could not raise an alert as %s", config.user)
-        finally:
-            logging.shutdown()
-            os._exit(code)
-    os.waitpid(pid, 0)
 
 
 def _lenient_config(path, problems=()) -> config_mod.Config:

@@ -42,6 +42,7 @@ from pathlib import Path
 from .. import runrecord
 from ..instants import iso, parse_iso
 from ..systemctl import Systemctl
+from .calendar_warnings import status_warnings
 from .config import watch_of
 from .fires import deadline, read_plan, timer_state
 
@@ -100,7 +101,7 @@ def collect(config, session=None, now: datetime | None = None, *,
     doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
            "sessions": [{"session": s, "jobs": jobs, **_incidents(config, s)}
                         for s, jobs in sorted(sessions.items())],
-           "outbox": _outbox(config), "calendar_warnings": calendar_warnings(config, now)}
+           "outbox": _outbox(config), "calendar_warnings": status_warnings(config, now)}
     if getattr(config, "cluster", None) is not None:
         doc["cluster"] = {"node": config.cluster.node, "ledger_error": ledger_error}
     return doc
@@ -114,29 +115,6 @@ def _read(state_dir: Path, entry: dict, book):
         return runrecord.read(state_dir, entry["job"], entry["session"], book)
     except DatabaseError as e:
         return e
-
-
-def calendar_warnings(config, now: datetime) -> list[str]:
-    """The refresh's data-end warning for each calendar of the config ([watch]
-    calendar_warn_days), so that `status` shows it too. Never breaks status."""
-    try:
-        from .. import calendars
-        from .refresh import end_warning
-
-        warn_days = watch_of(config).calendar_warn_days
-        names = {j.calendar for j in config.jobs if j.is_session_job and j.calendar}
-    except Exception:
-        return []
-    out = []
-    for name in sorted(names):
-        try:
-            cal = calendars.resolve(name)
-            text = end_warning(cal, calendars.last_session(cal), now.date(), warn_days)
-        except Exception as e:  # a calendar that does not build: say so rather than nothing
-            text = f"calendar {name}: cannot tell where its data ends: {e}"
-        if text and text not in out:
-            out.append(text)
-    return out
 
 
 def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:

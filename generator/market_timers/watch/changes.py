@@ -1,0 +1,64 @@
+"""What a sync changed, worded for people: the refresh's "calendar-changed" alerts.
+
+sync reports each fire it removed or moved (a Change); here each becomes one line, grouped by
+(calendar, session) into one alert:
+    XNYS 2027-01-09: closed, was a session (signal was due 2027-01-09T20:45:00Z)
+    XNYS 2026-12-24: signal moved from 20:45:00Z to 17:45:00Z
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date
+
+
+def _hms(text: str) -> str:
+    return text[11:] if len(text) == 20 else text
+
+
+def describe_changes(config, changes) -> list[tuple[str, str, str]]:
+    """(calendar, session, line) for each Change sync reported, worded for people."""
+    from .. import calendars
+    from ..plan import _override
+
+    jobs = {j.name: j for j in config.jobs}
+    closed: dict[tuple[str, str], list[str]] = defaultdict(list)
+    out: list[tuple[str, str, str]] = []
+    for c in changes:
+        job = jobs.get(c.job)
+        cal = getattr(c, "calendar", "") or (
+            calendars.resolve(job.calendar) if job and job.calendar else "?")
+        if c.new_utc is not None:
+            same_day = c.old_utc[:10] == c.new_utc[:10]
+            old, new = (_hms(c.old_utc), _hms(c.new_utc)) if same_day else (c.old_utc, c.new_utc)
+            out.append((cal, c.session, f"{cal} {c.session}: {c.job} moved from {old} to {new}"))
+            continue
+        if job is None:
+            out.append((cal, c.session, f"{c.session}: {c.job} is no longer in the config "
+                                        f"(was due {c.old_utc})"))
+            continue
+        day = date.fromisoformat(c.session)
+        if day in job.skip:
+            out.append((cal, c.session, f"{cal} {c.session}: {c.job} skipped by the config "
+                                        f"(was due {c.old_utc})"))
+            continue
+        try:
+            is_session = bool(calendars.sessions(cal, day, day, _override(config, cal)))
+        except calendars.CalendarError:
+            is_session = False
+        if not is_session:
+            closed[(cal, c.session)].append(f"{c.job} was due {c.old_utc}")
+        else:
+            out.append((cal, c.session, f"{cal} {c.session}: {c.job} no longer planned "
+                                        f"(was due {c.old_utc})"))
+    for (cal, session), dues in closed.items():
+        out.append((cal, session, f"{cal} {session}: closed, was a session "
+                                  f"({'; '.join(dues)})"))
+    return sorted(out)
+
+
+def grouped(diffs) -> dict[tuple[str, str], list[str]]:
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for cal, session, text in diffs:
+        groups[(cal, session)].append(text)
+    return groups
