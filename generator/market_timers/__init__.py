@@ -5,8 +5,8 @@ The five flows, each in one place:
 * plan -> units:     config.py, calendars.py, plan.py, render.py (sync.py installs them)
 * timer -> run:      runner.py (hot path: no pandas, no exchange_calendars), jobnotify.py
 * failure -> alert:  alerts/ (handler.py, router.py, outbox.py, channels/)
-* miss -> deadman:   deadman.py, runrecord.py
-* refresh:           sync.py (run daily by market-refresh.timer)
+* miss -> deadman:   watch/deadman.py (market-deadman.timer, every minute), runrecord.py
+* refresh:           watch/refresh.py (market-refresh.timer, daily), which runs sync.py
 """
 
 __version__ = "0.1.0"

@@ -124,7 +124,7 @@ def test_a_credential_name_that_could_inject_a_directive_is_a_config_error(write
 
 
 def test_a_watch_credential_that_is_not_loadable_never_reaches_a_unit(write_config, capsys):
-    # watch_config refuses only '/' in this name; the drop-in is stricter
+    # watch/config.py refuses only '/' in this name; the drop-in is stricter
     cfg = config.load(write_config(RENAMED.replace('"hc-url"', '"hc\\nExecStartPre=evil"')))
     text = credunits.render(cfg)["market-deadman.service"]
     assert "evil" not in text and "not loadable" in capsys.readouterr().err
