@@ -242,6 +242,18 @@ def test_sleep_until_spins_the_last_stretch_instead_of_sleeping(monkeypatch):
     assert sleeps == [] and clock["t"] >= 100.5
 
 
+def test_the_runner_returns_to_nice_0_as_its_sleep_ends_not_at_the_instant(monkeypatch):
+    """Lowering a running task's priority forces a reschedule: done at the instant it handed
+    the CPU to other units starting then. It is done as the sleep ends, before the spin."""
+    clock, sleeps = _fake_clock(monkeypatch, 100.0)
+    seen = []
+    monkeypatch.setattr(runner, "normal_priority", lambda: seen.append(clock["t"]))
+    runner.await_exec_time({"MARKET_LEAD_SEC": "2"},
+                           datetime.fromtimestamp(101.0, UTC))
+    assert seen and seen[0] <= 101.0 - instant_wait.SPIN + 1e-3
+    assert clock["t"] >= 101.0
+
+
 def test_wait_for_instant(monkeypatch):
     monkeypatch.delenv("MARKET_SCHEDULED_UTC", raising=False)
     assert jobnotify.wait_for_instant() is None  # run by hand: nothing to wait for
