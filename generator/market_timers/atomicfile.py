@@ -56,20 +56,17 @@ def write(path: str | os.PathLike, data: bytes | str, *, sync: str = DURABLE,
           mode: int = 0o640, make_dirs: bool = False) -> None:
     """Replace the file at `path` with `data` (str: UTF-8). `make_dirs`: create its parent."""
     directory, name = os.path.split(os.fspath(path))
-    directory = directory or "."
-    if make_dirs:
-        os.makedirs(directory, exist_ok=True)
-    _write(None, directory, name, data, sync, mode)
+    _write(None, directory or ".", name, data, sync, mode, make_dirs)
 
 
 def write_at(dir_fd: int, name: str, data: bytes | str, *, sync: str = DURABLE,
              mode: int = 0o640) -> None:
     """Replace the file `name` in the directory open as `dir_fd` (safefs, the ledger)."""
-    _write(dir_fd, "", name, data, sync, mode)
+    _write(dir_fd, "", name, data, sync, mode, False)
 
 
 def _write(dir_fd: int | None, directory: str, name: str, data: bytes | str, sync: str,
-           mode: int) -> None:
+           mode: int, make_dirs: bool) -> None:
     if sync not in _RULES:
         raise ValueError(f"sync must be one of {', '.join(_RULES)} (got {sync!r})")
     if isinstance(data, str):
@@ -77,7 +74,13 @@ def _write(dir_fd: int | None, directory: str, name: str, data: bytes | str, syn
     tmp, target = temp_name(name), name
     if dir_fd is None:
         tmp, target = os.path.join(directory, tmp), os.path.join(directory, name)
-    fd = os.open(tmp, _TEMP, mode, dir_fd=dir_fd)
+    try:
+        fd = os.open(tmp, _TEMP, mode, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not make_dirs:
+            raise
+        os.makedirs(directory, exist_ok=True)  # only when missing: render writes 50,000 files
+        fd = os.open(tmp, _TEMP, mode, dir_fd=dir_fd)
     try:
         try:
             _write_all(fd, data)

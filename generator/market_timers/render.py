@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import lru_cache
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import metrics_config
+from . import atomicfile, metrics_config
 from .cluster_config import DSN_CREDENTIAL
 from .config import Config, Job, default_runner
 from .durations import format_offset
@@ -279,14 +278,14 @@ def render_all(config: Config, fires: list[Fire], runner: str | None = None) -> 
     return sorted(iter_units(config, fires, runner), key=lambda u: u.name)
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644, *, sync: bool = True,
+def write_atomic(path: Path, text: str, mode: int = 0o644, *, sync: str = atomicfile.DURABLE,
                  compare: bool = True) -> bool:
-    """Write text to path via a temp file + fsync + rename. False when the content is unchanged.
+    """atomicfile.write of a unit file (its parent made if missing). False when the content is
+    unchanged (the file is then not touched).
 
-    sync=False: no fsync here (still a temp file + rename: a reader sees the old file or the new
-    one, never a part); the caller makes the batch durable with sync_directory() before it reports
-    success (one flush for thousands of files instead of one each). compare=False: the caller
-    knows there is no file at path yet (nothing to compare with).
+    sync=atomicfile.BATCH (render_into): no fsync here; the caller makes the batch durable with
+    sync_directory() before it reports success. compare=False: the caller knows there is no file
+    at path yet (nothing to compare with).
     """
     if compare:
         try:
@@ -294,56 +293,11 @@ def write_atomic(path: Path, text: str, mode: int = 0o644, *, sync: bool = True,
                 return False
         except (FileNotFoundError, UnicodeDecodeError):
             pass
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        try:
-            data = text.encode()
-            while data:  # os.write, not a text file object: this runs 50,000 times in a render
-                data = data[os.write(fd, data):]
-            if sync:
-                os.fsync(fd)
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomicfile.write(path, text, sync=sync, mode=mode, make_dirs=True)
     return True
 
 
-def sync_directory(directory: Path) -> None:
-    """Make every file written (and renamed) into `directory` durable: syncfs(2) of its file
-    system, then fsync of the directory itself. OSError when the flush fails (EIO...).
-
-    Hand-written: Python's os module has sync() (every file system) and fsync() (one file) but no
-    syncfs(); libc's is called through ctypes, and os.sync() is the fallback without it.
-    """
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        if not _syncfs(fd):
-            os.sync()
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _syncfs(fd: int) -> bool:
-    """syncfs(fd) through libc; False when libc has none. OSError when it fails."""
-    import ctypes
-
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return False
-    if fn(fd) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return True
+sync_directory = atomicfile.sync_directory  # the flush of a BATCH
 
 
 def is_generated(path: Path) -> bool:
@@ -390,7 +344,8 @@ def render_into(config: Config, out: Path, fires: list[Fire]) -> RenderReport:
     report = RenderReport([], [], [], [], [])
     for u in iter_units(config, fires):
         report.units.append(u.name)
-        if write_atomic(out / u.name, u.text, sync=False, compare=u.name in present):
+        if write_atomic(out / u.name, u.text, sync=atomicfile.BATCH,
+                        compare=u.name in present):
             (report.changed if u.name in existed else report.new).append(u.name)
         else:
             report.unchanged.append(u.name)
