@@ -128,10 +128,10 @@ def write_atomic(path: os.PathLike | str, data: bytes | str, *, base: os.PathLik
         os.close(dfd)
 
 
-def write_json(path: os.PathLike | str, doc, *, base: os.PathLike | str, mode: int = 0o640
-               ) -> None:
+def write_json(path: os.PathLike | str, doc, *, base: os.PathLike | str, mode: int = 0o640,
+               sync: str = atomicfile.DURABLE) -> None:
     write_atomic(path, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n",
-                 base=base, mode=mode)
+                 base=base, mode=mode, sync=sync)
 
 
 def append(path: os.PathLike | str, data: bytes, *, base: os.PathLike | str,
