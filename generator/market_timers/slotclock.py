@@ -99,7 +99,9 @@ def record_key(session: str, slot: datetime) -> str:
 def write_new(state_dir: str, job: str, key: str, fields: dict) -> bool:
     """Create the slot's record unless it exists (atomic: link(2) of a complete temp file).
 
-    False when the slot already has a record (a duplicate start, or a slot already judged)."""
+    False when the slot already has a record (a duplicate start, or a slot already judged).
+    Not atomicfile: this is an exclusive create (link(2) fails on an existing name), not a
+    replace, and it runs on the runner's start path, which imports nothing more."""
     path = record_path(state_dir, job, key)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)

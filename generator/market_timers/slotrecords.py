@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from . import atomicfile
 from .slotclock import (
     Schedule,
     parse_z,
@@ -76,10 +77,11 @@ def update_slot(state_dir, job: str, key: str, **fields) -> dict:
     path = Path(record_path(os.fspath(state_dir), job, key))
     record = read_slot(state_dir, job, key) or {"job": job}
     record.update(fields)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    # NONE (no fsync), as ever: a slot record is a count for people (status, the digest, the
+    # skip warning); what decides a start is the run ledger's claim, durable on its own, and
+    # account() records again any slot a power cut left without its record.
+    atomicfile.write(path, json.dumps(record, sort_keys=True) + "\n", mode=0o644,
+                     sync=atomicfile.NONE, make_dirs=True)
     return record
 
 
