@@ -31,13 +31,14 @@ The clock is injected (`now`); nothing here sleeps.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+
+from market_timers import atomicfile  # absolute: this module is moving into watch/
 
 from . import logsetup, metrics, runrecord, safefs
 from .instants import iso, parse_iso
@@ -341,12 +342,10 @@ def _sync_running(state_dir: Path) -> bool:
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
+        with atomicfile.flock(fd, exclusive=False, wait=False) as held:
+            return not held
     except OSError:
         return True
-    finally:
-        os.close(fd)
 
 
 def _load_state(state_dir: Path) -> dict:
@@ -366,7 +365,7 @@ def _load_state(state_dir: Path) -> dict:
 def _save_state(state_dir: Path, state: dict) -> None:
     path = state_dir / STATE_FILE
     try:
-        safefs.write_json(path, state, base=state_dir)
+        safefs.write_json(path, state, base=state_dir, sync=atomicfile.DURABLE)
     except OSError as e:
         # The alerts still go out (the alert layer's dedup window holds back repeats).
         log.error("deadman: cannot write %s: %s", path, e)

@@ -23,7 +23,6 @@ with prometheus_client's own parser.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import math
@@ -33,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
-from . import runrecord
+from . import atomicfile, runrecord
 from .metrics_config import metrics_of
 
 log = logging.getLogger("market_timers.metrics")
@@ -170,16 +169,10 @@ class State:
         self.state_dir = Path(state_dir)
         self.dir = self.state_dir / SUBDIR
 
-    @contextlib.contextmanager
-    def lock(self):
-        from .safefs import open_lock
+    def lock(self) -> atomicfile.flock:
+        from .safefs import lock
 
-        fd = open_lock(self.dir / "lock", base=self.state_dir)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        return lock(self.dir / "lock", base=self.state_dir)
 
     def history(self) -> list[dict]:
         out = []
@@ -210,22 +203,8 @@ class State:
         return doc if isinstance(doc, dict) else {}
 
     def write(self, name: str, doc: dict) -> None:
-        _replace_file(self.dir / name, json.dumps(doc, indent=1, sort_keys=True) + "\n", 0o640)
-
-
-def _replace_file(path: Path, text: str, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # the umask may have taken bits off
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        atomicfile.write(self.dir / name, json.dumps(doc, indent=1, sort_keys=True) + "\n",
+                         mode=0o640, sync=atomicfile.DURABLE)
 
 
 def _read_plan(state_dir: Path) -> dict:
@@ -423,7 +402,8 @@ def update(config, now: datetime | None = None, *, calendars: dict[str, date] | 
                     k: v.isoformat() for k, v in sorted(calendars.items())}})
             if refreshed:
                 state.write("refresh.json", {"last_ok_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
-            _replace_file(target, render(collect(config, now, state)), 0o644)
+            atomicfile.write(target, render(collect(config, now, state)), mode=0o644,
+                             sync=atomicfile.DURABLE)
 
     _as_state_owner(Path(config.state_dir), write)
     return target
