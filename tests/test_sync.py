@@ -380,7 +380,7 @@ def test_read_only_unit_dir_is_a_clear_error(setup, tmp_path, capsys, monkeypatc
 
     from market_timers import cli, render
 
-    def read_only(path, text, mode=0o644):
+    def read_only(path, text, mode=0o644, **_):
         if path.parent == cfg.unit_dir:
             raise OSError(errno.EROFS, "Read-only file system", str(path))
         return True

@@ -18,7 +18,7 @@ Running sync twice changes nothing.
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import json
 import os
 import sys
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from . import ledger, metrics, runrecord, safefs
+from . import atomicfile, ledger, metrics, runrecord, safefs
 from . import plan as planning
 from .alerts import credunits
 from .config import Config
@@ -206,7 +206,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         try:
             unit_dir.mkdir(parents=True, exist_ok=True)
             for name in result.written + result.rewritten:
-                write_atomic(unit_dir / name, desired[name])
+                write_atomic(unit_dir / name, desired[name], sync=atomicfile.DURABLE)
             for name in desired:
                 if name.endswith(".timer"):
                     _enable(unit_dir, name)  # also after `apt remove` disabled them
@@ -402,24 +402,11 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
                         base=config.state_dir, mode=0o644)
 
 
-class _sync_lock:
+def _sync_lock(state_dir: Path, dry_run: bool):
     """One sync at a time (the refresh timer and an operator may collide)."""
-
-    def __init__(self, state_dir: Path, dry_run: bool):
-        self.path = state_dir / "sync.lock"
-        self.dry_run = dry_run
-        self.fd: int | None = None
-
-    def __enter__(self):
-        if self.dry_run:
-            return self
-        # state_dir is writable by every job: never follow a planted sync.lock symlink (root
-        # would create or truncate its target).
-        self.fd = safefs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o644,
-                                   base=self.path.parent, create_dirs=True)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            os.close(self.fd)
+    if dry_run:
+        return contextlib.nullcontext()
+    # state_dir is writable by every job: never follow a planted sync.lock symlink (root
+    # would create or truncate its target).
+    return atomicfile.flock(safefs.open_file(state_dir / "sync.lock", os.O_RDWR | os.O_CREAT,
+                                             0o644, base=state_dir, create_dirs=True))
