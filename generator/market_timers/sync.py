@@ -399,7 +399,7 @@ def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
     doc = {"generated_utc": iso(now),
            "fires": sorted(merged.values(), key=lambda e: (e["fire_utc"], e["job"]))}
     safefs.write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n",
-                        base=config.state_dir, mode=0o644)
+                        base=config.state_dir, mode=0o644, sync=atomicfile.DURABLE)
 
 
 def _sync_lock(state_dir: Path, dry_run: bool):
