@@ -292,3 +292,16 @@ def test_the_module_is_import_light():
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(root / "generator")}, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_runners_start_path_does_not_import_it():
+    """The runner keeps its own lock (runner.take_lock); the ledger and the retries marker import
+    atomicfile only where they replace a file (after the job), never on the start path."""
+    code = ("import sys, market_timers.runner, market_timers.ledger.local, "
+            "market_timers.retries, market_timers.slotclock\n"
+            "print([m for m in ('market_timers.atomicfile', 'market_timers.safefs') "
+            "if m in sys.modules])\n")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(root / "generator")}, check=True)
+    assert out.stdout.strip() == "[]"
