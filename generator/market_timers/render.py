@@ -3,6 +3,7 @@
 One `.timer` + one `.service` per (job, session): `market-<job>@<session>-<HHMMSS>`. The instant is
 part of the name because on systemd 252 editing a waiting timer's OnCalendar can fire it at once
 (#16732): a changed instant is a new unit. Jobs at a fixed UTC time get `market-<job>@daily`.
+(unitname.py builds and parses the names.)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import metrics_config
+from . import metrics_config, unitname
 from .cluster_config import DSN_CREDENTIAL
 from .config import Config, Job, default_runner
 from .durations import format_offset
@@ -153,7 +154,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         stem = fire.unit_stem
         if try_id:
             description = f"{job.name} {session} (a try, not a session's run) at {when}"
-            stem = f"market-{job.name}@{try_id}"
+            stem = unitname.trial(job.name, try_id).stem
         context = [("MARKET_SESSION", session),
                    ("MARKET_CALENDAR", fire.calendar), ("MARKET_EVENT", fire.event),
                    ("MARKET_SCHEDULED_UTC", fire.fire_iso)]
@@ -164,7 +165,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
     else:
         at = f"{job.at_utc:%H:%M:%S}"
         description = f"{job.name} daily at {at} UTC"
-        stem = f"market-{job.name}@daily"
+        stem = unitname.daily(job.name).stem
         context = [("MARKET_DAILY_UTC", at)]
         early = datetime.combine(date(2000, 1, 2), job.at_utc) - timedelta(seconds=job.fire_lead)
         on_calendar = f"*-*-* {early:%H:%M:%S} UTC"
@@ -384,7 +385,7 @@ def render_into(config: Config, out: Path, fires: list[Fire]) -> RenderReport:
     whole batch is made durable by one sync_directory() before the report says it is written:
     an fsync per file cost most of a large render's time.
     """
-    existed = {p.name for p in out.glob("market-*@*")} if out.is_dir() else set()
+    existed = {p.name for p in out.glob(unitname.GLOB)} if out.is_dir() else set()
     out.mkdir(parents=True, exist_ok=True)
     present = set(os.listdir(out))  # a name not there needs no comparing
     report = RenderReport([], [], [], [], [])

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from . import unitname
 from .slotclock import (
     Schedule,
     parse_z,
@@ -318,7 +319,7 @@ def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
                 f"{job} ({entry.get('calendar', '?')} {session}, every {schedule.every} s from "
                 f"{entry['first_utc']}) has not run at all: no slot has started in "
                 f"{stall_after} s (stall_after). Check `systemctl list-timers "
-                f"'market-{job}@{session}*'` and `journalctl MARKET_JOB={job} "
+                f"'{unitname.session_glob(job, session)}'` and `journalctl MARKET_JOB={job} "
                 f"MARKET_SESSION={session}`.")
     going = " (that run is still going)" if summary.running else ""
     return (f"missed:{job}:{session}:stalled-{slot_name(gap_start)}",

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from . import ledger, metrics, runrecord, safefs
+from . import ledger, metrics, runrecord, safefs, unitname
 from . import plan as planning
 from .alerts import credunits
 from .config import Config
@@ -133,7 +133,7 @@ def _existing(unit_dir: Path) -> dict[str, str]:
     out = {}
     if not unit_dir.is_dir():
         return out
-    for path in sorted(unit_dir.glob("market-*@*")):
+    for path in sorted(unit_dir.glob(unitname.GLOB)):
         if path.suffix in (".timer", ".service") and path.is_file() and is_generated(path):
             out[path.name] = path.read_text()
     return out
@@ -161,11 +161,11 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         ran_stems = {f.unit_stem: key for f in fires
                      if (key := (f.job, f.session.isoformat())) in ran}
         desired = {u.name: u.text for u in render_all(config, fires)
-                   if (u.name.rsplit(".", 1)[0] not in too_close or u.name in existing)
-                   and u.name.rsplit(".", 1)[0] not in ran_stems}
+                   if (unitname.stem_of(u.name) not in too_close or u.name in existing)
+                   and unitname.stem_of(u.name) not in ran_stems}
         result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing),
                             failures=planned.failures)
-        for stem in {n.rsplit(".", 1)[0] for n in result.foreign}:  # both units of that fire
+        for stem in {unitname.stem_of(n) for n in result.foreign}:  # both units of that fire
             desired.pop(f"{stem}.timer", None)
             desired.pop(f"{stem}.service", None)
         for stem, (job, session) in sorted(ran_stems.items()):  # fires are all ahead of now
@@ -184,7 +184,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                 result.started.append(name)
         retention = timedelta(days=config.retention_days)
         for name in sorted(timers_now - set(desired)):
-            if _job_of(name) in kept:
+            if unitname.split(name)[0] in kept:
                 continue
             instant = instant_of(existing[name])
             if instant is None or instant > now:
@@ -218,7 +218,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.stop(gone)
         for name in gone:
             _delete(unit_dir, name, stamp_dir)
-        systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
+        systemctl.reset_failed([unitname.service_of(n) for n in result.expired])
         systemctl.start(result.started)
         _write_plan(config, fires, now, kept, set(ran))
         _write_alert_snapshot(config, now)
@@ -288,14 +288,13 @@ def _moved(existing: dict[str, str], fires: list[planning.Fire], written: set[st
         key = (f.job, f.session.isoformat())
         if f.is_daily or key in reported or (timer not in written and timer not in not_installed):
             continue
-        prefix = f"market-{f.job}@{key[1]}-"
         for name in sorted(existing):
             instant = instant_of(existing[name]) if name.endswith(".timer") else None
-            if name.startswith(prefix) and name != timer and instant is not None \
+            if _same_session(name, f) and name != timer and instant is not None \
                     and instant <= now:
                 note = "it already ran: not installed, not run again" \
                     if timer in not_installed else ""
-                service = existing.get(name.removesuffix(".timer") + ".service", "")
+                service = existing.get(unitname.service_of(name), "")
                 calendar = next((line.split("=", 2)[2] for line in service.splitlines()
                                  if line.startswith("Environment=MARKET_CALENDAR=")), f.calendar)
                 out.append(Change(f.job, key[1], _scheduled(service, instant), f.fire_iso,
@@ -316,8 +315,11 @@ def _write_alert_snapshot(config: Config, now: datetime) -> None:
               file=sys.stderr)
 
 
-def _job_of(unit: str) -> str:
-    return unit.removeprefix("market-").partition("@")[0]
+def _same_session(name: str, fire: planning.Fire) -> bool:
+    """Is `name` a unit of this fire's (job, session), at this or another instant?"""
+    other = unitname.parse(name)
+    return other is not None and other.kind in (unitname.FIRE, unitname.PERIODIC) \
+        and (other.job, other.session) == (fire.job, fire.session.isoformat())
 
 
 class SyncError(Exception):
@@ -336,10 +338,10 @@ def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.
     new = {(f.job, f.session.isoformat()): iso(f.last_utc) for f in fires}
     out = []
     for name in removed:
-        job, _, instance = name.removesuffix(".timer").removeprefix("market-").partition("@")
-        session = instance[:10]
+        job, instance = unitname.split(name)
+        session = instance[:10]  # the session's date ("daily" for a daily job)
         instant = instant_of(existing[name])
-        service = existing.get(name.removesuffix(".timer") + ".service", "")
+        service = existing.get(unitname.service_of(name), "")
         calendar = next((line.split("=", 2)[2] for line in service.splitlines()
                          if line.startswith("Environment=MARKET_CALENDAR=")), "")
         out.append(Change(job, session, _scheduled(service, instant), new.get((job, session)),
@@ -364,7 +366,7 @@ def _enable(unit_dir: Path, timer: str) -> None:
 
 
 def _delete(unit_dir: Path, timer: str, stamp_dir: Path) -> None:
-    service = timer.removesuffix(".timer") + ".service"
+    service = unitname.service_of(timer)
     for path in (unit_dir / "timers.target.wants" / timer, unit_dir / timer, unit_dir / service,
                  stamp_dir / f"stamp-{timer}"):
         path.unlink(missing_ok=True)
