@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
@@ -353,6 +353,60 @@ def is_generated(path: Path) -> bool:
             return f.readline().startswith(GENERATED_MARK)
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def last_elapse(job: Job, fire: Fire) -> datetime | None:
+    """When the fire's timer last elapses as job_units() renders it: its OnCalendar= (the job's
+    lead before the instant), a periodic job's last slot; None for a daily job (a repeating
+    OnCalendar=). sync records it in plan.json (planfile.py)."""
+    if fire.is_daily:
+        return None
+    if fire.is_periodic:
+        return fire.last_utc
+    return fire.fire_utc - timedelta(seconds=job.fire_lead)
+
+
+LAST_SLOT_MARK = "# One timer for every slot of the session; last slot "  # units/job.timer.j2
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What sync needs of a job timer it wrote: when it last elapses, the instant it was for, and
+    its calendar."""
+
+    last_elapse: datetime | None  # None: a repeating timer (a daily job), or not known
+    scheduled: str  # ISO; "?" when not known
+    calendar: str  # "" when not known
+
+
+def read_installed(timer_text: str, service_text: str) -> Installed:
+    """Installed, read back from the unit files job_units() wrote (plan.json knows it for the
+    timers of its entries: sync reads these only for a timer no entry names)."""
+    instant = timer_instant(timer_text)
+    env: dict[str, str] = {}
+    for line in service_text.splitlines():
+        if line.startswith("Environment=MARKET_") and line.count("=") >= 2:
+            _, name, value = line.split("=", 2)
+            env.setdefault(name, value)
+    # a pre-fired timer's OnCalendar= is its lead earlier than the instant (MARKET_SCHEDULED_UTC)
+    scheduled = env.get("MARKET_SCHEDULED_UTC", iso(instant) if instant else "?")
+    return Installed(instant, scheduled, env.get("MARKET_CALENDAR", ""))
+
+
+def timer_instant(timer_text: str) -> datetime | None:
+    """The timer's (last) instant: its OnCalendar=, or a periodic timer's last slot."""
+    for line in timer_text.splitlines():
+        if line.startswith(LAST_SLOT_MARK) and line.endswith(" UTC."):
+            return datetime.strptime(line[len(LAST_SLOT_MARK):-5], "%Y-%m-%d %H:%M:%S").replace(
+                tzinfo=UTC)
+    for line in timer_text.splitlines():
+        if line.startswith("OnCalendar=") and line.endswith(" UTC") and "*" not in line:
+            try:
+                return datetime.strptime(line[len("OnCalendar="):-4],
+                                         "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+            except ValueError:  # a range (periodic job) without its last-slot line
+                return None
+    return None
 
 
 @dataclass

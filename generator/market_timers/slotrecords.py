@@ -331,20 +331,22 @@ def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
 
 def periodic_digest_lines(state_dir, session: str, now: datetime | None = None) -> list[str]:
     """The digest's per-session count of each periodic job's slots (from plan.json)."""
+    from . import planfile
+
     try:
-        plan = json.loads((Path(state_dir) / "plan.json").read_text())
+        plan = planfile.read(state_dir)
     except (OSError, ValueError):
         return []
     lines = []
-    for entry in plan.get("fires", []):
-        if entry.get("session") != session or not entry.get("every_sec"):
+    for entry in plan.entries if plan else ():
+        if entry.session != session or not entry.every:
             continue
         try:
-            s = account(state_dir, entry["job"], session, Schedule.from_plan(entry),
-                        int(entry.get("grace_sec", 0)), now or datetime.now(UTC), write=False)
+            s = account(state_dir, entry.job, session, Schedule.from_plan(entry), entry.grace,
+                        now or datetime.now(UTC), write=False)
         except (OSError, ValueError, KeyError):
             continue
-        lines.append(f"  {s.text(entry['job'])}; {s.ran} ran, {s.ahead} not yet due")
+        lines.append(f"  {s.text(entry.job)}; {s.ran} ran, {s.ahead} not yet due")
     return (["", "Periodic jobs (slots):", *lines]) if lines else []
 
 

@@ -39,7 +39,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from . import runrecord
+from . import planfile, runrecord
 from .deadman import deadline, iso, parse_iso, read_plan, timer_state
 from .systemctl import Systemctl
 from .watch_config import watch_of
@@ -274,7 +274,7 @@ def command(config, session=None, as_json: bool = False, now: datetime | None = 
             systemctl: Systemctl | None = None) -> int:
     doc = collect(config, session, now, systemctl=systemctl)
     if doc is None:
-        print(f"market-timers status: no {Path(config.state_dir) / 'plan.json'}: sync has not "
+        print(f"market-timers status: no {planfile.path(config.state_dir)}: sync has not "
               "run yet (`market-timers sync`)")
         return 1
     print(json.dumps(doc, indent=1) if as_json else table(doc))
