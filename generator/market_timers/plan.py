@@ -50,7 +50,7 @@ class Fire:
         return periodic.calendar_lines(list(self.slots))
 
     @property
-    def name(self) -> unitname.UnitName:
+    def unit_name(self) -> unitname.UnitName:
         """Its units' name (unitname.py): a changed instant is a different unit."""
         if self.is_daily:
             return unitname.daily(self.job)
@@ -61,7 +61,7 @@ class Fire:
 
     @property
     def unit_stem(self) -> str:
-        return self.name.stem
+        return self.unit_name.stem
 
     @property
     def fire_iso(self) -> str:
@@ -87,7 +87,7 @@ class Fire:
             "fire_utc": self.fire_iso,
             "fire_local": local.isoformat(),
             "timezone": local.tzname(),
-            "unit": self.name.timer(),
+            "unit": self.unit_name.timer(),
             **(self.periodic_json() if self.is_periodic else {}),
         }
 

@@ -268,7 +268,7 @@ def _moved(installed: dict[str, Installed], fires: list[planning.Fire], written:
     not_installed = {d.unit: d for d in dropped if not d.withdrawn}
     out = []
     for f in fires:
-        timer = f"{f.unit_stem}.timer"
+        timer = f.unit_name.timer()
         key = (f.job, f.session.isoformat())
         if f.is_daily or key in reported or (timer not in written and timer not in not_installed):
             continue
