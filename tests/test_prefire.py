@@ -172,6 +172,53 @@ def test_a_warm_job_is_execd_its_warm_up_early_and_waits_itself(tmp_path):
     assert stamp < instant  # exec'd early: the job waits with wait_for_instant()
 
 
+WARM_STAMP = f"""#!{sys.executable}
+import os, time
+from market_timers.jobnotify import wait_for_instant
+before = os.getpriority(os.PRIO_PROCESS, 0)
+wait_for_instant()
+print(time.time(), os.environ["MARKET_SCHEDULED_UTC"], os.getpriority(os.PRIO_PROCESS, 0),
+      before, flush=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lowering a nice value needs root")
+def test_a_warm_job_waits_at_the_pre_fire_priority_and_acts_at_nice_0(tmp_path):
+    """Other units pre-fire (Nice=-10) around the instant: a warm job waiting at nice 0 woke
+    behind their start-ups. It keeps the unit's priority until its instant;
+    wait_for_instant() then returns it to nice 0, so the rest of its run is as without a lead."""
+    job = tmp_path / "stamp"
+    job.write_text(WARM_STAMP)
+    job.chmod(0o755)
+    instant = math.ceil(time.time()) + 1
+    env = dict(os.environ, MARKET_JOB="signal", MARKET_SESSION="2025-11-26",
+               MARKET_SCHEDULED_UTC=datetime.fromtimestamp(instant, UTC).strftime(
+                   "%Y-%m-%dT%H:%M:%SZ"), MARKET_GRACE_SEC="60",
+               MARKET_STATE_DIR=str(tmp_path / "state"), MARKET_LOCK_DIR=str(tmp_path / "run"),
+               MARKET_LEAD_SEC="2", MARKET_WARM_SEC="2")
+    env.pop("JOURNAL_STREAM", None)
+    out = subprocess.run([sys.executable, "-m", "market_timers.runner", "--", str(job)],
+                         env=env, capture_output=True, text=True, check=True,
+                         preexec_fn=lambda: os.nice(-10)).stdout.split()
+    stamp, nice_after, nice_before = float(out[0]), int(out[2]), int(out[3])
+    assert nice_before == -10 and nice_after == 0 and stamp >= instant
+
+
+def test_wait_for_instant_leaves_the_priority_of_a_job_the_runner_did_not_pre_fire(monkeypatch):
+    """Run by hand from a shell at nice -5 (no MARKET_RESTORE_NICE): the priority is the
+    operator's, not ours to change."""
+    calls = []
+    monkeypatch.setattr(jobnotify.os, "setpriority", lambda *a: calls.append(a))
+    monkeypatch.setattr(jobnotify.os, "getpriority", lambda *a: -5)
+    monkeypatch.delenv("MARKET_RESTORE_NICE", raising=False)
+    monkeypatch.setenv("MARKET_SCHEDULED_UTC", "2025-11-26T20:45:00Z")
+    jobnotify.wait_for_instant()
+    assert calls == []
+    monkeypatch.setenv("MARKET_RESTORE_NICE", "1")
+    jobnotify.wait_for_instant()
+    assert calls == [(jobnotify.os.PRIO_PROCESS, 0, 0)]
+
+
 def test_a_start_by_hand_long_before_the_instant_runs_at_once(tmp_path):
     instant = math.ceil(time.time()) + 3600
     stamp, _ = run_runner(tmp_path, instant, MARKET_LEAD_SEC="2")
@@ -197,24 +244,49 @@ def test_a_daily_job_started_by_its_early_timer_runs_for_today_not_yesterday():
 
 # waiting -----------------------------------------------------------------------------------------
 
-def test_sleep_until_follows_a_step_of_the_realtime_clock(monkeypatch):
-    """Each step is computed afresh from time.time(): a clock stepped back mid-wait is waited
-    out, a clock stepped forward ends the wait, and no step is longer than MAX_STEP."""
-    clock = {"t": 100.0}
+def _fake_clock(monkeypatch, start: float, step_back_at: int | None = None):
+    """time.time()/time.sleep() on a fake clock: each read advances it 10 us (a spin makes
+    progress), each sleep by its length; optionally NTP steps it back 5 s on the Nth sleep."""
+    clock = {"t": start}
     sleeps = []
+
+    def fake_time():
+        clock["t"] += 1e-5
+        return clock["t"]
 
     def fake_sleep(s):
         sleeps.append(s)
         clock["t"] += s
-        if len(sleeps) == 2:
-            clock["t"] -= 5.0  # NTP steps the clock back
+        if len(sleeps) == step_back_at:
+            clock["t"] -= 5.0
 
-    monkeypatch.setattr(instant_wait.time, "time", lambda: clock["t"])
+    monkeypatch.setattr(instant_wait.time, "time", fake_time)
     monkeypatch.setattr(instant_wait.time, "sleep", fake_sleep)
+    return clock, sleeps
+
+
+def test_sleep_until_follows_a_step_of_the_realtime_clock(monkeypatch):
+    """Each step is computed afresh from time.time(): a clock stepped back mid-wait is waited
+    out, a clock stepped forward ends the wait, and no step is longer than MAX_STEP."""
+    clock, sleeps = _fake_clock(monkeypatch, 100.0, step_back_at=2)
     late = instant_wait.sleep_until(101.0)
-    assert clock["t"] >= 101.0 and late == clock["t"] - 101.0
-    assert sum(sleeps) == pytest.approx(6.0)
+    assert clock["t"] >= 101.0 and late == pytest.approx(clock["t"] - 101.0, abs=2e-5)
+    assert sum(sleeps) == pytest.approx(6.0 - instant_wait.SPIN, abs=1e-3)
     assert max(sleeps) <= instant_wait.MAX_STEP
+
+
+def test_sleep_until_spins_the_last_stretch_instead_of_sleeping(monkeypatch):
+    """The wake-up of a sleeping thread can come milliseconds late (an idle CPU, a VM's vCPU
+    halted): the last SPIN seconds are spun on the clock, never slept, and the wait never ends
+    before the deadline."""
+    clock, sleeps = _fake_clock(monkeypatch, 100.0)
+    instant_wait.sleep_until(100.5)
+    assert clock["t"] >= 100.5
+    assert all(100.0 + sum(sleeps[:i + 1]) <= 100.5 - instant_wait.SPIN + 1e-3
+               for i in range(len(sleeps)))
+    clock, sleeps = _fake_clock(monkeypatch, 100.5 - instant_wait.SPIN / 2)
+    instant_wait.sleep_until(100.5)  # already inside the last stretch: no sleep at all
+    assert sleeps == [] and clock["t"] >= 100.5
 
 
 def test_wait_for_instant(monkeypatch):
