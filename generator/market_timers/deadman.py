@@ -40,7 +40,7 @@ from pathlib import Path
 
 from market_timers import atomicfile  # absolute: this module is moving into watch/
 
-from . import logsetup, metrics, runrecord, safefs
+from . import logsetup, metrics, planfile, runrecord, safefs
 from .instants import iso, parse_iso
 from .ledger import Key
 from .ledger.errors import DatabaseError
@@ -51,7 +51,7 @@ from .watch_config import WatchConfig, watch_of
 REFRESH_OVERDUE = timedelta(hours=26)  # market-refresh.timer runs daily (and at boot)
 log = logging.getLogger("market_timers.watch")
 
-PLAN_FILE = "plan.json"
+PLAN_FILE = planfile.FILE
 STATE_FILE = "deadman.json"
 UNREACHABLE_KEY = "ledger-unreachable"
 
@@ -81,11 +81,9 @@ class PassResult:
 
 
 def read_plan(state_dir: Path) -> dict | None:
-    """plan.json as written by sync, or None when sync has never run."""
-    try:
-        return json.loads(safefs.read_bytes(Path(state_dir) / PLAN_FILE, base=state_dir))
-    except FileNotFoundError:
-        return None
+    """plan.json as written by sync (planfile.read), or None when sync has never run."""
+    doc = planfile.read(state_dir)
+    return None if doc is None else doc.to_json()
 
 
 def deadline(entry: dict, slack_sec: int) -> datetime:

@@ -23,7 +23,7 @@ import sys
 from datetime import date, datetime
 from pathlib import Path
 
-from . import ledger
+from . import ledger, unitname
 from .exitcodes import FAILURE, USAGE
 from .instants import iso
 
@@ -85,7 +85,7 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
     runner = config.runner or default_runner()
     [service] = [u for u in render.job_units(config, jobs[job_name], fire, runner)
                  if u.name.endswith(".service")]
-    name = f"market-{job_name}@{session.isoformat()}-run{now:%H%M%S}.service"
+    name = unitname.manual_run(job_name, session, now).service()
     nonce = secrets.token_hex(16)
     by = _operator()
     text = (f"# market-timers run {job_name} --session {session}{' --force' if force else ''}"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
-from . import atomicfile, runrecord
+from . import atomicfile, planfile, runrecord
 from .metrics_config import metrics_of
 
 log = logging.getLogger("market_timers.metrics")
@@ -207,15 +207,18 @@ class State:
                          mode=0o640, sync=atomicfile.DURABLE)
 
 
-def _read_plan(state_dir: Path) -> dict:
+def _read_plan(state_dir: Path) -> planfile.PlanDoc:
+    """plan.json; an empty plan when sync never ran or the file is unreadable (the metrics of
+    everything else are still written)."""
     try:
-        doc = json.loads((state_dir / "plan.json").read_text(encoding="utf-8"))
+        doc = planfile.read(state_dir)
     except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
+        doc = None
+    return doc or planfile.PlanDoc(None, ())
 
 
-def catch_up(config, state: State, records: list[dict], plan: dict, now: datetime) -> None:
+def catch_up(config, state: State, records: list[dict], plan: planfile.PlanDoc,
+             now: datetime) -> None:
     """Append to the history what it does not have yet: finished runs, sessions now missed."""
     from .deadman import deadline
     from .watch_config import watch_of
@@ -230,16 +233,16 @@ def catch_up(config, state: State, records: list[dict], plan: dict, now: datetim
     ran = {(r["job"], r["session"]) for r in records}
     jobs = {j.name for j in config.jobs}
     slack = watch_of(config).slack_sec
-    for entry in plan.get("fires", []):
-        pair = (entry.get("job"), entry.get("session"))
+    for entry in plan.entries:
+        pair = entry.key
         key = f"missed|{pair[0]}|{pair[1]}"
         if pair[0] not in jobs or pair in ran or key in known:
             continue
         with contextlib.suppress(KeyError, ValueError):
-            if deadline(entry, slack) < now:
+            if deadline(entry.json, slack) < now:
                 known.add(key)
                 new.append({"key": key, "job": pair[0], "session": pair[1], "kind": "missed",
-                            "fire_utc": entry.get("fire_utc")})
+                            "fire_utc": entry.fire_utc})
     state.append_history(new)
 
 
@@ -314,10 +317,9 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
             failures[(job, kind)] = failures.get((job, kind), 0) + 1
 
     next_fire: dict[str, float] = {}
-    for entry in plan.get("fires", []):
-        t = _seconds(entry.get("fire_utc"))
-        job = entry.get("job")
-        if t is not None and t > now.timestamp() and job in configured:
+    for entry in plan.entries:
+        t, job = entry.instant.timestamp(), entry.job
+        if t > now.timestamp() and job in configured:
             next_fire[job] = min(t, next_fire.get(job, math.inf))
 
     # The label is market_job, not job: Prometheus gives its scrape target a `job` label and
@@ -348,7 +350,7 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
             day = date.fromisoformat(last_day)
             f["calendar_data_end_timestamp_seconds"].add(
                 datetime.combine(day, time(), UTC).timestamp(), calendar=cal)
-    f["last_sync_timestamp_seconds"].add(_seconds(plan.get("generated_utc")))
+    f["last_sync_timestamp_seconds"].add(_seconds(plan.generated_utc))
     f["last_refresh_timestamp_seconds"].add(_seconds(state.read("refresh.json").get("last_ok_utc")))
     f["metrics_generated_timestamp_seconds"].add(round(now.timestamp(), 3))
     return list(f.values())

@@ -3,6 +3,7 @@
 One `.timer` + one `.service` per (job, session): `market-<job>@<session>-<HHMMSS>`. The instant is
 part of the name because on systemd 252 editing a waiting timer's OnCalendar can fire it at once
 (#16732): a changed instant is a new unit. Jobs at a fixed UTC time get `market-<job>@daily`.
+(unitname.py builds and parses the names.)
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
 import jinja2
 
-from . import atomicfile, metrics_config
+from . import atomicfile, metrics_config, unitname
 from .cluster_config import DSN_CREDENTIAL
 from .config import Config, Job, default_runner
 from .durations import format_offset
@@ -152,7 +153,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         stem = fire.unit_stem
         if try_id:
             description = f"{job.name} {session} (a try, not a session's run) at {when}"
-            stem = f"market-{job.name}@{try_id}"
+            stem = unitname.trial(job.name, try_id).stem
         context = [("MARKET_SESSION", session),
                    ("MARKET_CALENDAR", fire.calendar), ("MARKET_EVENT", fire.event),
                    ("MARKET_SCHEDULED_UTC", fire.fire_iso)]
@@ -163,7 +164,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
     else:
         at = f"{job.at_utc:%H:%M:%S}"
         description = f"{job.name} daily at {at} UTC"
-        stem = f"market-{job.name}@daily"
+        stem = unitname.daily(job.name).stem
         context = [("MARKET_DAILY_UTC", at)]
         early = datetime.combine(date(2000, 1, 2), job.at_utc) - timedelta(seconds=job.fire_lead)
         on_calendar = f"*-*-* {early:%H:%M:%S} UTC"
@@ -308,6 +309,60 @@ def is_generated(path: Path) -> bool:
         return False
 
 
+def last_elapse(job: Job, fire: Fire) -> datetime | None:
+    """When the fire's timer last elapses as job_units() renders it: its OnCalendar= (the job's
+    lead before the instant), a periodic job's last slot; None for a daily job (a repeating
+    OnCalendar=). sync records it in plan.json (planfile.py)."""
+    if fire.is_daily:
+        return None
+    if fire.is_periodic:
+        return fire.last_utc
+    return fire.fire_utc - timedelta(seconds=job.fire_lead)
+
+
+LAST_SLOT_MARK = "# One timer for every slot of the session; last slot "  # units/job.timer.j2
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What sync needs of a job timer it wrote: when it last elapses, the instant it was for, and
+    its calendar."""
+
+    last_elapse: datetime | None  # None: a repeating timer (a daily job), or not known
+    scheduled: str  # ISO; "?" when not known
+    calendar: str  # "" when not known
+
+
+def read_installed(timer_text: str, service_text: str) -> Installed:
+    """Installed, read back from the unit files job_units() wrote (plan.json knows it for the
+    timers of its entries: sync reads these only for a timer no entry names)."""
+    instant = timer_instant(timer_text)
+    env: dict[str, str] = {}
+    for line in service_text.splitlines():
+        if line.startswith("Environment=MARKET_") and line.count("=") >= 2:
+            _, name, value = line.split("=", 2)
+            env.setdefault(name, value)
+    # a pre-fired timer's OnCalendar= is its lead earlier than the instant (MARKET_SCHEDULED_UTC)
+    scheduled = env.get("MARKET_SCHEDULED_UTC", iso(instant) if instant else "?")
+    return Installed(instant, scheduled, env.get("MARKET_CALENDAR", ""))
+
+
+def timer_instant(timer_text: str) -> datetime | None:
+    """The timer's (last) instant: its OnCalendar=, or a periodic timer's last slot."""
+    for line in timer_text.splitlines():
+        if line.startswith(LAST_SLOT_MARK) and line.endswith(" UTC."):
+            return datetime.strptime(line[len(LAST_SLOT_MARK):-5], "%Y-%m-%d %H:%M:%S").replace(
+                tzinfo=UTC)
+    for line in timer_text.splitlines():
+        if line.startswith("OnCalendar=") and line.endswith(" UTC") and "*" not in line:
+            try:
+                return datetime.strptime(line[len("OnCalendar="):-4],
+                                         "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+            except ValueError:  # a range (periodic job) without its last-slot line
+                return None
+    return None
+
+
 @dataclass
 class RenderReport:
     """What `render --out DIR` did: files new, changed, unchanged, and other units left there."""
@@ -338,7 +393,7 @@ def render_into(config: Config, out: Path, fires: list[Fire]) -> RenderReport:
     whole batch is made durable by one sync_directory() before the report says it is written:
     an fsync per file cost most of a large render's time.
     """
-    existed = {p.name for p in out.glob("market-*@*")} if out.is_dir() else set()
+    existed = {p.name for p in out.glob(unitname.GLOB)} if out.is_dir() else set()
     out.mkdir(parents=True, exist_ok=True)
     present = set(os.listdir(out))  # a name not there needs no comparing
     report = RenderReport([], [], [], [], [])

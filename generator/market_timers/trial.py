@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from . import atomicfile
+from . import atomicfile, unitname
 from . import plan as planning
 from .config import Config, default_runner
 from .instants import iso
@@ -78,7 +78,7 @@ def start_try(config: Config, job_name: str, now: datetime, delay: int, systemct
                        "(run it as root)") from None
     timer = next(u.name for u in units if u.name.endswith(".timer"))
     systemctl.start([timer])
-    return Trial(timer, timer.removesuffix(".timer") + ".service", at, try_id)
+    return Trial(timer, unitname.service_of(timer), at, try_id)
 
 
 def _refuse_overlap(config: Config, job, now: datetime, at: datetime) -> None:
