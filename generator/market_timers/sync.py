@@ -189,11 +189,15 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
             return result
         try:
             unit_dir.mkdir(parents=True, exist_ok=True)
+            # Atomic per file, made durable as one batch (syncfs + the directory's fsync) before
+            # systemd hears of any of them: one flush, not an fsync and a directory fsync each.
             for name in result.written + result.rewritten:
-                write_atomic(unit_dir / name, desired[name], sync=atomicfile.DURABLE)
+                write_atomic(unit_dir / name, desired[name], sync=atomicfile.BATCH)
             for name in desired:
                 if name.endswith(".timer"):
                     _enable(unit_dir, name)  # also after `apt remove` disabled them
+            if result.written or result.rewritten:
+                atomicfile.sync_directory(unit_dir)
         except OSError as e:
             raise SyncError(f"cannot write units into {unit_dir}: {e.strerror or e}") from None
         if result.rewritten:
