@@ -23,7 +23,6 @@ with prometheus_client's own parser.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import math
@@ -33,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
-from . import runrecord
+from . import atomicfile, planfile, runrecord
 from .metrics_config import metrics_of
 
 log = logging.getLogger("market_timers.metrics")
@@ -170,16 +169,10 @@ class State:
         self.state_dir = Path(state_dir)
         self.dir = self.state_dir / SUBDIR
 
-    @contextlib.contextmanager
-    def lock(self):
-        from .safefs import open_lock
+    def lock(self) -> atomicfile.flock:
+        from .safefs import lock
 
-        fd = open_lock(self.dir / "lock", base=self.state_dir)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        return lock(self.dir / "lock", base=self.state_dir)
 
     def history(self) -> list[dict]:
         out = []
@@ -210,33 +203,22 @@ class State:
         return doc if isinstance(doc, dict) else {}
 
     def write(self, name: str, doc: dict) -> None:
-        _replace_file(self.dir / name, json.dumps(doc, indent=1, sort_keys=True) + "\n", 0o640)
+        atomicfile.write(self.dir / name, json.dumps(doc, indent=1, sort_keys=True) + "\n",
+                         mode=0o640, sync=atomicfile.DURABLE)
 
 
-def _replace_file(path: Path, text: str, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+def _read_plan(state_dir: Path) -> planfile.PlanDoc:
+    """plan.json; an empty plan when sync never ran or the file is unreadable (the metrics of
+    everything else are still written)."""
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # the umask may have taken bits off
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _read_plan(state_dir: Path) -> dict:
-    try:
-        doc = json.loads((state_dir / "plan.json").read_text(encoding="utf-8"))
+        doc = planfile.read(state_dir)
     except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
+        doc = None
+    return doc or planfile.PlanDoc(None, ())
 
 
-def catch_up(config, state: State, records: list[dict], plan: dict, now: datetime) -> None:
+def catch_up(config, state: State, records: list[dict], plan: planfile.PlanDoc,
+             now: datetime) -> None:
     """Append to the history what it does not have yet: finished runs, sessions now missed."""
     from .watch.config import watch_of
     from .watch.fires import deadline
@@ -251,16 +233,16 @@ def catch_up(config, state: State, records: list[dict], plan: dict, now: datetim
     ran = {(r["job"], r["session"]) for r in records}
     jobs = {j.name for j in config.jobs}
     slack = watch_of(config).slack_sec
-    for entry in plan.get("fires", []):
-        pair = (entry.get("job"), entry.get("session"))
+    for entry in plan.entries:
+        pair = entry.key
         key = f"missed|{pair[0]}|{pair[1]}"
         if pair[0] not in jobs or pair in ran or key in known:
             continue
         with contextlib.suppress(KeyError, ValueError):
-            if deadline(entry, slack) < now:
+            if deadline(entry.json, slack) < now:
                 known.add(key)
                 new.append({"key": key, "job": pair[0], "session": pair[1], "kind": "missed",
-                            "fire_utc": entry.get("fire_utc")})
+                            "fire_utc": entry.fire_utc})
     state.append_history(new)
 
 
@@ -335,10 +317,9 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
             failures[(job, kind)] = failures.get((job, kind), 0) + 1
 
     next_fire: dict[str, float] = {}
-    for entry in plan.get("fires", []):
-        t = _seconds(entry.get("fire_utc"))
-        job = entry.get("job")
-        if t is not None and t > now.timestamp() and job in configured:
+    for entry in plan.entries:
+        t, job = entry.instant.timestamp(), entry.job
+        if t > now.timestamp() and job in configured:
             next_fire[job] = min(t, next_fire.get(job, math.inf))
 
     # The label is market_job, not job: Prometheus gives its scrape target a `job` label and
@@ -369,7 +350,7 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
             day = date.fromisoformat(last_day)
             f["calendar_data_end_timestamp_seconds"].add(
                 datetime.combine(day, time(), UTC).timestamp(), calendar=cal)
-    f["last_sync_timestamp_seconds"].add(_seconds(plan.get("generated_utc")))
+    f["last_sync_timestamp_seconds"].add(_seconds(plan.generated_utc))
     f["last_refresh_timestamp_seconds"].add(_seconds(state.read("refresh.json").get("last_ok_utc")))
     f["metrics_generated_timestamp_seconds"].add(round(now.timestamp(), 3))
     return list(f.values())
@@ -423,7 +404,8 @@ def update(config, now: datetime | None = None, *, calendars: dict[str, date] | 
                     k: v.isoformat() for k, v in sorted(calendars.items())}})
             if refreshed:
                 state.write("refresh.json", {"last_ok_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
-            _replace_file(target, render(collect(config, now, state)), 0o644)
+            atomicfile.write(target, render(collect(config, now, state)), mode=0o644,
+                             sync=atomicfile.DURABLE)
 
     _as_state_owner(Path(config.state_dir), write)
     return target

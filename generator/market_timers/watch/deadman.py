@@ -32,13 +32,12 @@ The clock is injected (`now`); nothing here sleeps.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from .. import logsetup, metrics, runrecord, safefs
+from .. import atomicfile, logsetup, metrics, runrecord, safefs
 from ..instants import iso, parse_iso
 from ..ledger import Key
 from ..ledger.errors import DatabaseError
@@ -184,12 +183,10 @@ def _sync_running(state_dir: Path) -> bool:
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
+        with atomicfile.flock(fd, exclusive=False, wait=False) as held:
+            return not held
     except OSError:
         return True
-    finally:
-        os.close(fd)
 
 
 # CLI --------------------------------------------------------------------------------------------

@@ -5,22 +5,19 @@ Shared by the dead-man pass, `status` and the metrics (which count missed sessio
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from .. import safefs
+from .. import planfile
 from ..instants import parse_iso
 
-PLAN_FILE = "plan.json"
+PLAN_FILE = planfile.FILE
 
 
 def read_plan(state_dir: Path) -> dict | None:
-    """plan.json as written by sync, or None when sync has never run."""
-    try:
-        return json.loads(safefs.read_bytes(Path(state_dir) / PLAN_FILE, base=state_dir))
-    except FileNotFoundError:
-        return None
+    """plan.json as written by sync (planfile.read), or None when sync has never run."""
+    doc = planfile.read(state_dir)
+    return None if doc is None else doc.to_json()
 
 
 def deadline(entry: dict, slack_sec: int) -> datetime:

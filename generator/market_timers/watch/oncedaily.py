@@ -7,12 +7,13 @@ about to the day it last was.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 from datetime import date
 from pathlib import Path
+
+from .. import atomicfile
 
 log = logging.getLogger("market_timers.watch")
 
@@ -38,15 +39,9 @@ def first_today(config, what: str, day: date) -> bool:
     if seen.get(what) == day.isoformat():
         return False
     seen[what] = day.isoformat()
-    tmp = path.with_name(f".{WARNED_FILE}.{os.getpid()}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(seen, f, sort_keys=True)
-        os.replace(tmp, path)
+    try:  # NONE (no fsync): a note lost at a power cut repeats a warning, the safe side
+        atomicfile.write(path, json.dumps(seen, sort_keys=True), mode=0o644,
+                         sync=atomicfile.NONE, make_dirs=True)
     except OSError as e:  # cannot remember: the warning may repeat, which is the safe side
         log.warning("refresh: cannot write %s: %s", path, e)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
     return True

@@ -11,7 +11,7 @@ import json
 import logging
 from pathlib import Path
 
-from .. import safefs
+from .. import atomicfile, safefs
 from .findings import UNREACHABLE_KEY
 
 log = logging.getLogger("market_timers.watch")
@@ -36,7 +36,7 @@ def load(state_dir: Path) -> dict:
 def save(state_dir: Path, state: dict) -> None:
     path = state_dir / STATE_FILE
     try:
-        safefs.write_json(path, state, base=state_dir)
+        safefs.write_json(path, state, base=state_dir, sync=atomicfile.DURABLE)
     except OSError as e:
         # The alerts still go out (the alert layer's dedup window holds back repeats).
         log.error("deadman: cannot write %s: %s", path, e)
