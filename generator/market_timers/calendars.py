@@ -1,7 +1,7 @@
 """Exchange sessions from exchange_calendars, with the config's manual overrides applied.
 
-This is the only module (with cron_check.py) that imports exchange_calendars; the runner and the
-alert handlers never import it.
+This is the only module that imports exchange_calendars (check-cron and the refresh's data-age
+check go through it); the runner and the alert handlers never import it.
 
 Windows. exchange_calendars builds a calendar for a window of dates; without one it picks 20 years
 back and one year ahead of today, silently. Here every calendar is built for the window asked for

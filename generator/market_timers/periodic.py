@@ -26,13 +26,11 @@ import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import groupby
 from typing import Any
 
 from .durations import format_duration, parse_duration, parse_offset
 
 PERIODIC_KEYS = {"every", "from", "until", "during_break", "stall_after"}
-WINDOW_EVENTS = ("open", "close")
 _EDGE = re.compile(r"^\s*(open|close)\s*(?:([+-].*))?$")
 ALLOWED_PERIODS = sorted({*(s for s in range(1, 61) if 60 % s == 0),
                           *(60 * m for m in range(1, 61) if 60 % m == 0),
@@ -244,8 +242,3 @@ def schedule_tag(lines: list[str]) -> str:
     """A short digest of the OnCalendar lines, part of the unit name: a changed slot list is a new
     unit (systemd 252 may fire a timer whose OnCalendar is edited in place, #16732)."""
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:6]
-
-
-def group_sessions(items, key):
-    """groupby over sorted items (helper for the summary views)."""
-    return groupby(sorted(items, key=key), key=key)

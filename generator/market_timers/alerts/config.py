@@ -36,7 +36,6 @@ DEFAULT_ROUTES = {"critical": "telegram", "warning": "slack", "info": DIGEST}
 class AlertsConfig:
     enabled: bool = False  # False when the config has no [alerts] table: handlers only keep state
     routes: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ROUTES))
-    explicit_routes: bool = False
     fallback: list[str] = field(default_factory=lambda: list(CHANNELS))
     dedup_minutes: float = 30
     repeat_minutes: float = 15  # critical alerts repeat until ack or recovery; 0 disables
@@ -125,7 +124,6 @@ def parse_alerts(raw: dict | None, problems: Problems) -> AlertsConfig:
                          f"channel is not configured (add [alerts.{channel}])", channel)
         else:
             cfg.routes[sev] = channel
-            cfg.explicit_routes = True
 
     fallback = raw.get("fallback", cfg.fallback)
     if not isinstance(fallback, list) or not all(c in CHANNELS for c in fallback):
