@@ -73,6 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, help: str) -> argparse.ArgumentParser:  # noqa: A002
         return sub.add_parser(name, help=help, description=help, parents=[common])
 
+    for add in (_add_plan_commands, _add_check_cron, _add_alert_commands, _add_cluster_commands,
+                _add_run, _add_event_commands, _add_status):
+        add(command)
+    return p
+
+
+# Each adds its subcommands through `command(name, help)`, in the order `--help` lists them.
+
+def _add_plan_commands(command) -> None:
+    """plan -> render -> verify -> sync, refresh and try: from the config to the timers."""
     s = command("plan", "show the planned fires (job x session -> UTC instant)")
     s.add_argument("--from", dest="from_", type=_date, metavar="DATE",
                    help="first session to show (default: the coming horizon)")
@@ -103,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--in", dest="delay", type=_seconds, default=5, metavar="SECONDS",
                    help="seconds from now to the fire (default 5, at most 3600)")
 
+
+def _add_check_cron(command) -> None:
     s = command("check-cron", "how a cron line would have fared against the calendar")
     s.add_argument("expr", metavar="CRON", help='five fields in quotes, e.g. "45 15 * * 1-5"')
     s.add_argument("--tz", default="UTC", help="time zone cron runs in (default UTC)")
@@ -114,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--to", type=_date, metavar="DATE", help="last day to compare")
     s.add_argument("--json", action="store_true", help="print a JSON object")
 
+
+def _add_alert_commands(command) -> None:
+    """alert, alert-handler, outbox, ack, digest and deadman: the alert layer."""
     s = command("alert", "send a test alert through a channel")
     from .alerts.channels import NAMES as CHANNELS
 
@@ -138,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     command("deadman", "compare the plan with what ran; alert on misses "
                        "(run every minute by market-deadman.timer)")
 
+
+def _add_cluster_commands(command) -> None:
+    """cluster and fence: the PostgreSQL run ledger."""
     s = command("cluster", "the PostgreSQL run ledger shared by a cluster's nodes")
     s.add_argument("action", choices=["init", "status"],
                    help="init: create or migrate the ledger's schema (idempotent); status: "
@@ -152,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 0 while $MARKET_FENCE holds $MARKET_LOCK_GROUP, 1 once superseded")
     s.add_argument("--dsn-file", metavar="PATH", help="file holding the DSN (as for cluster)")
 
+
+def _add_run(command) -> None:
     s = command("run", "start a job's run for one session now (refused if that session "
                        "already ran, unless --force)")
     s.add_argument("job", metavar="JOB", help="the job's name")
@@ -159,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the session to run it for")
     s.add_argument("--force", action="store_true", help="run it again although it already ran")
 
+
+def _add_event_commands(command) -> None:
+    """event and incidents: the trading system's own events."""
     s = command("event", "hand an event of the trading system to the router "
                          "(any user of the market-timers group)")
     s.add_argument("kind", metavar="KIND", help="e.g. disconnected, rejected ([a-z][a-z0-9_.-]*)")
@@ -176,11 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="list (default) the open incidents, or process the spooled events")
     s.add_argument("--json", action="store_true", help="print a JSON array")
 
+
+def _add_status(command) -> None:
     s = command("status", "each session's jobs: timer, result, duration, alerts")
     s.add_argument("--session", type=_date, metavar="DATE",
                    help="one session (default: the latest started one and the planned ones)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
-    return p
 
 
 def _seconds(text: str) -> int:

@@ -200,9 +200,32 @@ def load(path: str | os.PathLike, *, check_calendars: bool = True) -> Config:
 
 
 def parse(raw: dict, problems: Problems) -> Config:
+    """The whole config from the TOML document; every problem added to `problems`."""
     cfg = Config(source=problems.source, raw=raw)
     for key in sorted(set(raw) - TOP_KEYS):
         problems.add(key, f"unknown key (known: {', '.join(sorted(TOP_KEYS))})")
+    _top_level(raw, cfg, problems)
+    jobs = raw.get("job", [])
+    if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
+        problems.add("job", "must be an array of tables ([[job]])", jobs)
+        jobs = []
+    cfg.jobs = [j for i, t in enumerate(jobs) if (j := _job(t, f"job[{i}]", cfg, problems))]
+    _check_unique_names(jobs, problems)
+    check_order_groups(jobs, cfg.jobs, problems)
+    overrides = raw.get("overrides", {})
+    if not isinstance(overrides, dict):
+        problems.add("overrides", "must be a table of calendars ([overrides.XNYS])", overrides)
+        overrides = {}
+    for cal, table in overrides.items():
+        cfg.overrides[cal] = _override(table, f"overrides.{cal}", problems)
+    _sections(raw, cfg, problems)
+    if (digest := _digest_job(cfg, problems)) is not None:
+        cfg.jobs.append(digest)
+    return cfg
+
+
+def _top_level(raw: dict, cfg: Config, problems: Problems) -> None:
+    """calendar, horizon, retention_days, user, runner and the directories."""
     if "calendar" in raw:
         cfg.calendar = _str(raw, "calendar", problems, "calendar")
     if "horizon" in raw:
@@ -226,19 +249,10 @@ def parse(raw: dict, problems: Problems) -> Config:
                 problems.add(key, "must be an absolute path", value)
             elif value is not None and _normal_path(value, key, problems):
                 setattr(cfg, key, Path(value))
-    jobs = raw.get("job", [])
-    if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
-        problems.add("job", "must be an array of tables ([[job]])", jobs)
-        jobs = []
-    cfg.jobs = [j for i, t in enumerate(jobs) if (j := _job(t, f"job[{i}]", cfg, problems))]
-    _check_unique_names(jobs, problems)
-    check_order_groups(jobs, cfg.jobs, problems)
-    overrides = raw.get("overrides", {})
-    if not isinstance(overrides, dict):
-        problems.add("overrides", "must be a table of calendars ([overrides.XNYS])", overrides)
-        overrides = {}
-    for cal, table in overrides.items():
-        cfg.overrides[cal] = _override(table, f"overrides.{cal}", problems)
+
+
+def _sections(raw: dict, cfg: Config, problems: Problems) -> None:
+    """[alerts], [watch], [metrics], [events] and [cluster]: each parsed by its own module."""
     from .alerts.config import parse_alerts
 
     cfg.alerts = parse_alerts(raw.get("alerts"), problems)
@@ -256,62 +270,105 @@ def parse(raw: dict, problems: Problems) -> Config:
 
     cfg.cluster = parse_cluster(raw.get("cluster"), problems)
     check_against_jobs(cfg.cluster, cfg.jobs, problems)
-    if (digest := _digest_job(cfg, problems)) is not None:
-        cfg.jobs.append(digest)
-    return cfg
 
 
 def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
+    """One [[job]] table, or None (with its problems added) when it is bad or disabled."""
     before = len(problems.items)
+    _check_job_keys(t, path, problems)
+    name = t.get("name")
+    if not isinstance(name, str) or not JOB_NAME.match(name):
+        problems.add(f"{path}.name", "required; must match [a-z][a-z0-9_-]* (at most 40 "
+                     "characters): it becomes part of systemd unit names", name)
+    command = _command(t.get("command"), path, problems)
+    periodic = parse_periodic(t, path, problems)  # None: not a periodic job (periodic.py)
+    kw = _when(t, path, cfg, periodic, problems)
+    kw.update(_durations(t, path, periodic, problems))
+    kw.update(_pre_fire(t, path, problems))
+    lock = t.get("lock", name)
+    if "lock" in t and (not isinstance(lock, str) or not JOB_NAME.match(lock)):
+        problems.add(f"{path}.lock", "lock group names follow the job-name rule "
+                     "[a-z][a-z0-9_-]*", lock)
+    severity = t.get("severity", "critical")
+    if severity not in SEVERITIES:
+        problems.add(f"{path}.severity", f"one of {', '.join(SEVERITIES)}", severity)
+    env = _environment(t, path, problems)
+    description = t.get("description", "")
+    if not isinstance(description, str):
+        problems.add(f"{path}.description", "must be a string", description)
+    else:
+        unit_safe(description, f"{path}.description", problems)
+    kw["read_write_paths"] = _read_write_paths(t, path, problems)
+    kw.update(retry_fields(t, path, problems))
+    enabled = t.get("enabled", True)
+    if not isinstance(enabled, bool):
+        problems.add(f"{path}.enabled", "must be true or false", enabled)
+    if len(problems.items) != before or not enabled:
+        return None
+    return Job(name=name, command=tuple(command), lock=lock, severity=severity,
+               environment=tuple(sorted(env.items())), description=description, **kw)
+
+
+def _check_job_keys(t: dict, path: str, problems: Problems) -> None:
     for key in sorted(set(t) - JOB_KEYS):
         if key in REFUSED_JOB_KEYS:
             problems.add(f"{path}.{key}", DST_EXPLANATION, t[key])
         else:
             problems.add(f"{path}.{key}", f"unknown key (known: {', '.join(sorted(JOB_KEYS))})")
-    name = t.get("name")
-    if not isinstance(name, str) or not JOB_NAME.match(name):
-        problems.add(f"{path}.name", "required; must match [a-z][a-z0-9_-]* (at most 40 "
-                     "characters): it becomes part of systemd unit names", name)
-    command = t.get("command")
+
+
+def _command(command: Any, path: str, problems: Problems) -> list[str]:
+    """`command`: the absolute program, then its arguments ([] when unusable)."""
     if (not isinstance(command, list) or not command
             or not all(isinstance(c, str) and c for c in command)):
         problems.add(f"{path}.command", "required; a non-empty array of strings, the program "
                      "first", command)
-        command = []
-    elif not command[0].startswith("/"):
+        return []
+    if not command[0].startswith("/"):
         problems.add(f"{path}.command", "the program must be an absolute path (systemd runs "
                      "it without a shell or your PATH)", command[0])
     else:
         for i, arg in enumerate(command):
             unit_safe(arg, f"{path}.command[{i}]", problems, tab=True)
+    return command
+
+
+def _when(t: dict, path: str, cfg: Config, periodic: dict | None,
+          problems: Problems) -> dict[str, Any]:
+    """When the job runs: `at` (daily, fixed UTC time), or event, offset, calendar and skip."""
     kw: dict[str, Any] = {}
-    periodic = parse_periodic(t, path, problems)  # None: not a periodic job (periodic.py)
     if "at" in t:
         for key in ("event", "offset", "calendar", "skip"):
             if key in t:
                 problems.add(f"{path}.{key}", "a job with `at` runs daily at a fixed UTC time "
                              "and is not tied to a session; remove `at` or this key")
         kw["at_utc"] = _at(t["at"], f"{path}.at", problems)
+        return kw
+    event = t.get("event")
+    if periodic is not None:
+        event = periodic.get("event", "open")
+    elif event not in EVENTS:
+        problems.add(f"{path}.event", f"required (or `at` for a fixed UTC time); one of "
+                     f"{', '.join(EVENTS)}", event)
+    kw["event"] = event
+    if "offset" in t:
+        kw["offset"] = _parsed(parse_offset, t["offset"], f"{path}.offset", problems, 0)
+    cal = t.get("calendar", cfg.calendar)
+    if cal is None:
+        problems.add(f"{path}.calendar", "no calendar: set `calendar` at the top of the file "
+                     "or in this job")
+    elif not isinstance(cal, str):
+        problems.add(f"{path}.calendar", "must be a string", cal)
     else:
-        event = t.get("event")
-        if periodic is not None:
-            event = periodic.get("event", "open")
-        elif event not in EVENTS:
-            problems.add(f"{path}.event", f"required (or `at` for a fixed UTC time); one of "
-                         f"{', '.join(EVENTS)}", event)
-        kw["event"] = event
-        if "offset" in t:
-            kw["offset"] = _parsed(parse_offset, t["offset"], f"{path}.offset", problems, 0)
-        cal = t.get("calendar", cfg.calendar)
-        if cal is None:
-            problems.add(f"{path}.calendar", "no calendar: set `calendar` at the top of the file "
-                         "or in this job")
-        elif not isinstance(cal, str):
-            problems.add(f"{path}.calendar", "must be a string", cal)
-        else:
-            unit_safe(cal, f"{path}.calendar", problems)
-        kw["calendar"] = cal
-        kw["skip"] = frozenset(_dates(t.get("skip", []), f"{path}.skip", problems))
+        unit_safe(cal, f"{path}.calendar", problems)
+    kw["calendar"] = cal
+    kw["skip"] = frozenset(_dates(t.get("skip", []), f"{path}.skip", problems))
+    return kw
+
+
+def _durations(t: dict, path: str, periodic: dict | None, problems: Problems) -> dict[str, Any]:
+    """grace, timeout and watchdog; a periodic job's own fields (and its grace default)."""
+    kw: dict[str, Any] = {}
     for key, default, (limit, why) in (("grace", "2min", MAX_GRACE),
                                        ("timeout", "30min", MAX_TIMEOUT)):
         kw[key] = _parsed(lambda v, m=limit, w=why: parse_duration(v, m, w),
@@ -330,18 +387,14 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
         if kw["watchdog"] and kw["timeout"] and kw["watchdog"] >= kw["timeout"]:
             problems.add(f"{path}.watchdog", f"must be shorter than the job's timeout "
                          f"({kw['timeout']} s): the timeout would end the run first", watchdog)
-    kw.update(_pre_fire(t, path, problems))
-    lock = t.get("lock", name)
-    if "lock" in t and (not isinstance(lock, str) or not JOB_NAME.match(lock)):
-        problems.add(f"{path}.lock", "lock group names follow the job-name rule "
-                     "[a-z][a-z0-9_-]*", lock)
-    severity = t.get("severity", "critical")
-    if severity not in SEVERITIES:
-        problems.add(f"{path}.severity", f"one of {', '.join(SEVERITIES)}", severity)
+    return kw
+
+
+def _environment(t: dict, path: str, problems: Problems) -> dict:
     env = t.get("environment", {})
     if not isinstance(env, dict):
         problems.add(f"{path}.environment", "must be a table of NAME = \"value\"", env)
-        env = {}
+        return {}
     for k, v in env.items():
         if not ENV_NAME.match(k) or k.startswith("MARKET_"):
             problems.add(f"{path}.environment.{k}", "names are upper case [A-Z_][A-Z0-9_]* and "
@@ -350,28 +403,19 @@ def _job(t: dict, path: str, cfg: Config, problems: Problems) -> Job | None:
             problems.add(f"{path}.environment.{k}", "must be a string", v)
         else:
             unit_safe(v, f"{path}.environment.{k}", problems, tab=True)
-    description = t.get("description", "")
-    if not isinstance(description, str):
-        problems.add(f"{path}.description", "must be a string", description)
-    else:
-        unit_safe(description, f"{path}.description", problems)
+    return env
+
+
+def _read_write_paths(t: dict, path: str, problems: Problems) -> tuple[str, ...]:
     paths = t.get("read_write_paths", [])
     if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/")
                                               for p in paths):
         problems.add(f"{path}.read_write_paths", "must be an array of absolute paths (the "
                      "job's unit is sandboxed with ProtectSystem=strict)", paths)
-        paths = []
+        return ()
     for i, p in enumerate(paths):
         _normal_path(p, f"{path}.read_write_paths[{i}]", problems)
-    kw["read_write_paths"] = tuple(paths)
-    kw.update(retry_fields(t, path, problems))
-    enabled = t.get("enabled", True)
-    if not isinstance(enabled, bool):
-        problems.add(f"{path}.enabled", "must be true or false", enabled)
-    if len(problems.items) != before or not enabled:
-        return None
-    return Job(name=name, command=tuple(command), lock=lock, severity=severity,
-               environment=tuple(sorted(env.items())), description=description, **kw)
+    return tuple(paths)
 
 
 MAX_LEAD = 600  # seconds
