@@ -5,7 +5,8 @@ and only when the file's directory exists (`[metrics] textfile`). Several proces
 the file is never patched: each writer takes `<state_dir>/metrics/lock` and regenerates the whole
 file from durable state, then renames it into place (a scrape never sees half a file):
 
-* the run records (`runs/<job>/<session>.json`): each job's last run;
+* the run ledger (ledger_runs: every attempt and refused start, plus the records of runs from
+  before the ledger): each job's last run;
 * `metrics/history.jsonl`, append-only: one line per finished run (by systemd invocation) and per
   missed session. Counters must never go down, and a run record is replaced when a session is
   re-run, so the counters are counted from this history, which the writer brings up to date from

@@ -16,8 +16,8 @@ minutes) of every minute (hour) of the window, so one timer needs a handful of `
 per session (three for a whole NYSE day at 1 min), and `plan` reads like a clock ("every 5 min at
 :35, :40..."). An odd period such as 7 s or 90 s would still be exact but needs dozens of lines.
 
-This module is imported by config.py (parse_periodic) and plan.py/render.py (slots, OnCalendar
-lines); it never imports config.py, pandas or exchange_calendars.
+This module is imported by job_config.py (parse_periodic) and plan.py/render.py (slots,
+OnCalendar lines); it never imports the config modules, pandas or exchange_calendars.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def _check_grace(t: dict, path: str, every: int | None, problems) -> None:
         try:
             grace = parse_duration(t["grace"], 10 ** 9)
         except ValueError:
-            return  # config.py reports it
+            return  # job_config.py reports it
         if grace > every:
             problems.add(f"{path}.grace", f"a periodic job's grace must not exceed its period "
                          f"({every} s): a run is judged against the latest slot", t["grace"])

@@ -67,14 +67,15 @@ def _env_for(directory: str) -> jinja2.Environment:
 # * Environment=: quoted words with C escapes; `%` specifiers but NO `$` expansion, so `%%` only.
 # * ReadWritePaths=: quoted words (backslash escapes, no C escapes); `%` specifiers.
 # * Description=: the raw rest of the line; `%` specifiers; no quoting exists.
-# config.py refuses control characters (but a tab in arguments and environment values) and a
-# trailing backslash; these functions refuse them too, so nothing unchecked reaches a unit.
+# The config refuses control characters (but a tab in arguments and environment values) and a
+# trailing backslash (config_values.unit_safe); these functions refuse them too, so nothing
+# unchecked reaches a unit.
 _NEEDS_QUOTES = frozenset(' \t"\'\\;')
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
 class UnsafeValue(ValueError):
-    """A value that cannot be written into a unit file safely (config.py should have refused it)."""
+    """A value that cannot be written into a unit file safely (the config should have refused it)."""
 
 
 def _refuse_control(text: str, allow_tab: bool = True) -> str:
