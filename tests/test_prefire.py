@@ -197,24 +197,49 @@ def test_a_daily_job_started_by_its_early_timer_runs_for_today_not_yesterday():
 
 # waiting -----------------------------------------------------------------------------------------
 
-def test_sleep_until_follows_a_step_of_the_realtime_clock(monkeypatch):
-    """Each step is computed afresh from time.time(): a clock stepped back mid-wait is waited
-    out, a clock stepped forward ends the wait, and no step is longer than MAX_STEP."""
-    clock = {"t": 100.0}
+def _fake_clock(monkeypatch, start: float, step_back_at: int | None = None):
+    """time.time()/time.sleep() on a fake clock: each read advances it 10 us (a spin makes
+    progress), each sleep by its length; optionally NTP steps it back 5 s on the Nth sleep."""
+    clock = {"t": start}
     sleeps = []
+
+    def fake_time():
+        clock["t"] += 1e-5
+        return clock["t"]
 
     def fake_sleep(s):
         sleeps.append(s)
         clock["t"] += s
-        if len(sleeps) == 2:
-            clock["t"] -= 5.0  # NTP steps the clock back
+        if len(sleeps) == step_back_at:
+            clock["t"] -= 5.0
 
-    monkeypatch.setattr(instant_wait.time, "time", lambda: clock["t"])
+    monkeypatch.setattr(instant_wait.time, "time", fake_time)
     monkeypatch.setattr(instant_wait.time, "sleep", fake_sleep)
+    return clock, sleeps
+
+
+def test_sleep_until_follows_a_step_of_the_realtime_clock(monkeypatch):
+    """Each step is computed afresh from time.time(): a clock stepped back mid-wait is waited
+    out, a clock stepped forward ends the wait, and no step is longer than MAX_STEP."""
+    clock, sleeps = _fake_clock(monkeypatch, 100.0, step_back_at=2)
     late = instant_wait.sleep_until(101.0)
-    assert clock["t"] >= 101.0 and late == clock["t"] - 101.0
-    assert sum(sleeps) == pytest.approx(6.0)
+    assert clock["t"] >= 101.0 and late == pytest.approx(clock["t"] - 101.0, abs=2e-5)
+    assert sum(sleeps) == pytest.approx(6.0 - instant_wait.SPIN, abs=1e-3)
     assert max(sleeps) <= instant_wait.MAX_STEP
+
+
+def test_sleep_until_spins_the_last_stretch_instead_of_sleeping(monkeypatch):
+    """The wake-up of a sleeping thread can come milliseconds late (an idle CPU, a VM's vCPU
+    halted): the last SPIN seconds are spun on the clock, never slept, and the wait never ends
+    before the deadline."""
+    clock, sleeps = _fake_clock(monkeypatch, 100.0)
+    instant_wait.sleep_until(100.5)
+    assert clock["t"] >= 100.5
+    assert all(100.0 + sum(sleeps[:i + 1]) <= 100.5 - instant_wait.SPIN + 1e-3
+               for i in range(len(sleeps)))
+    clock, sleeps = _fake_clock(monkeypatch, 100.5 - instant_wait.SPIN / 2)
+    instant_wait.sleep_until(100.5)  # already inside the last stretch: no sleep at all
+    assert sleeps == [] and clock["t"] >= 100.5
 
 
 def test_wait_for_instant(monkeypatch):

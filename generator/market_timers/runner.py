@@ -161,7 +161,7 @@ def run(argv: list[str], env: dict) -> int:
         if schedule is not None:
             try:
                 return run_slot(argv, env, job, grace, now, schedule)
-            except DatabaseError as e:  # the cluster ledger (run_slot takes no cluster lock)
+            except DatabaseError as e:  # the cluster ledger
                 if env.get("MARKET_ON_DB_UNREACHABLE", "skip") != "run":
                     log(ERR, f"cannot reach the cluster ledger ({e}); not running this slot of "
                              f"{job}: on_db_unreachable = skip (another node may run it)")
@@ -264,27 +264,9 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     if lock is None:
         _refuse(book, key, base, "overlap-skipped")
         return OVERLAP_SKIPPED
-    fence = None
-    if hasattr(book, "lock_group"):  # the cluster ledger: the group is locked cluster-wide too
-        group = env.get("MARKET_LOCK_GROUP", job)
-        try:
-            held = book.lock_group(group, key)
-        except BaseException:
-            os.close(lock)
-            raise
-        if held is None:
-            os.close(lock)
-            holder = book.lock_holder(group) or {}
-            log(WARNING, f"lock group '{group}' is busy on node {holder.get('node', '?')} "
-                         f"({holder.get('job', '?')} {holder.get('session', '?')} since "
-                         f"{holder.get('since', '?')}); this run of {job} for session {session} "
-                         "is dropped, not queued")
-            _refuse(book, key, base, "overlap-skipped")
-            return OVERLAP_SKIPPED
-        # The advisory lock lives on this connection: the job inherits its socket, so the lock
-        # is released exactly when the job's process ends (ledger/postgresql.py).
-        sock, fence = held
-        os.set_inheritable(sock, True)
+    fence = _cluster_lock(env, book, key, base, lock, f"{job} for session {session}")
+    if isinstance(fence, int):
+        return fence
     try:
         claim = book.claim(key, how, dict(base, started_utc=_now_text(),
                                           started_mono=time.monotonic(), late_sec=round(late, 3),
@@ -302,6 +284,34 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         return _already_ran(book, key, claim.holder or {}, base)
     await_exec_time(env, scheduled)
     return exec_job(argv, env, session, _utc(scheduled), claim, fence)
+
+
+def _cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
+    """On the cluster ledger the lock group is held cluster-wide too: the fence token (str, or
+    None on the local ledger), or OVERLAP_SKIPPED when another node holds the group (the local
+    lock fd is then closed). One-shot and periodic starts share it, so a group is never run
+    twice at once across nodes whatever kind of job holds it."""
+    if not hasattr(book, "lock_group"):
+        return None
+    group = env.get("MARKET_LOCK_GROUP", key.job)
+    try:
+        held = book.lock_group(group, key)
+    except BaseException:
+        os.close(lock)
+        raise
+    if held is None:
+        os.close(lock)
+        holder = book.lock_holder(group) or {}
+        log(WARNING, f"lock group '{group}' is busy on node {holder.get('node', '?')} "
+                     f"({holder.get('job', '?')} {holder.get('session', '?')} since "
+                     f"{holder.get('since', '?')}); this run of {what} is dropped, not queued")
+        _refuse(book, key, base, "overlap-skipped")
+        return OVERLAP_SKIPPED
+    # The advisory lock lives on this connection: the job inherits its socket, so the lock is
+    # released exactly when the job's process ends (ledger/postgresql.py).
+    sock, fence = held
+    os.set_inheritable(sock, True)
+    return fence
 
 
 def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, claim,
@@ -379,19 +389,27 @@ def run_slot(argv: list[str], env: dict, job: str, grace: int, now: datetime,
         _refuse(book, key, base, "overlap-skipped", late_sec=round(late, 3))
         note(refused="overlap-skipped", late_sec=round(late, 3))
         return OVERLAP_SKIPPED
+    fence = _cluster_lock(env, book, key, base, lock, what)
+    if isinstance(fence, int):
+        note(refused="overlap-skipped", late_sec=round(late, 3))
+        return fence
     try:
         claim = book.claim(key, "timer", dict(base, started_utc=_now_text(),
                                               started_mono=time.monotonic(),
                                               late_sec=round(late, 3)))
     except OSError as e:
+        os.close(lock)
         log(ERR, f"cannot record the start of {what} in the run ledger ({e}); not running it: "
                  "without its claim it could run twice")
         return RUNNER_ERROR
+    except BaseException:
+        os.close(lock)
+        raise
     if not claim.ok:
         os.close(lock)
         return _already_ran(book, key, claim.holder or {}, base)
     note(late_sec=round(late, 3), pid=os.getpid(), attempt=claim.attempt)
-    return exec_job(argv, env, session, slot_text, claim, MARKET_SLOT_UTC=slot_text)
+    return exec_job(argv, env, session, slot_text, claim, fence, MARKET_SLOT_UTC=slot_text)
 
 
 def await_exec_time(env: dict, scheduled: datetime) -> None:

@@ -181,3 +181,34 @@ def test_a_periodic_slot_with_the_database_unreachable_is_skipped_or_run_as_conf
                                                 mode="run")))
     assert run.returncode == 0, run.stderr
     assert marker.exists() and "another node may run it too" in run.stderr
+
+
+def test_a_periodic_slot_honours_the_cluster_wide_lock_group(tmp_path, dsn):
+    """A periodic job shares its lock group with one-shot jobs on the other nodes: while
+    closing-orders runs on ny4-a, a slot of `cycle` (same group) on ny4-b is skipped, not run
+    beside it; once the group is free the next start runs with a newer fence."""
+    first = start(node_env(tmp_path, dsn, "ny4-a", job="closing-orders"),
+                  'echo "fence $MARKET_FENCE"; exec sleep 30')
+    marker = tmp_path / "cycle-ran"
+    try:
+        fence = first.stdout.readline().split()[1]
+        slot = subprocess.run([*RUNNER, "--", "/usr/bin/touch", str(marker)],
+                              capture_output=True, text=True, timeout=30,
+                              env=_periodic(node_env(tmp_path, dsn, "ny4-b", job="cycle")))
+        assert slot.returncode == exitcodes.OVERLAP_SKIPPED == 171, slot.stderr
+        assert not marker.exists()
+        assert "busy on node ny4-a" in slot.stderr
+    finally:
+        first.kill()
+        first.wait()
+    ledger = pg.PostgresLedger(dsn, "x")
+    deadline = time.monotonic() + pg.HOLDER_DEATH_BOUND_SEC
+    while ledger.check_fence("orders", fence) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    env = _periodic(node_env(tmp_path, dsn, "ny4-b", job="cycle"))
+    env["INVOCATION_ID"] = "inv-cycle-2"
+    # the skipped slot's claim was never taken: the same slot may run once the group is free
+    later = subprocess.run([*RUNNER, "--", "/bin/sh", "-c", 'echo "$MARKET_FENCE"'],
+                           capture_output=True, text=True, timeout=30, env=env)
+    assert later.returncode == 0, later.stderr
+    assert int(later.stdout.strip()) > int(fence)
