@@ -20,7 +20,6 @@ inside two limits that are said out loud when a request crosses them:
 from __future__ import annotations
 
 import contextlib
-import difflib
 import warnings
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -28,7 +27,8 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from .config import Config, Override
-from .errors import Problems
+from .errors import Problems, did_you_mean
+from .job_config import EVENTS
 
 FIRST_DAY = date(1990, 1, 1)
 YEARS_AHEAD = 5
@@ -73,10 +73,7 @@ def resolve(name: str) -> str:
     names = known_names()
     if name in names:
         return xc.resolve_alias(name)
-    upper = {n.upper(): n for n in names}
-    close = difflib.get_close_matches(name.upper(), list(upper), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(upper[c] for c in close)}?" if close else ""
-    raise CalendarError(f"unknown exchange calendar{hint} (see exchange_calendars."
+    raise CalendarError(f"unknown exchange calendar{did_you_mean(name, names)} (see exchange_calendars."
                         f"get_calendar_names())")
 
 
@@ -391,7 +388,6 @@ def _holiday_name(cal, day: date) -> str | None:
 
 # sessions --------------------------------------------------------------------------------------
 
-EVENTS = ("open", "close", "break_start", "break_end")
 NO_TIME = -(2**63)  # in SessionTable.seconds: no such event that day (no break)
 EPOCH_DAY = date(1970, 1, 1).toordinal()
 

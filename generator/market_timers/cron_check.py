@@ -28,18 +28,18 @@ them.
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from .errors import did_you_mean
 from .instants import iso
+from .job_config import EVENTS
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
 
-EVENTS = ("open", "close", "break_start", "break_end")
 DEFAULT_DAYS = 90
 
 # What cron (cronie) accepts in a field: numbers, "*", ranges, steps, lists, and names for months
@@ -148,8 +148,7 @@ def _zone(tz: str):
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        close = difflib.get_close_matches(tz, sorted(available_timezones()), n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        hint = did_you_mean(tz, sorted(available_timezones()))
         raise ValueError(f"--tz {tz!r}: unknown time zone (an IANA name such as "
                          f"America/New_York or UTC){hint}") from None
 
@@ -160,11 +159,10 @@ def _calendar(name: str, start: date, end: date):
     and data limits as `plan`."""
     from . import calendars
 
-    names = calendars.known_names()
-    if name not in names:
-        close = difflib.get_close_matches(name.upper(), names, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"--calendar {name!r}: unknown exchange calendar{hint}")
+    try:
+        calendars.resolve(name)
+    except calendars.CalendarError as e:
+        raise ValueError(f"--calendar {name!r}: {e}") from None
     try:
         calendars.check_range(start, end)
         cal = calendars.calendar_for(name, start - timedelta(days=7), end + timedelta(days=7))

@@ -48,3 +48,13 @@ class ConfigError(Exception):
     def __init__(self, problems: Problems):
         self.problems = problems
         super().__init__("\n".join(problems.lines()))
+
+
+def did_you_mean(name: str, choices, cutoff: float = 0.6) -> str:
+    """'; did you mean A, B?' for the names closest to `name` (case-insensitive, shown as spelt
+    in `choices`), or '' when none is close: the one hint every unknown-name error uses."""
+    import difflib
+
+    spelt = {c.upper(): c for c in choices}
+    close = difflib.get_close_matches(name.upper(), list(spelt), n=3, cutoff=cutoff)
+    return f"; did you mean {', '.join(spelt[c] for c in close)}?" if close else ""

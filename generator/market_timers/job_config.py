@@ -18,7 +18,7 @@ from .errors import Problems
 from .periodic import PERIODIC_KEYS, Periodic, parse_periodic
 from .retries import retry_fields
 
-EVENTS = ("open", "close", "break_start", "break_end")
+EVENTS = ("open", "close", "break_start", "break_end")  # the one list (calendars, check-cron)
 SEVERITIES = ("critical", "warning", "info")
 # Job names become part of unit names (market-<job>@<session>-<HHMMSS>.timer) and of journal
 # fields: keep them to a conservative subset of systemd's unit-name characters.

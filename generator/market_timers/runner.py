@@ -419,11 +419,18 @@ def await_exec_time(env: dict, scheduled: datetime) -> None:
     lead = int(env.get("MARKET_LEAD_SEC") or 0)
     if lead <= 0:
         return
-    target = scheduled.timestamp() - int(env.get("MARKET_WARM_SEC") or 0)
+    warm = int(env.get("MARKET_WARM_SEC") or 0)
+    target = scheduled.timestamp() - warm
     if 0 < target - time.time() <= lead + 1:
         from .instant_wait import sleep_until
 
         sleep_until(target)
+    if warm > 0 and scheduled.timestamp() > time.time():
+        # A warm job waits for the instant itself: at nice 0 it woke behind other units'
+        # pre-fired start-ups (Nice=-10) landing on the same second. It keeps the unit's
+        # priority; jobnotify.wait_for_instant() returns it to nice 0 at the instant.
+        env["MARKET_RESTORE_NICE"] = "1"
+        return
     normal_priority()
 
 
