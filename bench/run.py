@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -73,6 +74,10 @@ def render(sections: list[Section], info: dict[str, str], total: float, argv: li
     return "\n".join(out)
 
 
+def _interrupted(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", action="append", choices=ORDER, metavar="NAME",
@@ -80,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", action="store_true")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
+    # `kill` (SIGTERM) unwinds like Ctrl-C: the shared container is powered off and its copy of
+    # the rootfs removed by shared_box's exit, instead of being left running.
+    signal.signal(signal.SIGTERM, _interrupted)
     if args.list:
         print("\n".join(ORDER))
         return 0

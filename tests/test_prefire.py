@@ -172,53 +172,6 @@ def test_a_warm_job_is_execd_its_warm_up_early_and_waits_itself(tmp_path):
     assert stamp < instant  # exec'd early: the job waits with wait_for_instant()
 
 
-WARM_STAMP = f"""#!{sys.executable}
-import os, time
-from market_timers.jobnotify import wait_for_instant
-before = os.getpriority(os.PRIO_PROCESS, 0)
-wait_for_instant()
-print(time.time(), os.environ["MARKET_SCHEDULED_UTC"], os.getpriority(os.PRIO_PROCESS, 0),
-      before, flush=True)
-"""
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="lowering a nice value needs root")
-def test_a_warm_job_waits_at_the_pre_fire_priority_and_acts_at_nice_0(tmp_path):
-    """Other units pre-fire (Nice=-10) around the instant: a warm job waiting at nice 0 woke
-    behind their start-ups. It keeps the unit's priority until its instant;
-    wait_for_instant() then returns it to nice 0, so the rest of its run is as without a lead."""
-    job = tmp_path / "stamp"
-    job.write_text(WARM_STAMP)
-    job.chmod(0o755)
-    instant = math.ceil(time.time()) + 1
-    env = dict(os.environ, MARKET_JOB="signal", MARKET_SESSION="2025-11-26",
-               MARKET_SCHEDULED_UTC=datetime.fromtimestamp(instant, UTC).strftime(
-                   "%Y-%m-%dT%H:%M:%SZ"), MARKET_GRACE_SEC="60",
-               MARKET_STATE_DIR=str(tmp_path / "state"), MARKET_LOCK_DIR=str(tmp_path / "run"),
-               MARKET_LEAD_SEC="2", MARKET_WARM_SEC="2")
-    env.pop("JOURNAL_STREAM", None)
-    out = subprocess.run([sys.executable, "-m", "market_timers.runner", "--", str(job)],
-                         env=env, capture_output=True, text=True, check=True,
-                         preexec_fn=lambda: os.nice(-10)).stdout.split()
-    stamp, nice_after, nice_before = float(out[0]), int(out[2]), int(out[3])
-    assert nice_before == -10 and nice_after == 0 and stamp >= instant
-
-
-def test_wait_for_instant_leaves_the_priority_of_a_job_the_runner_did_not_pre_fire(monkeypatch):
-    """Run by hand from a shell at nice -5 (no MARKET_RESTORE_NICE): the priority is the
-    operator's, not ours to change."""
-    calls = []
-    monkeypatch.setattr(jobnotify.os, "setpriority", lambda *a: calls.append(a))
-    monkeypatch.setattr(jobnotify.os, "getpriority", lambda *a: -5)
-    monkeypatch.delenv("MARKET_RESTORE_NICE", raising=False)
-    monkeypatch.setenv("MARKET_SCHEDULED_UTC", "2025-11-26T20:45:00Z")
-    jobnotify.wait_for_instant()
-    assert calls == []
-    monkeypatch.setenv("MARKET_RESTORE_NICE", "1")
-    jobnotify.wait_for_instant()
-    assert calls == [(jobnotify.os.PRIO_PROCESS, 0, 0)]
-
-
 def test_a_start_by_hand_long_before_the_instant_runs_at_once(tmp_path):
     instant = math.ceil(time.time()) + 3600
     stamp, _ = run_runner(tmp_path, instant, MARKET_LEAD_SEC="2")
@@ -287,6 +240,18 @@ def test_sleep_until_spins_the_last_stretch_instead_of_sleeping(monkeypatch):
     clock, sleeps = _fake_clock(monkeypatch, 100.5 - instant_wait.SPIN / 2)
     instant_wait.sleep_until(100.5)  # already inside the last stretch: no sleep at all
     assert sleeps == [] and clock["t"] >= 100.5
+
+
+def test_the_runner_returns_to_nice_0_as_its_sleep_ends_not_at_the_instant(monkeypatch):
+    """Lowering a running task's priority forces a reschedule: done at the instant it handed
+    the CPU to other units starting then. It is done as the sleep ends, before the spin."""
+    clock, sleeps = _fake_clock(monkeypatch, 100.0)
+    seen = []
+    monkeypatch.setattr(runner, "normal_priority", lambda: seen.append(clock["t"]))
+    runner.await_exec_time({"MARKET_LEAD_SEC": "2"},
+                           datetime.fromtimestamp(101.0, UTC))
+    assert seen and seen[0] <= 101.0 - instant_wait.SPIN + 1e-3
+    assert clock["t"] >= 101.0
 
 
 def test_wait_for_instant(monkeypatch):

@@ -24,13 +24,16 @@ MAX_STEP = 0.25  # seconds
 SPIN = 0.005  # seconds: longer than the wake-up latency measured (max 2.6 ms), 5 ms of CPU
 
 
-def sleep_until(deadline: float) -> float:
-    """Sleep until time.time() >= deadline (unix seconds); return how late it woke, in seconds."""
+def sleep_until(deadline: float, before_spin=None) -> float:
+    """Sleep until time.time() >= deadline (unix seconds); return how late it woke, in seconds.
+    `before_spin()`, if given, is called once as the sleeping ends and the spin begins."""
     while True:
         remaining = deadline - time.time()
         if remaining <= SPIN:
             break
         time.sleep(min(remaining - SPIN, MAX_STEP))
+    if before_spin is not None:
+        before_spin()
     while (now := time.time()) < deadline:
         pass
     return now - deadline

@@ -58,12 +58,7 @@ def status(text: str) -> None:
 def wait_for_instant() -> float | None:
     """Block until the run's planned instant ($MARKET_SCHEDULED_UTC, set by the runner) on the
     realtime clock; return how late it woke in seconds (0 or more), or None without the variable
-    (run by hand). Already past: returns at once with the lateness.
-
-    A warm job is exec'd at its unit's pre-fire priority (Nice=-10, $MARKET_RESTORE_NICE=1) so
-    that other units starting around the instant do not delay its wake-up; this returns it to
-    nice 0 once the instant is reached. A job in another language does the same after its own
-    wait (`renice -n 0 -p $$`, or setpriority(2))."""
+    (run by hand). Already past: returns at once with the lateness."""
     text = os.environ.get("MARKET_SCHEDULED_UTC", "")
     if not text:
         return None
@@ -72,14 +67,7 @@ def wait_for_instant() -> float | None:
     from .instant_wait import sleep_until
 
     instant = datetime.fromisoformat(text.removesuffix("Z")).replace(tzinfo=UTC).timestamp()
-    late = sleep_until(instant)
-    if os.environ.get("MARKET_RESTORE_NICE") == "1":  # the runner kept the pre-fire priority
-        try:
-            if os.getpriority(os.PRIO_PROCESS, 0) < 0:
-                os.setpriority(os.PRIO_PROCESS, 0, 0)  # raising one's nice needs no privilege
-        except OSError:
-            pass  # the job acts at the unit's priority: better than not acting
-    return late
+    return sleep_until(instant)
 
 
 def watchdog_interval() -> float | None:
