@@ -34,3 +34,42 @@ def _no_real_metrics_textfile(tmp_path_factory, monkeypatch):
     base = str(tmp_path_factory.getbasetemp())
     monkeypatch.setattr(metrics, "directory_exists",
                         lambda path: path.startswith(base + "/") and os.path.isdir(path))
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 64 KiB tmpfs mounted at tmp_path/spool (root only: skipped without, failed under CI)."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("a full-disk test needs root to mount a tmpfs (CI=true)")
+        pytest.skip("needs root to mount a small tmpfs")
+    mnt = tmp_path / "spool"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(mnt)],
+                   check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.fixture
+def fill_up():
+    """fill_up(path): write zeros into the file at path until its file system is full."""
+    import errno
+    import os
+
+    def fill(path: Path) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, b"\0" * 1024)
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+
+    return fill

@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from market_timers import config, plan, render, sync
+from market_timers import config, plan, render
 from market_timers.periodic import calendar_lines
 
 needs_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None and
@@ -103,7 +103,7 @@ def test_timer_settings_and_the_runner_context(write_config):
     assert env["MARKET_GRACE_SEC"] == "30"
     assert "MARKET_SCHEDULED_UTC" not in env
     # sync reads the timer's last slot (its retention and "still ahead" are judged by it)
-    assert sync.instant_of(timer) == datetime(2026, 12, 23, 7, 50, tzinfo=UTC)
+    assert render.timer_instant(timer) == datetime(2026, 12, 23, 7, 50, tzinfo=UTC)
 
 
 def test_a_changed_slot_list_is_a_new_unit_name(write_config):

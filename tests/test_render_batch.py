@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 import os
 
-from market_timers import cli, render
+from market_timers import atomicfile, cli, render
 
 JOBS = """
 calendar = "XNYS"
@@ -31,8 +31,8 @@ def test_many_units_are_written_with_one_flush_and_no_fsync_per_file(write_confi
     fsyncs, flushes = [], []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
-    real_syncfs = render._syncfs
-    monkeypatch.setattr(render, "_syncfs", lambda fd: (flushes.append(fd), real_syncfs(fd))[1])
+    real_syncfs = atomicfile._syncfs
+    monkeypatch.setattr(atomicfile, "_syncfs", lambda fd: (flushes.append(fd), real_syncfs(fd))[1])
     out = tmp_path / "out"
     args = ["--config", str(write_config(JOBS)), "--now", NOW, "render", "--out", str(out)]
     assert cli.main(args) == 0
@@ -46,7 +46,7 @@ def test_a_failed_flush_fails_the_render(write_config, tmp_path, monkeypatch, ca
     def eio(fd):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(render, "_syncfs", eio)
+    monkeypatch.setattr(atomicfile, "_syncfs", eio)
     out = tmp_path / "out"
     args = ["--config", str(write_config(JOBS)), "--now", NOW, "render", "--out", str(out)]
     assert cli.main(args) == 1
@@ -55,10 +55,15 @@ def test_a_failed_flush_fails_the_render(write_config, tmp_path, monkeypatch, ca
     assert "wrote" not in captured.out
 
 
-def test_a_single_file_is_still_fsynced_before_its_rename(tmp_path, monkeypatch):
+def test_a_single_file_is_fsynced_before_its_rename_and_its_directory_after(tmp_path,
+                                                                              monkeypatch):
     fsyncs = []
     real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(os.readlink(f"/proc/self/fd/{fd}")),
+                                                 real_fsync(fd))[1])
     assert render.write_atomic(tmp_path / "a.timer", "x\n") is True
-    assert len(fsyncs) == 1 and (tmp_path / "a.timer").read_text() == "x\n"
+    assert (tmp_path / "a.timer").read_text() == "x\n"
+    [temp, directory] = fsyncs  # atomicfile.DURABLE, the default
+    assert temp.startswith(str(tmp_path / ".a.timer.")) and directory == str(tmp_path)
     assert render.write_atomic(tmp_path / "a.timer", "x\n") is False  # unchanged: untouched
+    assert len(fsyncs) == 2

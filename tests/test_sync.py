@@ -380,7 +380,7 @@ def test_read_only_unit_dir_is_a_clear_error(setup, tmp_path, capsys, monkeypatc
 
     from market_timers import cli, render
 
-    def read_only(path, text, mode=0o644):
+    def read_only(path, text, mode=0o644, **_):
         if path.parent == cfg.unit_dir:
             raise OSError(errno.EROFS, "Read-only file system", str(path))
         return True
@@ -393,3 +393,27 @@ def test_read_only_unit_dir_is_a_clear_error(setup, tmp_path, capsys, monkeypatc
     err = capsys.readouterr().err
     assert f"market-timers sync: cannot write units into {cfg.unit_dir}: Read-only file system" \
         in err and "Traceback" not in err
+
+
+def test_units_are_written_as_one_batch_made_durable_before_systemd_is_told(setup, tmp_path,
+                                                                          monkeypatch):
+    """Each unit file is atomic (temp + rename); the batch is flushed once (syncfs + directory
+    fsync), not one fsync + directory fsync per file, and before any start or reload, so
+    systemd never loads a unit a power cut could still take away."""
+    from market_timers import atomicfile
+
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    events = []
+    write = atomicfile.write
+    monkeypatch.setattr(atomicfile, "write", lambda path, text, **kw: (
+        events.append(("write", Path(path).name, kw.get("sync"))), write(path, text, **kw))[1])
+    monkeypatch.setattr(atomicfile, "sync_directory",
+                        lambda d: events.append(("flush", Path(d))))
+    start = sc.start
+    sc.start = lambda units: (events.append(("start",)), start(units))
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path / "stamps")
+    units = [e for e in events if e[0] == "write" and e[1].startswith("market-signal@")]
+    assert len(units) == 6 and {e[2] for e in units} == {atomicfile.BATCH}
+    assert events.count(("flush", cfg.unit_dir)) == 1
+    assert events.index(("flush", cfg.unit_dir)) < events.index(("start",))

@@ -90,7 +90,7 @@ def test_try_of_an_unknown_job_names_the_jobs(write_config, runtime, capsys):
 def test_try_without_root_says_so(write_config, tmp_path, monkeypatch, capsys):
     import errno
 
-    def denied(path, text, mode=0o644):
+    def denied(path, text, mode=0o644, **_):
         raise OSError(errno.EACCES, "Permission denied", str(path))
 
     monkeypatch.setattr(trial, "write_atomic", denied)

@@ -31,7 +31,6 @@ The clock is injected (`now`); nothing here sleeps.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -39,7 +38,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from . import logsetup, metrics, runrecord, safefs
+from market_timers import atomicfile  # absolute: this module is moving into watch/
+
+from . import logsetup, metrics, planfile, runrecord, safefs
 from .instants import iso, parse_iso
 from .ledger import Key
 from .ledger.errors import DatabaseError
@@ -50,7 +51,7 @@ from .watch_config import WatchConfig, watch_of
 REFRESH_OVERDUE = timedelta(hours=26)  # market-refresh.timer runs daily (and at boot)
 log = logging.getLogger("market_timers.watch")
 
-PLAN_FILE = "plan.json"
+PLAN_FILE = planfile.FILE
 STATE_FILE = "deadman.json"
 UNREACHABLE_KEY = "ledger-unreachable"
 
@@ -80,11 +81,9 @@ class PassResult:
 
 
 def read_plan(state_dir: Path) -> dict | None:
-    """plan.json as written by sync, or None when sync has never run."""
-    try:
-        return json.loads(safefs.read_bytes(Path(state_dir) / PLAN_FILE, base=state_dir))
-    except FileNotFoundError:
-        return None
+    """plan.json as written by sync (planfile.read), or None when sync has never run."""
+    doc = planfile.read(state_dir)
+    return None if doc is None else doc.to_json()
 
 
 def deadline(entry: dict, slack_sec: int) -> datetime:
@@ -341,12 +340,10 @@ def _sync_running(state_dir: Path) -> bool:
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
+        with atomicfile.flock(fd, exclusive=False, wait=False) as held:
+            return not held
     except OSError:
         return True
-    finally:
-        os.close(fd)
 
 
 def _load_state(state_dir: Path) -> dict:
@@ -366,7 +363,7 @@ def _load_state(state_dir: Path) -> dict:
 def _save_state(state_dir: Path, state: dict) -> None:
     path = state_dir / STATE_FILE
     try:
-        safefs.write_json(path, state, base=state_dir)
+        safefs.write_json(path, state, base=state_dir, sync=atomicfile.DURABLE)
     except OSError as e:
         # The alerts still go out (the alert layer's dedup window holds back repeats).
         log.error("deadman: cannot write %s: %s", path, e)

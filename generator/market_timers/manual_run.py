@@ -23,7 +23,7 @@ import sys
 from datetime import date, datetime
 from pathlib import Path
 
-from . import ledger
+from . import ledger, unitname
 from .exitcodes import FAILURE, USAGE
 from .instants import iso
 
@@ -57,7 +57,7 @@ def _owner(config) -> tuple[int, int] | None:
 
 def command(config, job_name: str, session: date, force: bool, *, now: datetime | None = None,
             systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR) -> int:
-    from . import plan, render
+    from . import atomicfile, plan, render
     from .calendars import CalendarError
     from .config import default_runner
     from .systemctl import Systemctl, SystemctlError
@@ -85,7 +85,7 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
     runner = config.runner or default_runner()
     [service] = [u for u in render.job_units(config, jobs[job_name], fire, runner)
                  if u.name.endswith(".service")]
-    name = f"market-{job_name}@{session.isoformat()}-run{now:%H%M%S}.service"
+    name = unitname.manual_run(job_name, session, now).service()
     nonce = secrets.token_hex(16)
     by = _operator()
     text = (f"# market-timers run {job_name} --session {session}{' --force' if force else ''}"
@@ -96,7 +96,7 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
         book.write_ticket(nonce, {"job": job_name, "session": session.isoformat(),
                                   "force": "yes" if force else "no", "by": by,
                                   "unit": name}, owner=_owner(config))
-        render.write_atomic(unit_dir / name, text)
+        render.write_atomic(unit_dir / name, text, sync=atomicfile.DURABLE)
     except OSError as e:
         return _fail(f"cannot write the run's ticket or unit: {e}", FAILURE)
     try:

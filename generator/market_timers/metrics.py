@@ -24,7 +24,6 @@ with prometheus_client's own parser.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import math
@@ -34,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
-from . import runrecord
+from . import atomicfile, planfile, runrecord
 from .metrics_config import metrics_of
 
 log = logging.getLogger("market_timers.metrics")
@@ -171,16 +170,10 @@ class State:
         self.state_dir = Path(state_dir)
         self.dir = self.state_dir / SUBDIR
 
-    @contextlib.contextmanager
-    def lock(self):
-        from .safefs import open_lock
+    def lock(self) -> atomicfile.flock:
+        from .safefs import lock
 
-        fd = open_lock(self.dir / "lock", base=self.state_dir)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        return lock(self.dir / "lock", base=self.state_dir)
 
     def history(self) -> list[dict]:
         out = []
@@ -211,33 +204,22 @@ class State:
         return doc if isinstance(doc, dict) else {}
 
     def write(self, name: str, doc: dict) -> None:
-        _replace_file(self.dir / name, json.dumps(doc, indent=1, sort_keys=True) + "\n", 0o640)
+        atomicfile.write(self.dir / name, json.dumps(doc, indent=1, sort_keys=True) + "\n",
+                         mode=0o640, sync=atomicfile.DURABLE)
 
 
-def _replace_file(path: Path, text: str, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+def _read_plan(state_dir: Path) -> planfile.PlanDoc:
+    """plan.json; an empty plan when sync never ran or the file is unreadable (the metrics of
+    everything else are still written)."""
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # the umask may have taken bits off
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _read_plan(state_dir: Path) -> dict:
-    try:
-        doc = json.loads((state_dir / "plan.json").read_text(encoding="utf-8"))
+        doc = planfile.read(state_dir)
     except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
+        doc = None
+    return doc or planfile.PlanDoc(None, ())
 
 
-def catch_up(config, state: State, records: list[dict], plan: dict, now: datetime) -> None:
+def catch_up(config, state: State, records: list[dict], plan: planfile.PlanDoc,
+             now: datetime) -> None:
     """Append to the history what it does not have yet: finished runs, sessions now missed."""
     from .deadman import deadline
     from .watch_config import watch_of
@@ -252,16 +234,16 @@ def catch_up(config, state: State, records: list[dict], plan: dict, now: datetim
     ran = {(r["job"], r["session"]) for r in records}
     jobs = {j.name for j in config.jobs}
     slack = watch_of(config).slack_sec
-    for entry in plan.get("fires", []):
-        pair = (entry.get("job"), entry.get("session"))
+    for entry in plan.entries:
+        pair = entry.key
         key = f"missed|{pair[0]}|{pair[1]}"
         if pair[0] not in jobs or pair in ran or key in known:
             continue
         with contextlib.suppress(KeyError, ValueError):
-            if deadline(entry, slack) < now:
+            if deadline(entry.json, slack) < now:
                 known.add(key)
                 new.append({"key": key, "job": pair[0], "session": pair[1], "kind": "missed",
-                            "fire_utc": entry.get("fire_utc")})
+                            "fire_utc": entry.fire_utc})
     state.append_history(new)
 
 
@@ -320,14 +302,14 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
             day = date.fromisoformat(last_day)
             f["calendar_data_end_timestamp_seconds"].add(
                 datetime.combine(day, time(), UTC).timestamp(), calendar=cal)
-    f["last_sync_timestamp_seconds"].add(_seconds(plan.get("generated_utc")))
+    f["last_sync_timestamp_seconds"].add(_seconds(plan.generated_utc))
     f["last_refresh_timestamp_seconds"].add(_seconds(state.read("refresh.json").get("last_ok_utc")))
     f["metrics_generated_timestamp_seconds"].add(round(now.timestamp(), 3))
     return list(f.values())
 
 
 def _job_metrics(f: dict[str, Family], config, records: list[dict], history: list[dict],
-                 plan: dict, now: datetime) -> None:
+                 plan: planfile.PlanDoc, now: datetime) -> None:
     """The job_* families: each configured job's last run, its counters and its next fire."""
     kinds, failure_kinds = _kinds()
     # The config's jobs only: a job removed from it leaves the file (its history stays, and
@@ -386,13 +368,12 @@ def _counts(history: list[dict], jobs: list[str], failure_kinds) -> tuple[dict, 
     return runs, failures, missed
 
 
-def _next_fires(plan: dict, configured: set[str], now: datetime) -> dict[str, float]:
+def _next_fires(plan: planfile.PlanDoc, configured: set[str], now: datetime) -> dict[str, float]:
     """job -> its next planned instant after `now` (epoch seconds), from plan.json."""
     next_fire: dict[str, float] = {}
-    for entry in plan.get("fires", []):
-        t = _seconds(entry.get("fire_utc"))
-        job = entry.get("job")
-        if t is not None and t > now.timestamp() and job in configured:
+    for entry in plan.entries:
+        t, job = entry.instant.timestamp(), entry.job
+        if t > now.timestamp() and job in configured:
             next_fire[job] = min(t, next_fire.get(job, math.inf))
     return next_fire
 
@@ -445,7 +426,8 @@ def update(config, now: datetime | None = None, *, calendars: dict[str, date] | 
                     k: v.isoformat() for k, v in sorted(calendars.items())}})
             if refreshed:
                 state.write("refresh.json", {"last_ok_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
-            _replace_file(target, render(collect(config, now, state)), 0o644)
+            atomicfile.write(target, render(collect(config, now, state)), mode=0o644,
+                             sync=atomicfile.DURABLE)
 
     _as_state_owner(Path(config.state_dir), write)
     return target

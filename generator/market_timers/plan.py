@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
-from . import calendars, periodic
+from . import calendars, periodic, unitname
 from .config import Config, Job
 from .durations import format_offset
 from .instants import iso
@@ -50,18 +50,18 @@ class Fire:
         return periodic.calendar_lines(list(self.slots))
 
     @property
-    def instance(self) -> str:
-        """<session>-<HHMMSS of the UTC instant>: a changed instant is a different unit."""
+    def unit_name(self) -> unitname.UnitName:
+        """Its units' name (unitname.py): a changed instant is a different unit."""
         if self.is_daily:
-            return "daily"
+            return unitname.daily(self.job)
         if self.is_periodic:  # the slot list's digest: a changed list is a new unit
-            return (f"{self.session.isoformat()}-{self.fire_utc:%H%M%S}-"
-                    f"{periodic.schedule_tag(self.calendar_lines())}")
-        return f"{self.session.isoformat()}-{self.fire_utc:%H%M%S}"
+            return unitname.periodic(self.job, self.session, self.fire_utc,
+                                     periodic.schedule_tag(self.calendar_lines()))
+        return unitname.fire(self.job, self.session, self.fire_utc)
 
     @property
     def unit_stem(self) -> str:
-        return f"market-{self.job}@{self.instance}"
+        return self.unit_name.stem
 
     @property
     def fire_iso(self) -> str:
@@ -87,7 +87,7 @@ class Fire:
             "fire_utc": self.fire_iso,
             "fire_local": local.isoformat(),
             "timezone": local.tzname(),
-            "unit": self.unit_stem + ".timer",
+            "unit": self.unit_name.timer(),
             **(self.periodic_json() if self.is_periodic else {}),
         }
 

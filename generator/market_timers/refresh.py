@@ -28,7 +28,6 @@ alerts (through its own [alerts] table, read leniently); the CLI calls it for `r
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -345,6 +344,8 @@ def _first_today(config, what: str, day: date) -> bool:
     symlink (the state dir is the package user's)."""
     import json
 
+    from market_timers import atomicfile  # absolute: this module is moving into watch/
+
     path = Path(config.state_dir) / WARNED_FILE
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -360,17 +361,11 @@ def _first_today(config, what: str, day: date) -> bool:
     if seen.get(what) == day.isoformat():
         return False
     seen[what] = day.isoformat()
-    tmp = path.with_name(f".{WARNED_FILE}.{os.getpid()}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(seen, f, sort_keys=True)
-        os.replace(tmp, path)
+    try:  # NONE (no fsync): a note lost at a power cut repeats a warning, the safe side
+        atomicfile.write(path, json.dumps(seen, sort_keys=True), mode=0o644,
+                         sync=atomicfile.NONE, make_dirs=True)
     except OSError as e:  # cannot remember: the warning may repeat, which is the safe side
         log.warning("refresh: cannot write %s: %s", path, e)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
     return True
 
 

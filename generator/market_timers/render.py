@@ -3,21 +3,21 @@
 One `.timer` + one `.service` per (job, session): `market-<job>@<session>-<HHMMSS>`. The instant is
 part of the name because on systemd 252 editing a waiting timer's OnCalendar can fire it at once
 (#16732): a changed instant is a new unit. Jobs at a fixed UTC time get `market-<job>@daily`.
+(unitname.py builds and parses the names.)
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
 import jinja2
 
-from . import metrics_config
+from . import atomicfile, metrics_config, unitname
 from .cluster_config import DSN_CREDENTIAL
 from .config import Config, Job, default_runner
 from .durations import format_offset
@@ -186,7 +186,7 @@ def _fire_schedule(job: Job, fire: Fire, try_id: str | None):
     stem = fire.unit_stem
     if try_id:
         description = f"{job.name} {session} (a try, not a session's run) at {when}"
-        stem = f"market-{job.name}@{try_id}"
+        stem = unitname.trial(job.name, try_id).stem
     context = [("MARKET_SESSION", session),
                ("MARKET_CALENDAR", fire.calendar), ("MARKET_EVENT", fire.event),
                ("MARKET_SCHEDULED_UTC", fire.fire_iso)]
@@ -202,7 +202,7 @@ def _daily_schedule(job: Job):
     """The same for a daily job at a fixed UTC time (`at`)."""
     at = f"{job.at_utc:%H:%M:%S}"
     early = datetime.combine(date(2000, 1, 2), job.at_utc) - timedelta(seconds=job.fire_lead)
-    return (f"{job.name} daily at {at} UTC", f"market-{job.name}@daily",
+    return (f"{job.name} daily at {at} UTC", unitname.daily(job.name).stem,
             [("MARKET_DAILY_UTC", at)], {"on_calendar": f"*-*-* {early:%H:%M:%S} UTC"},
             [f"MARKET_JOB={job.name}"])
 
@@ -293,14 +293,14 @@ def render_all(config: Config, fires: list[Fire], runner: str | None = None) -> 
     return sorted(iter_units(config, fires, runner), key=lambda u: u.name)
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644, *, sync: bool = True,
+def write_atomic(path: Path, text: str, mode: int = 0o644, *, sync: str = atomicfile.DURABLE,
                  compare: bool = True) -> bool:
-    """Write text to path via a temp file + fsync + rename. False when the content is unchanged.
+    """atomicfile.write of a unit file (its parent made if missing). False when the content is
+    unchanged (the file is then not touched).
 
-    sync=False: no fsync here (still a temp file + rename: a reader sees the old file or the new
-    one, never a part); the caller makes the batch durable with sync_directory() before it reports
-    success (one flush for thousands of files instead of one each). compare=False: the caller
-    knows there is no file at path yet (nothing to compare with).
+    sync=atomicfile.BATCH (render_into): no fsync here; the caller makes the batch durable with
+    sync_directory() before it reports success. compare=False: the caller knows there is no file
+    at path yet (nothing to compare with).
     """
     if compare:
         try:
@@ -308,56 +308,11 @@ def write_atomic(path: Path, text: str, mode: int = 0o644, *, sync: bool = True,
                 return False
         except (FileNotFoundError, UnicodeDecodeError):
             pass
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        try:
-            data = text.encode()
-            while data:  # os.write, not a text file object: this runs 50,000 times in a render
-                data = data[os.write(fd, data):]
-            if sync:
-                os.fsync(fd)
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomicfile.write(path, text, sync=sync, mode=mode, make_dirs=True)
     return True
 
 
-def sync_directory(directory: Path) -> None:
-    """Make every file written (and renamed) into `directory` durable: syncfs(2) of its file
-    system, then fsync of the directory itself. OSError when the flush fails (EIO...).
-
-    Hand-written: Python's os module has sync() (every file system) and fsync() (one file) but no
-    syncfs(); libc's is called through ctypes, and os.sync() is the fallback without it.
-    """
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        if not _syncfs(fd):
-            os.sync()
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _syncfs(fd: int) -> bool:
-    """syncfs(fd) through libc; False when libc has none. OSError when it fails."""
-    import ctypes
-
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return False
-    if fn(fd) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return True
+sync_directory = atomicfile.sync_directory  # the flush of a BATCH
 
 
 def is_generated(path: Path) -> bool:
@@ -366,6 +321,60 @@ def is_generated(path: Path) -> bool:
             return f.readline().startswith(GENERATED_MARK)
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def last_elapse(job: Job, fire: Fire) -> datetime | None:
+    """When the fire's timer last elapses as job_units() renders it: its OnCalendar= (the job's
+    lead before the instant), a periodic job's last slot; None for a daily job (a repeating
+    OnCalendar=). sync records it in plan.json (planfile.py)."""
+    if fire.is_daily:
+        return None
+    if fire.is_periodic:
+        return fire.last_utc
+    return fire.fire_utc - timedelta(seconds=job.fire_lead)
+
+
+LAST_SLOT_MARK = "# One timer for every slot of the session; last slot "  # units/job.timer.j2
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What sync needs of a job timer it wrote: when it last elapses, the instant it was for, and
+    its calendar."""
+
+    last_elapse: datetime | None  # None: a repeating timer (a daily job), or not known
+    scheduled: str  # ISO; "?" when not known
+    calendar: str  # "" when not known
+
+
+def read_installed(timer_text: str, service_text: str) -> Installed:
+    """Installed, read back from the unit files job_units() wrote (plan.json knows it for the
+    timers of its entries: sync reads these only for a timer no entry names)."""
+    instant = timer_instant(timer_text)
+    env: dict[str, str] = {}
+    for line in service_text.splitlines():
+        if line.startswith("Environment=MARKET_") and line.count("=") >= 2:
+            _, name, value = line.split("=", 2)
+            env.setdefault(name, value)
+    # a pre-fired timer's OnCalendar= is its lead earlier than the instant (MARKET_SCHEDULED_UTC)
+    scheduled = env.get("MARKET_SCHEDULED_UTC", iso(instant) if instant else "?")
+    return Installed(instant, scheduled, env.get("MARKET_CALENDAR", ""))
+
+
+def timer_instant(timer_text: str) -> datetime | None:
+    """The timer's (last) instant: its OnCalendar=, or a periodic timer's last slot."""
+    for line in timer_text.splitlines():
+        if line.startswith(LAST_SLOT_MARK) and line.endswith(" UTC."):
+            return datetime.strptime(line[len(LAST_SLOT_MARK):-5], "%Y-%m-%d %H:%M:%S").replace(
+                tzinfo=UTC)
+    for line in timer_text.splitlines():
+        if line.startswith("OnCalendar=") and line.endswith(" UTC") and "*" not in line:
+            try:
+                return datetime.strptime(line[len("OnCalendar="):-4],
+                                         "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+            except ValueError:  # a range (periodic job) without its last-slot line
+                return None
+    return None
 
 
 @dataclass
@@ -398,13 +407,14 @@ def render_into(config: Config, out: Path, fires: list[Fire]) -> RenderReport:
     whole batch is made durable by one sync_directory() before the report says it is written:
     an fsync per file cost most of a large render's time.
     """
-    existed = {p.name for p in out.glob("market-*@*")} if out.is_dir() else set()
+    existed = {p.name for p in out.glob(unitname.GLOB)} if out.is_dir() else set()
     out.mkdir(parents=True, exist_ok=True)
     present = set(os.listdir(out))  # a name not there needs no comparing
     report = RenderReport([], [], [], [], [])
     for u in iter_units(config, fires):
         report.units.append(u.name)
-        if write_atomic(out / u.name, u.text, sync=False, compare=u.name in present):
+        if write_atomic(out / u.name, u.text, sync=atomicfile.BATCH,
+                        compare=u.name in present):
             (report.changed if u.name in existed else report.new).append(u.name)
         else:
             report.unchanged.append(u.name)

@@ -43,7 +43,8 @@ sender can make that sender's run be skipped (the lock is busy: the run is dropp
 queued) at its own instant. So `retries` is refused on a job marked `orders = true` and on any
 job whose lock group contains one.
 
-Import-light (the runner uses `backoff`, `take_marker` and `write_marker`): os only.
+Import-light (the runner uses `backoff`, `take_marker` and `write_marker`): os only
+(atomicfile, os only too, for the marker's write).
 """
 
 from __future__ import annotations
@@ -71,16 +72,10 @@ def marker_path(state_dir: str, job: str, session: str) -> str:
 
 
 def write_marker(state_dir: str, job: str, session: str, text: str) -> None:
-    path = marker_path(state_dir, job, session)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o640)
-    try:
-        os.write(fd, (text + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    from . import atomicfile  # here, not on top: only --record writes, the start reads
+
+    atomicfile.write(marker_path(state_dir, job, session), text + "\n", mode=0o640,
+                     sync=atomicfile.DURABLE, make_dirs=True)
 
 
 def clear_marker(state_dir: str, job: str, session: str) -> None:

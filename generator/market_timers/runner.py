@@ -110,7 +110,11 @@ def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
     """The locked fd (inheritable), or None when another run holds the group's lock.
 
     LockError when the lock cannot be taken at all (missing or unwritable directory, a symlink
-    planted in place of the lock file: it is never followed)."""
+    planted in place of the lock file: it is never followed).
+
+    Every other flock goes through atomicfile.flock; this one is the runner's own import-light
+    copy, on purpose: the fd outlives any `with` block (it is inherited by the exec'd job, so
+    the lock dies with the job, never before), and the start path imports nothing more."""
     path = os.path.join(lock_dir, f"{group}.lock")
     try:
         os.makedirs(lock_dir, exist_ok=True)

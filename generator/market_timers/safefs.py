@@ -20,6 +20,8 @@ import os
 import stat
 from pathlib import Path
 
+from . import atomicfile
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -112,48 +114,24 @@ def read_json(path: os.PathLike | str, *, base: os.PathLike | str, default=None)
 
 
 def write_atomic(path: os.PathLike | str, data: bytes | str, *, base: os.PathLike | str,
-                 mode: int = 0o640) -> None:
-    """Temp file (O_EXCL, no follow), fsync, rename over `path`, fsync the directory.
+                 mode: int = 0o640, sync: str = atomicfile.DURABLE) -> None:
+    """atomicfile.write_at in `path`'s directory, walked (and made) without following symlinks.
 
     rename() replaces a planted symlink itself, never its target. On any failure (ENOSPC...) the
-    temp file is removed: no partial file is ever left behind.
+    temp file is removed: no partial file is ever left behind. `sync`: atomicfile's rules.
     """
     path = Path(path)
-    if isinstance(data, str):
-        data = data.encode("utf-8")
     dfd = open_dir(path.parent, base=base, create=True)
-    tmp = f".{path.name}.tmp{os.getpid()}"
     try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dfd)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     mode, dir_fd=dfd)
-        try:
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dfd)
-            raise
-        os.fsync(dfd)
+        atomicfile.write_at(dfd, path.name, data, sync=sync, mode=mode)
     finally:
         os.close(dfd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def write_json(path: os.PathLike | str, doc, *, base: os.PathLike | str, mode: int = 0o640
-               ) -> None:
+def write_json(path: os.PathLike | str, doc, *, base: os.PathLike | str, mode: int = 0o640,
+               sync: str = atomicfile.DURABLE) -> None:
     write_atomic(path, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n",
-                 base=base, mode=mode)
+                 base=base, mode=mode, sync=sync)
 
 
 def append(path: os.PathLike | str, data: bytes, *, base: os.PathLike | str,
@@ -215,3 +193,9 @@ def open_lock(path: os.PathLike | str, *, base: os.PathLike | str) -> int:
         return open_file(path, os.O_RDWR | os.O_CREAT, 0o640, base=base, create_dirs=True)
     except PermissionError:
         return open_file(path, os.O_RDONLY, base=base)
+
+
+def lock(path: os.PathLike | str, *, base: os.PathLike | str, exclusive: bool = True,
+         wait: bool = True) -> atomicfile.flock:
+    """`with safefs.lock(path, base=...) as held:` atomicfile.flock on open_lock(path)."""
+    return atomicfile.flock(open_lock(path, base=base), exclusive=exclusive, wait=wait)

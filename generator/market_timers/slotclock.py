@@ -60,12 +60,15 @@ class Schedule:
                    parse_z(env["MARKET_SLOT_LAST_UTC"]), pause)
 
     @classmethod
-    def from_plan(cls, entry: dict) -> Schedule:
-        """From a plan.json entry (Fire.periodic_json)."""
-        pause = entry.get("pause_utc")
-        return cls(parse_z(entry["first_utc"]), int(entry["every_sec"]),
-                   parse_z(entry["last_utc"]),
-                   (parse_z(pause[0]), parse_z(pause[1])) if pause else None)
+    def from_plan(cls, entry) -> Schedule:
+        """From a periodic job's plan.json entry (a planfile.PlanEntry, or its dict)."""
+        if isinstance(entry, dict):
+            from .planfile import PlanEntry  # not on the runner's path: it never reads the plan
+
+            entry = PlanEntry.from_json(entry)
+        if not entry.every:
+            raise KeyError("every_sec")  # a one-shot job's entry has no schedule
+        return cls(entry.first, entry.every, entry.last, entry.pause)
 
     def _paused(self, t: datetime) -> bool:
         return self.pause is not None and self.pause[0] < t < self.pause[1]
@@ -99,7 +102,9 @@ def record_key(session: str, slot: datetime) -> str:
 def write_new(state_dir: str, job: str, key: str, fields: dict) -> bool:
     """Create the slot's record unless it exists (atomic: link(2) of a complete temp file).
 
-    False when the slot already has a record (a duplicate start, or a slot already judged)."""
+    False when the slot already has a record (a duplicate start, or a slot already judged).
+    Not atomicfile: this is an exclusive create (link(2) fails on an existing name), not a
+    replace, and it runs on the runner's start path, which imports nothing more."""
     path = record_path(state_dir, job, key)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)

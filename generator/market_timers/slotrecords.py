@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from . import atomicfile, unitname
 from .slotclock import (
     Schedule,
     parse_z,
@@ -76,10 +77,11 @@ def update_slot(state_dir, job: str, key: str, **fields) -> dict:
     path = Path(record_path(os.fspath(state_dir), job, key))
     record = read_slot(state_dir, job, key) or {"job": job}
     record.update(fields)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    # NONE (no fsync), as ever: a slot record is a count for people (status, the digest, the
+    # skip warning); what decides a start is the run ledger's claim, durable on its own, and
+    # account() records again any slot a power cut left without its record.
+    atomicfile.write(path, json.dumps(record, sort_keys=True) + "\n", mode=0o644,
+                     sync=atomicfile.NONE, make_dirs=True)
     return record
 
 
@@ -318,7 +320,7 @@ def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
                 f"{job} ({entry.get('calendar', '?')} {session}, every {schedule.every} s from "
                 f"{entry['first_utc']}) has not run at all: no slot has started in "
                 f"{stall_after} s (stall_after). Check `systemctl list-timers "
-                f"'market-{job}@{session}*'` and `journalctl MARKET_JOB={job} "
+                f"'{unitname.session_glob(job, session)}'` and `journalctl MARKET_JOB={job} "
                 f"MARKET_SESSION={session}`.")
     going = " (that run is still going)" if summary.running else ""
     return (f"missed:{job}:{session}:stalled-{slot_name(gap_start)}",
@@ -330,20 +332,22 @@ def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
 
 def periodic_digest_lines(state_dir, session: str, now: datetime | None = None) -> list[str]:
     """The digest's per-session count of each periodic job's slots (from plan.json)."""
+    from . import planfile
+
     try:
-        plan = json.loads((Path(state_dir) / "plan.json").read_text())
+        plan = planfile.read(state_dir)
     except (OSError, ValueError):
         return []
     lines = []
-    for entry in plan.get("fires", []):
-        if entry.get("session") != session or not entry.get("every_sec"):
+    for entry in plan.entries if plan else ():
+        if entry.session != session or not entry.every:
             continue
         try:
-            s = account(state_dir, entry["job"], session, Schedule.from_plan(entry),
-                        int(entry.get("grace_sec", 0)), now or datetime.now(UTC), write=False)
+            s = account(state_dir, entry.job, session, Schedule.from_plan(entry), entry.grace,
+                        now or datetime.now(UTC), write=False)
         except (OSError, ValueError, KeyError):
             continue
-        lines.append(f"  {s.text(entry['job'])}; {s.ran} ran, {s.ahead} not yet due")
+        lines.append(f"  {s.text(entry.job)}; {s.ran} ran, {s.ahead} not yet due")
     return (["", "Periodic jobs (slots):", *lines]) if lines else []
 
 

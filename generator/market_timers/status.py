@@ -36,10 +36,11 @@ reached, status says so and shows this node's local ledger.
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime
 from pathlib import Path
 
-from . import runrecord
+from . import planfile, runrecord
 from .deadman import deadline, iso, parse_iso, read_plan, timer_state
 from .systemctl import Systemctl
 from .watch_config import watch_of
@@ -272,9 +273,13 @@ def table(doc: dict) -> str:
 
 def command(config, session=None, as_json: bool = False, now: datetime | None = None, *,
             systemctl: Systemctl | None = None) -> int:
-    doc = collect(config, session, now, systemctl=systemctl)
+    try:
+        doc = collect(config, session, now, systemctl=systemctl)
+    except planfile.PlanFileError as e:  # it names the file and what is wrong with it
+        print(f"market-timers status: {e}", file=sys.stderr)
+        return 1
     if doc is None:
-        print(f"market-timers status: no {Path(config.state_dir) / 'plan.json'}: sync has not "
+        print(f"market-timers status: no {planfile.path(config.state_dir)}: sync has not "
               "run yet (`market-timers sync`)")
         return 1
     print(json.dumps(doc, indent=1) if as_json else table(doc))

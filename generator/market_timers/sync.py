@@ -18,24 +18,22 @@ Running sync twice changes nothing.
 
 from __future__ import annotations
 
-import fcntl
-import json
+import contextlib
 import os
 import sys
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
-from . import ledger, metrics, runrecord, safefs
+from . import atomicfile, ledger, metrics, planfile, runrecord, safefs, unitname
 from . import plan as planning
 from .alerts import credunits
 from .config import Config
-from .instants import iso, parse_iso
-from .render import is_generated, render_all, write_atomic
+from .instants import iso
+from .render import Installed, is_generated, last_elapse, read_installed, render_all, write_atomic
 from .systemctl import Systemctl
 
 STAMP_DIR = Path("/var/lib/systemd/timers")
-LAST_SLOT_MARK = "# One timer for every slot of the session; last slot "  # units/job.timer.j2
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written
 
 
@@ -113,27 +111,11 @@ class SyncResult:
         return out or ["nothing to do"]
 
 
-def instant_of(timer_text: str) -> datetime | None:
-    """The timer's (last) instant: its OnCalendar=, or a periodic timer's last slot."""
-    for line in timer_text.splitlines():
-        if line.startswith(LAST_SLOT_MARK) and line.endswith(" UTC."):
-            return datetime.strptime(line[len(LAST_SLOT_MARK):-5], "%Y-%m-%d %H:%M:%S").replace(
-                tzinfo=UTC)
-    for line in timer_text.splitlines():
-        if line.startswith("OnCalendar=") and line.endswith(" UTC") and "*" not in line:
-            try:
-                return datetime.strptime(line[len("OnCalendar="):-4],
-                                         "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
-            except ValueError:  # a range (periodic job) without its last-slot line
-                return None
-    return None
-
-
 def _existing(unit_dir: Path) -> dict[str, str]:
     out = {}
     if not unit_dir.is_dir():
         return out
-    for path in sorted(unit_dir.glob("market-*@*")):
+    for path in sorted(unit_dir.glob(unitname.GLOB)):
         if path.suffix in (".timer", ".service") and path.is_file() and is_generated(path):
             out[path.name] = path.read_text()
     return out
@@ -157,15 +139,17 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                  <= now + MIN_LEAD}
     with _sync_lock(config.state_dir, dry_run):
         existing = _existing(unit_dir)
+        previous = _previous_plan(config)
+        installed = _installed(existing, previous)
         ran = _already_started(config, fires)
         ran_stems = {f.unit_stem: key for f in fires
                      if (key := (f.job, f.session.isoformat())) in ran}
         desired = {u.name: u.text for u in render_all(config, fires)
-                   if (u.name.rsplit(".", 1)[0] not in too_close or u.name in existing)
-                   and u.name.rsplit(".", 1)[0] not in ran_stems}
+                   if (unitname.stem_of(u.name) not in too_close or u.name in existing)
+                   and unitname.stem_of(u.name) not in ran_stems}
         result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing),
                             failures=planned.failures)
-        for stem in {n.rsplit(".", 1)[0] for n in result.foreign}:  # both units of that fire
+        for stem in {unitname.stem_of(n) for n in result.foreign}:  # both units of that fire
             desired.pop(f"{stem}.timer", None)
             desired.pop(f"{stem}.service", None)
         for stem, (job, session) in sorted(ran_stems.items()):  # fires are all ahead of now
@@ -184,17 +168,17 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                 result.started.append(name)
         retention = timedelta(days=config.retention_days)
         for name in sorted(timers_now - set(desired)):
-            if _job_of(name) in kept:
+            if unitname.split(name)[0] in kept:
                 continue
-            instant = instant_of(existing[name])
+            instant = installed[name].last_elapse
             if instant is None or instant > now:
                 result.removed.append(name)
             elif instant + retention < now:
                 result.expired.append(name)
         withdrawn = {d.unit for d in result.dropped if d.withdrawn}
-        result.changes = _changes([n for n in result.removed if n not in withdrawn], existing,
+        result.changes = _changes([n for n in result.removed if n not in withdrawn], installed,
                                   fires)
-        result.changes += _moved(existing, fires, set(result.written), result.dropped, now,
+        result.changes += _moved(installed, fires, set(result.written), result.dropped, now,
                                  {(c.job, c.session) for c in result.changes})
         result.reloaded = bool(result.rewritten)
         if credunits.sync_dropins(config, dry_run=dry_run) and not result.reloaded:  # credentials
@@ -205,11 +189,15 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
             return result
         try:
             unit_dir.mkdir(parents=True, exist_ok=True)
+            # Atomic per file, made durable as one batch (syncfs + the directory's fsync) before
+            # systemd hears of any of them: one flush, not an fsync and a directory fsync each.
             for name in result.written + result.rewritten:
-                write_atomic(unit_dir / name, desired[name])
+                write_atomic(unit_dir / name, desired[name], sync=atomicfile.BATCH)
             for name in desired:
                 if name.endswith(".timer"):
                     _enable(unit_dir, name)  # also after `apt remove` disabled them
+            if result.written or result.rewritten:
+                atomicfile.sync_directory(unit_dir)
         except OSError as e:
             raise SyncError(f"cannot write units into {unit_dir}: {e.strerror or e}") from None
         if result.rewritten:
@@ -218,9 +206,9 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.stop(gone)
         for name in gone:
             _delete(unit_dir, name, stamp_dir)
-        systemctl.reset_failed([n.replace(".timer", ".service") for n in result.expired])
+        systemctl.reset_failed([unitname.service_of(n) for n in result.expired])
         systemctl.start(result.started)
-        _write_plan(config, fires, now, kept, set(ran))
+        _write_plan(config, fires, now, previous, kept, set(ran))
         _write_alert_snapshot(config, now)
         metrics.after_sync(config, now)
         return result
@@ -276,7 +264,7 @@ def _local_after(config: Config, error: Exception):
     return LocalLedger(os.fspath(config.state_dir))
 
 
-def _moved(existing: dict[str, str], fires: list[planning.Fire], written: set[str],
+def _moved(installed: dict[str, Installed], fires: list[planning.Fire], written: set[str],
            dropped: list[Dropped], now: datetime, reported: set[tuple[str, str]]
            ) -> list[Change]:
     """Fires that moved away from a timer that has already fired (which stays, elapsed): reported
@@ -284,22 +272,18 @@ def _moved(existing: dict[str, str], fires: list[planning.Fire], written: set[st
     not_installed = {d.unit: d for d in dropped if not d.withdrawn}
     out = []
     for f in fires:
-        timer = f"{f.unit_stem}.timer"
+        timer = f.unit_name.timer()
         key = (f.job, f.session.isoformat())
         if f.is_daily or key in reported or (timer not in written and timer not in not_installed):
             continue
-        prefix = f"market-{f.job}@{key[1]}-"
-        for name in sorted(existing):
-            instant = instant_of(existing[name]) if name.endswith(".timer") else None
-            if name.startswith(prefix) and name != timer and instant is not None \
+        for name, old in sorted(installed.items()):
+            instant = old.last_elapse
+            if _same_session(name, f) and name != timer and instant is not None \
                     and instant <= now:
                 note = "it already ran: not installed, not run again" \
                     if timer in not_installed else ""
-                service = existing.get(name.removesuffix(".timer") + ".service", "")
-                calendar = next((line.split("=", 2)[2] for line in service.splitlines()
-                                 if line.startswith("Environment=MARKET_CALENDAR=")), f.calendar)
-                out.append(Change(f.job, key[1], _scheduled(service, instant), f.fire_iso,
-                                  calendar, note))
+                out.append(Change(f.job, key[1], old.scheduled, f.fire_iso,
+                                  old.calendar or f.calendar, note))
     return out
 
 
@@ -316,8 +300,11 @@ def _write_alert_snapshot(config: Config, now: datetime) -> None:
               file=sys.stderr)
 
 
-def _job_of(unit: str) -> str:
-    return unit.removeprefix("market-").partition("@")[0]
+def _same_session(name: str, fire: planning.Fire) -> bool:
+    """Is `name` a unit of this fire's (job, session), at this or another instant?"""
+    other = unitname.parse(name)
+    return other is not None and other.kind in (unitname.FIRE, unitname.PERIODIC) \
+        and (other.job, other.session) == (fire.job, fire.session.isoformat())
 
 
 class SyncError(Exception):
@@ -330,29 +317,52 @@ def _foreign(unit_dir: Path, desired: dict[str, str], existing: dict[str, str]) 
                   and ((unit_dir / n).exists() or (unit_dir / n).is_symlink()))
 
 
-def _changes(removed: list[str], existing: dict[str, str], fires: list[planning.Fire]
+def _changes(removed: list[str], installed: dict[str, Installed], fires: list[planning.Fire]
              ) -> list[Change]:
-    # a timer's instant as instant_of() reads it back: a periodic job's is its last slot
+    # a timer's scheduled instant as Installed has it: a periodic job's is its last slot
     new = {(f.job, f.session.isoformat()): iso(f.last_utc) for f in fires}
     out = []
     for name in removed:
-        job, _, instance = name.removesuffix(".timer").removeprefix("market-").partition("@")
-        session = instance[:10]
-        instant = instant_of(existing[name])
-        service = existing.get(name.removesuffix(".timer") + ".service", "")
-        calendar = next((line.split("=", 2)[2] for line in service.splitlines()
-                         if line.startswith("Environment=MARKET_CALENDAR=")), "")
-        out.append(Change(job, session, _scheduled(service, instant), new.get((job, session)),
-                          calendar))
+        job, instance = unitname.split(name)
+        session = instance[:10]  # the session's date ("daily" for a daily job)
+        old = installed[name]
+        out.append(Change(job, session, old.scheduled, new.get((job, session)), old.calendar))
     return out
 
 
-def _scheduled(service_text: str, timer_instant: datetime | None) -> str:
-    """A fire's instant: its service's MARKET_SCHEDULED_UTC (a pre-fired timer's OnCalendar= is
-    its lead earlier), else the timer's."""
-    return next((line.split("=", 2)[2] for line in service_text.splitlines()
-                 if line.startswith("Environment=MARKET_SCHEDULED_UTC=")),
-                iso(timer_instant) if timer_instant else "?")
+def _previous_plan(config: Config) -> planfile.PlanDoc | None:
+    """plan.json as the last sync wrote it; None when missing or unreadable (it is then written
+    anew from this plan)."""
+    try:
+        return planfile.read(config.state_dir)
+    except (OSError, planfile.PlanFileError):  # e.g. a planted symlink: never followed
+        return None
+
+
+def _installed(existing: dict[str, str], previous: planfile.PlanDoc | None
+               ) -> dict[str, Installed]:
+    """Each installed job timer: when it last elapses, the instant it was for, its calendar.
+
+    From the plan.json entry that names it (what sync planned when it wrote the timer). A timer
+    no entry names is read back from its unit files (render.read_installed): one installed before
+    plan.json recorded `timer_last_utc` (an older version), an elapsed timer whose (job, session)
+    has moved to a new unit since (the entry names the new one), a timer of a job removed from
+    the config (its entries go), or every timer when plan.json was lost."""
+    known = previous.by_unit() if previous is not None else {}
+    out = {}
+    for name, text in existing.items():
+        if not name.endswith(".timer"):
+            continue
+        entry = known.get(name)
+        parsed = unitname.parse(name)
+        if parsed is not None and parsed.kind == unitname.DAILY:
+            out[name] = Installed(None, "?", "")  # a repeating OnCalendar=: no instant
+        elif entry is not None and entry.timer_last is not None:
+            scheduled = iso(entry.last) if entry.every else entry.fire_utc
+            out[name] = Installed(entry.timer_last, scheduled, entry.calendar)
+        else:
+            out[name] = read_installed(text, existing.get(unitname.service_of(name), ""))
+    return out
 
 
 def _enable(unit_dir: Path, timer: str) -> None:
@@ -364,62 +374,44 @@ def _enable(unit_dir: Path, timer: str) -> None:
 
 
 def _delete(unit_dir: Path, timer: str, stamp_dir: Path) -> None:
-    service = timer.removesuffix(".timer") + ".service"
+    service = unitname.service_of(timer)
     for path in (unit_dir / "timers.target.wants" / timer, unit_dir / timer, unit_dir / service,
                  stamp_dir / f"stamp-{timer}"):
         path.unlink(missing_ok=True)
 
 
 def _write_plan(config: Config, fires: list[planning.Fire], now: datetime,
-                kept: set[str] = frozenset(), ran: set[tuple[str, str]] = frozenset()) -> None:
-    """<state_dir>/plan.json: every fire planned while it was still ahead, for deadman/status.
+                previous: planfile.PlanDoc | None, kept: set[str] = frozenset(),
+                ran: set[tuple[str, str]] = frozenset()) -> None:
+    """<state_dir>/plan.json (planfile.py): every fire planned while it was still ahead, for
+    deadman/status.
 
     A (job, session) that already ran keeps the entry of the instant it ran at."""
-    path = config.state_dir / "plan.json"
-    doc = safefs.read_json(path, base=config.state_dir)  # a planted symlink is not followed
-    previous = doc.get("fires", []) if isinstance(doc, dict) else []
     jobs = {j.name: j for j in config.jobs}
     current = {(f.job, f.session.isoformat()): f for f in fires}
     keep_after = now - timedelta(days=config.retention_days)
-    merged = {}
-    for entry in previous:
-        key = (entry["job"], entry["session"])
-        instant = parse_iso(entry["fire_utc"])
+    merged: dict[tuple[str, str], planfile.PlanEntry] = {}
+    for entry in previous.entries if previous is not None else ():
         # An entry still ahead but not in the plan any more was cancelled (closure, skip...).
-        if instant > now and key not in current and entry["job"] not in kept:
+        if entry.instant > now and entry.key not in current and entry.job not in kept:
             continue
-        if instant >= keep_after and entry["job"] in jobs:
-            merged[key] = entry
+        if entry.instant >= keep_after and entry.job in jobs:
+            merged[entry.key] = entry
     for key, f in current.items():
         if key in ran and key in merged:
             continue
         job = jobs[f.job]
-        merged[key] = {**f.to_json(), "grace_sec": job.grace, "timeout_sec": job.timeout,
-                       "severity": job.severity}
-    doc = {"generated_utc": iso(now),
-           "fires": sorted(merged.values(), key=lambda e: (e["fire_utc"], e["job"]))}
-    safefs.write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n",
-                        base=config.state_dir, mode=0o644)
+        merged[key] = planfile.PlanEntry.of_fire(f, grace=job.grace, timeout=job.timeout,
+                                                 severity=job.severity,
+                                                 timer_last=last_elapse(job, f))
+    planfile.write(config.state_dir, now, merged.values())
 
 
-class _sync_lock:
+def _sync_lock(state_dir: Path, dry_run: bool):
     """One sync at a time (the refresh timer and an operator may collide)."""
-
-    def __init__(self, state_dir: Path, dry_run: bool):
-        self.path = state_dir / "sync.lock"
-        self.dry_run = dry_run
-        self.fd: int | None = None
-
-    def __enter__(self):
-        if self.dry_run:
-            return self
-        # state_dir is writable by every job: never follow a planted sync.lock symlink (root
-        # would create or truncate its target).
-        self.fd = safefs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o644,
-                                   base=self.path.parent, create_dirs=True)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            os.close(self.fd)
+    if dry_run:
+        return contextlib.nullcontext()
+    # state_dir is writable by every job: never follow a planted sync.lock symlink (root
+    # would create or truncate its target).
+    return atomicfile.flock(safefs.open_file(state_dir / "sync.lock", os.O_RDWR | os.O_CREAT,
+                                             0o644, base=state_dir, create_dirs=True))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from . import atomicfile, unitname
 from . import plan as planning
 from .config import Config, default_runner
 from .instants import iso
@@ -71,13 +72,13 @@ def start_try(config: Config, job_name: str, now: datetime, delay: int, systemct
     unit_dir = unit_dir or RUNTIME_UNIT_DIR
     try:
         for unit in units:
-            write_atomic(unit_dir / unit.name, unit.text)
+            write_atomic(unit_dir / unit.name, unit.text, sync=atomicfile.DURABLE)
     except OSError as e:
         raise TryError(f"cannot write the try's units into {unit_dir}: {e.strerror or e} "
                        "(run it as root)") from None
     timer = next(u.name for u in units if u.name.endswith(".timer"))
     systemctl.start([timer])
-    return Trial(timer, timer.removesuffix(".timer") + ".service", at, try_id)
+    return Trial(timer, unitname.service_of(timer), at, try_id)
 
 
 def _refuse_overlap(config: Config, job, now: datetime, at: datetime) -> None:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
 
 import pytest
 
-from market_timers import safefs
+from market_timers import atomicfile
 from market_timers.alerts.api import raise_alert
 from market_timers.alerts.context import AlertContext
 
@@ -26,7 +25,7 @@ def leftovers(directory) -> list[str]:
 def test_injected_enospc_delivers_directly_and_leaves_no_partial_file(make_ctx, api,
                                                                       monkeypatch, tmp_path):
     ctx = make_ctx()
-    real = safefs._write_all
+    real = atomicfile._write_all
 
     def full(fd, data):
         if str(tmp_path / "spool") in os.readlink(f"/proc/self/fd/{fd}"):
@@ -34,7 +33,7 @@ def test_injected_enospc_delivers_directly_and_leaves_no_partial_file(make_ctx, 
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(fd, data)
 
-    monkeypatch.setattr(safefs, "_write_all", full)
+    monkeypatch.setattr(atomicfile, "_write_all", full)
     alert = raise_alert(ctx, kind="failed", job="signal", session="2026-11-30", text="boom",
                         details={"status": "3"})
     assert alert is not None
@@ -53,35 +52,18 @@ def test_spool_failure_without_any_working_channel_is_logged(make_ctx, api, monk
     def full(fd, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(safefs, "_write_all", full)
+    monkeypatch.setattr(atomicfile, "_write_all", full)
     raise_alert(ctx, kind="failed", job="signal", text="boom")
     assert "NOR delivered" in caplog.text
     assert leftovers(tmp_path / "spool") == []
 
 
 @pytest.fixture
-def full_tmpfs(tmp_path):
-    if os.geteuid() != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail("the full-spool test needs root to mount a tmpfs (CI=true)")
-        pytest.skip("needs root to mount a small tmpfs")
-    mnt = tmp_path / "spool"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(mnt)],
-                   check=True)
-    try:
-        (mnt / "outbox").mkdir()
-        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT, 0o600)  # fill it up
-        try:
-            while True:
-                os.write(fd, b"\0" * 1024)
-        except OSError as e:
-            assert e.errno == errno.ENOSPC
-        finally:
-            os.close(fd)
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+def full_tmpfs(small_tmpfs, fill_up):
+    """The spool directory on a tmpfs with not one byte free (the small_tmpfs of conftest)."""
+    (small_tmpfs / "outbox").mkdir()
+    fill_up(small_tmpfs / "filler")
+    return small_tmpfs
 
 
 def test_real_full_tmpfs_spool_delivers_directly(full_tmpfs, make_ctx, api, tmp_path):

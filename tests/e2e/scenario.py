@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
+from market_timers import unitname
+
 from .container import Container
 
 CONFIG = "/etc/market-timers/market-timers.toml"
@@ -111,16 +113,20 @@ class Job:
         return int((self.instant - midnight).total_seconds())
 
     @property
+    def unit(self) -> unitname.UnitName:
+        return unitname.fire(self.name, self.session, self.instant)
+
+    @property
     def stem(self) -> str:
-        return f"market-{self.name}@{self.session.isoformat()}-{self.instant:%H%M%S}"
+        return self.unit.stem
 
     @property
     def timer(self) -> str:
-        return f"{self.stem}.timer"
+        return self.unit.timer()
 
     @property
     def service(self) -> str:
-        return f"{self.stem}.service"
+        return self.unit.service()
 
     def toml(self) -> str:
         lines = ["[[job]]", f"name = {toml_value(self.name)}", 'event = "open"',

@@ -35,7 +35,7 @@ def test_sync_installs_per_session_timers_that_list_timers_shows_with_their_next
         assert fire.service in row.split()
     assert scenario.box.show(job.timer, "UnitFileState") == "enabled"
     sessions = re.findall(r"market-connect@(\S+)\.timer ", listed)
-    assert sorted(sessions) == sorted(f.stem.split("@")[1] for f in (job, following))
+    assert sorted(sessions) == sorted(f.unit.instance for f in (job, following))
 
 
 def test_timer_fires_on_time_as_the_package_user_and_the_journal_finds_the_run(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from market_timers import config as config_mod
-from market_timers import sync as sync_mod
+from market_timers import render
 
 THANKSGIVING_CONFIG = """\
 calendar = "XNYS"
@@ -56,7 +56,7 @@ class FakeSystemctl:
                 out[unit] = {"Id": unit, "LoadState": "loaded", "ActiveState": "inactive",
                              "SubState": "dead"}
             else:
-                instant = sync_mod.instant_of(path.read_text())
+                instant = render.timer_instant(path.read_text())
                 # a repeating OnCalendar (daily jobs) has no single instant: always waiting
                 sub = "waiting" if instant is None or instant > self.now else "elapsed"
                 out[unit] = {"Id": unit, "LoadState": "loaded", "ActiveState": "active",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from market_timers import refresh
+from market_timers import refresh, unitname
 from market_timers import sync as sync_mod
 
 from .conftest import utc
@@ -41,7 +41,7 @@ def test_one_timer_per_session_kept_while_the_session_runs(make_config, fake_sys
                                                           tmp_path):
     config = make_config(CYCLE)
     first = sync(config, fake_systemctl, "2026-12-23T12:00:00Z", tmp_path)
-    assert [n.split("@")[1][:10] for n in first.started] == ["2026-12-23", "2026-12-24"]
+    assert [unitname.parse(n).session for n in first.started] == ["2026-12-23", "2026-12-24"]
     assert sync(config, fake_systemctl, "2026-12-23T12:00:30Z", tmp_path).lines() == [
         "nothing to do"]
     # Mid-session: the 2026-12-23 timer still has slots ahead; it stays, nothing is rewritten.

@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import safefs
+from market_timers import atomicfile, safefs
 from market_timers.alerts.model import PENDING, Alert, parse_iso
 from market_timers.alerts.outbox import Outbox
 from market_timers.instants import iso
@@ -30,7 +30,7 @@ class Escalations:
         return self.dir / f"{alert_id}.json"
 
     def _write(self, path: Path, doc: dict) -> None:
-        safefs.write_json(path, doc, base=self.base)
+        safefs.write_json(path, doc, base=self.base, sync=atomicfile.DURABLE)
 
     def record(self, alert_id: str) -> dict | None:
         doc = safefs.read_json(self._path(alert_id), base=self.base)

@@ -15,12 +15,12 @@ import shlex
 import subprocess
 from collections.abc import Callable
 
+from market_timers import unitname
 from market_timers.alerts.api import raise_alert, record_success
 from market_timers.alerts.classify import classify
 
 log = logging.getLogger("market_timers.alerts")
 
-UNIT_RE = re.compile(r"^market-(?P<job>.+)@(?P<session>\d{4}-\d{2}-\d{2})-(?P<hms>\d{6})\.service$")
 SHOW_PROPS = ("Environment", "ExecMainStartTimestampMonotonic", "ExecMainExitTimestampMonotonic",
               "SubState", "InvocationID")
 
@@ -36,11 +36,10 @@ def _run(argv: list[str]) -> str:
 def unit_context(unit: str, run: Callable[[list[str]], str] = _run) -> dict:
     """MARKET_* values of the unit (from systemctl show, else its name) and the run's duration."""
     ctx: dict = {}
-    m = UNIT_RE.match(unit)
-    if m:
-        hms = m["hms"]
-        ctx.update(MARKET_JOB=m["job"], MARKET_SESSION=m["session"],
-                   MARKET_SCHEDULED_UTC=f"{m['session']}T{hms[:2]}:{hms[2:4]}:{hms[4:]}Z")
+    name = unitname.parse(unit) if unit.endswith(".service") else None
+    if name is not None and name.kind == unitname.FIRE:
+        ctx.update(MARKET_JOB=name.job, MARKET_SESSION=name.session,
+                   MARKET_SCHEDULED_UTC=name.scheduled_utc)
     out = run(["systemctl", "show", *[f"--property={p}" for p in SHOW_PROPS], "--", unit])
     props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     try:

@@ -13,15 +13,13 @@ Every open goes through safefs: no symlink under the spool directory is followed
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from market_timers import safefs
+from market_timers import atomicfile, safefs
 from market_timers.alerts.model import SEVERITY_RANK, Alert
 
 QUARANTINE = "quarantine"
@@ -30,7 +28,7 @@ _NAME_RE = re.compile(r"^[0-9]{4}-[0-9a-f]{8}(\.r[0-9]+(\.esc)?)?\.json$")
 
 
 def atomic_write_json(path: Path, data: dict, base: Path | None = None) -> None:
-    safefs.write_json(path, data, base=base or path.parent)
+    safefs.write_json(path, data, base=base or path.parent, sync=atomicfile.DURABLE)
 
 
 def read_json(path: Path, default=None, base: Path | None = None):
@@ -80,7 +78,9 @@ class Outbox:
     def put(self, alert: Alert) -> None:
         if not alert.spool_name:
             alert.spool_name = alert.id
-        safefs.write_json(self.path(alert), alert.to_json(), base=self.base)
+        # DURABLE: the alert is on disk before any send is tried
+        safefs.write_json(self.path(alert), alert.to_json(), base=self.base,
+                          sync=atomicfile.DURABLE)
 
     def remove(self, alert: Alert) -> None:
         safefs.unlink(self.path(alert), base=self.base)
@@ -158,16 +158,7 @@ class Outbox:
             out.append(BadFile(name, reason or "moved aside", quarantined=True))
         return out
 
-    @contextlib.contextmanager
-    def lock(self, wait: bool):
-        """Yield True while holding the senders' lock, False when `wait` is off and it is busy."""
-        fd = safefs.open_lock(self.dir / ".lock", base=self.base)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-            yield True
-        finally:
-            os.close(fd)
+    def lock(self, wait: bool) -> atomicfile.flock:
+        """`with outbox.lock(wait) as held:` held is True while holding the senders' lock, False
+        when `wait` is off and it is busy."""
+        return safefs.lock(self.dir / ".lock", base=self.base, wait=wait)

@@ -25,8 +25,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from market_timers import atomicfile, safefs
 from market_timers import config as config_mod
-from market_timers import safefs
 from market_timers.errors import ConfigError, Problems
 from market_timers.instants import iso
 
@@ -62,7 +62,7 @@ def write(config, now) -> Path:
            "alerts": raw.get("alerts"), "watch": raw.get("watch"),
            "jobs": [{"name": j.name, "session": bool(j.is_session_job)} for j in config.jobs]}
     path = Path(config.state_dir) / SNAPSHOT
-    safefs.write_json(path, doc, base=config.state_dir, mode=0o644)
+    safefs.write_json(path, doc, base=config.state_dir, mode=0o644, sync=atomicfile.DURABLE)
     return path
 
 

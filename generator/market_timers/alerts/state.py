@@ -9,13 +9,12 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import safefs
+from market_timers import atomicfile, safefs
 from market_timers.alerts.model import parse_iso
 from market_timers.instants import iso
 
@@ -45,16 +44,10 @@ class AlertState:
         return doc
 
     def write(self, path: Path, doc) -> None:
-        safefs.write_json(path, doc, base=self.base)
+        safefs.write_json(path, doc, base=self.base, sync=atomicfile.DURABLE)
 
-    @contextlib.contextmanager
-    def locked(self):
-        fd = safefs.open_lock(self.dir / ".state.lock", base=self.base)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def locked(self) -> atomicfile.flock:
+        return safefs.lock(self.dir / ".state.lock", base=self.base)
 
     # dedup window ---------------------------------------------------------------------------
     def dedup_hit(self, key: str, now: datetime, window_minutes: float) -> str | None:

@@ -7,7 +7,6 @@ fires. Both answer the two questions the rules ask.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,13 +30,13 @@ class Schedule:
     def from_state(cls, state_dir: str | Path, jobs: set[str] | None = None) -> Schedule:
         state_dir = Path(state_dir)
         fires: list[tuple[str, str, datetime]] = []
+        from market_timers import planfile, runrecord  # the one reader of each
+
         try:
-            plan = json.loads((state_dir / "plan.json").read_text())
-            for e in plan.get("fires", []):
-                fires.append((e["job"], e["session"], parse_at(e["fire_utc"])))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            pass
-        from market_timers import runrecord  # one reader of run records (and of the ledger)
+            plan = planfile.read(state_dir)
+        except (OSError, ValueError):  # no plan: the run records still tell the sessions
+            plan = None
+        fires += [(e.job, e.session, e.instant) for e in plan.entries] if plan else []
 
         for job in sorted(jobs or ()):
             try:

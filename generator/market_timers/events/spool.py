@@ -7,12 +7,12 @@ best effort, lost at reboot). The package's user and the members of its group ma
 setgid bit gives every file the group, and each file is made 0640 whatever the caller's umask, so
 the processor (user market-timers) can read it and, the directory being group-writable, remove it.
 
-A write is: a dot-named temp file (O_EXCL, O_NOFOLLOW), fsync, rename to `<ns>-<pid>-<rand>.json`
-(names sort in arrival order), fsync of the directory. A failure removes the temp file: never a
-partial event. No lock is taken, so a caller is never blocked by the processor.
+A write is atomicfile.write, DURABLE: a dot-named temp file (O_EXCL, O_NOFOLLOW), fsync, rename to
+`<ns>-<pid>-<rand>.json` (names sort in arrival order), fsync of the directory. A failure removes
+the temp file: never a partial event. No lock is taken, so a caller is never blocked by the processor.
 
-Import-light on purpose (jobnotify calls it from jobs and gateways): os and time only; the JSON is
-written by hand (`dumps`).
+Import-light on purpose (jobnotify calls it from jobs and gateways): os and time only (atomicfile
+and flatjson import nothing more); the JSON is written by hand (`dumps`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 
-from .. import flatjson
+from .. import atomicfile, flatjson
 
 DEFAULT_DIR = "/var/spool/market-timers/events"
 FALLBACK_DIR = "/run/market-timers/events"
@@ -83,33 +83,13 @@ def directories(primary: str | None = None, fallback: str | None = None) -> list
 
 
 def _write_in(directory: str, name: str, data: bytes) -> str:
-    tmp = os.path.join(directory, f".{name}.tmp")
     path = os.path.join(directory, name)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o640)
     try:
-        try:
-            os.fchmod(fd, 0o640)  # the caller's umask must not hide it from the processor
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
+        # DURABLE; 0640 exactly: the caller's umask must not hide it from the processor
+        atomicfile.write(path, data, mode=0o640, sync=atomicfile.DURABLE)
+    except atomicfile.DirSyncError:
         pass  # the file is renamed; a directory that cannot be fsynced (some FUSE) is no reason
+        # to spool the event a second time in the fallback directory
     return path
 
 

@@ -4,35 +4,25 @@
 * `sessions/<session>.json` the session's incidents (open and resolved) and count summaries,
                             for `status`, the digest and `incidents`
 
-Each file is replaced atomically (temp file, fsync, rename): a reader never sees half of one.
+Each file is replaced atomically (atomicfile, DURABLE): a reader never sees half of one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from pathlib import Path
+
+from .. import atomicfile
 
 COUNT_SESSIONS = 5  # sessions whose counts stay in state.json (their summaries stay in sessions/)
 SEEN_KEEP = 2000  # event ids remembered: a crash between routing and unlinking is not a repeat
 
 
 def _write(path: Path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    atomicfile.write(path, json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o644,
+                     sync=atomicfile.DURABLE, make_dirs=True)
 
 
 def _read(path: Path, default):
@@ -57,13 +47,9 @@ class Store:
     def locked(self):
         """Hold the processor's lock (one processor at a time) with the state loaded."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o640)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with atomicfile.flock(os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o640)):
             self.load()
             yield self
-        finally:
-            os.close(fd)
 
     def load(self) -> None:
         state = _read(self.dir / "state.json", {})

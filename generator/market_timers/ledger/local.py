@@ -87,7 +87,10 @@ class LocalLedger(Ledger):
 
     @staticmethod
     def _create(name: str, dir_fd: int, text: str, durable: bool = True) -> bool:
-        """Exclusive creation; False when the name exists. Durable (file and entry) if asked."""
+        """Exclusive creation; False when the name exists. Durable (file and entry) if asked.
+
+        Not atomicfile: a claim is the O_EXCL creation itself (of racing starts one creates the
+        name), not a replace; readers wait for a claim's fields (_read_claim)."""
         try:
             fd = os.open(name, _CREATE, 0o640, dir_fd=dir_fd)
         except FileExistsError:
@@ -104,16 +107,10 @@ class LocalLedger(Ledger):
 
     @staticmethod
     def _replace(name: str, dir_fd: int, text: str) -> None:
-        tmp = f".{name}.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o640, dir_fd=dir_fd)
-        try:
-            os.write(fd, text.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        os.fsync(dir_fd)
+        # Imported here: only finish() (ExecStopPost=) replaces; the runner's claim path creates.
+        from .. import atomicfile
+
+        atomicfile.write_at(dir_fd, name, text, mode=0o640, sync=atomicfile.DURABLE)
 
     @classmethod
     def _read_claim(cls, name: str, dir_fd: int) -> dict | None:
