@@ -49,7 +49,7 @@ def setup(write_config, tmp_path: Path):
 
     def make(text: str = CONFIG, textfile: Path = prom_dir / "market_timers.prom"):
         path = write_config(text.format(textfile=textfile))
-        cfg = config.load(path, check_calendars=False)
+        cfg = config.load(path)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         return cfg
 
@@ -278,7 +278,7 @@ def test_the_file_is_replaced_whole_and_readable_by_node_exporter(setup):
 
 
 def _writer(path: str, n: int) -> None:
-    cfg = config.load(path, check_calendars=False)
+    cfg = config.load(path)
     for i in range(n):
         metrics.update(cfg, NOW + timedelta(seconds=i))
 

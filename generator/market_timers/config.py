@@ -3,9 +3,10 @@
 watch_config.py, metrics_config.py, events/config.py, cluster_config.py).
 
 All problems are collected and reported together, each naming the file, the key (``job[2].offset``)
-and the bad value (see errors.py). Validation happens before anything is written. Exchange calendar
-names are checked by calendars.check_config(), which imports exchange_calendars; commands on the hot
-path (alert handlers, records) load the config without it.
+and the bad value (see errors.py). Validation happens before anything is written. What needs the
+exchange calendars (calendar names, overrides' dates) is checked by calendar_checks.load(), which
+calls load() here; this module never imports calendars.py, and commands on the hot path (alert
+handlers, records) load the config without it.
 """
 
 from __future__ import annotations
@@ -119,10 +120,12 @@ def config_path(cli_value: str | None) -> str:
     return cli_value or os.environ.get(ENV_VAR) or DEFAULT_PATH
 
 
-def load(path: str | os.PathLike, *, check_calendars: bool = True) -> Config:
-    """Read and validate a config file. Raises ConfigError listing every problem."""
-    source = str(path)
-    problems = Problems(source)
+def load(path: str | os.PathLike, *, problems: Problems | None = None) -> Config:
+    """Read and validate a config file, except what needs the exchange calendars (that is
+    calendar_checks.load, which calls this). Raises ConfigError listing every problem; with
+    `problems` given, a file that parses is returned and its problems are left in it."""
+    raise_here = problems is None
+    problems = Problems(str(path)) if problems is None else problems
     try:
         with open(path, "rb") as f:
             raw = tomllib.load(f)
@@ -137,11 +140,7 @@ def load(path: str | os.PathLike, *, check_calendars: bool = True) -> Config:
         problems.add("(file)", f"not valid TOML: {e}")
         raise ConfigError(problems) from None
     config = parse(raw, problems)
-    if check_calendars:  # in the same pass: every problem at once, calendar ones included
-        from .calendars import check_config
-
-        check_config(config, problems)
-    if problems:
+    if problems and raise_here:
         raise ConfigError(problems)
     return config
 

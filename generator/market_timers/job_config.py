@@ -2,7 +2,7 @@
 
 config.parse() calls parse_job() for each table; a periodic job's keys are checked by periodic.py
 and the retry keys by retries.py. Exchange calendar names are checked later, by
-calendars.check_config().
+calendar_checks.check_config().
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class Job:
     command: tuple[str, ...]
     event: str | None = None  # None for a daily job at a fixed UTC time (`at`)
     offset: int = 0  # seconds, signed
-    calendar: str | None = None  # as written (resolved by calendars.check_config)
+    calendar: str | None = None  # as written (resolved by calendar_checks.check_config)
     at_utc: time | None = None
     grace: int = 120
     timeout: int = 1800

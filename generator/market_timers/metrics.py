@@ -482,7 +482,7 @@ def after_run(env: dict) -> Path | None:
 
     def go() -> Path | None:
         try:
-            cfg = config_mod.load(config_mod.config_path(None), check_calendars=False)
+            cfg = config_mod.load(config_mod.config_path(None))
         except ConfigError as e:
             log.info("metrics: not updated, the config does not load: %s", e)
             return None

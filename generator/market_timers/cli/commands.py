@@ -22,7 +22,12 @@ class UsageError(Exception):
 def _config(args, check_calendars: bool = True):
     from .. import config
 
-    return config.load(config.config_path(args.config), check_calendars=check_calendars)
+    path = config.config_path(args.config)
+    if not check_calendars:
+        return config.load(path)
+    from .. import calendar_checks  # imports exchange_calendars: only the commands that plan
+
+    return calendar_checks.load(path)
 
 
 def _now(args) -> datetime:
@@ -231,7 +236,7 @@ def cmd_event(args) -> int:
     from ..events import process
 
     try:  # the spool directory comes from the config; a broken one must not lose the event
-        cfg = config.load(config.config_path(args.config), check_calendars=False)
+        cfg = config.load(config.config_path(args.config))
     except (ConfigError, OSError) as e:
         print(f"market-timers event: config not usable ({str(e).splitlines()[0]}); using the "
               "default spool directory", file=sys.stderr)
