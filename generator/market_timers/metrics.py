@@ -40,7 +40,6 @@ log = logging.getLogger("market_timers.metrics")
 
 PREFIX = "market_timers_"
 SUBDIR = "metrics"
-CHANNELS = ("telegram", "slack", "email", "webhook")
 OUTBOX_STATES = ("pending", "undeliverable")
 
 
@@ -379,9 +378,10 @@ def _next_fires(plan: planfile.PlanDoc, configured: set[str], now: datetime) -> 
 
 
 def _outbox(config, f: dict[str, Family]) -> None:
+    from .alerts.channels import NAMES  # the channel registry: every channel has its series
     from .alerts.outbox import Outbox
 
-    count = {(c, s): 0 for c in CHANNELS for s in OUTBOX_STATES}
+    count = {(c, s): 0 for c in NAMES for s in OUTBOX_STATES}
     oldest: dict[tuple[str, str], float] = {}
     for alert in Outbox(config.spool_dir).load_all():
         channel = alert.channel or (alert.chain[-1] if alert.chain else "none")
