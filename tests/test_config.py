@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from market_timers import cli, config
+from market_timers import calendar_checks, cli, config
 from market_timers.errors import ConfigError
 
 GOOD_JOB = """
@@ -17,8 +17,9 @@ command = ["/usr/bin/true"]
 
 
 def problems_of(path) -> list[str]:
+    """Every problem of the file, calendar ones included (the loader the commands use)."""
     with pytest.raises(ConfigError) as exc:
-        config.load(path)
+        calendar_checks.load(path)
     return exc.value.problems.lines()
 
 
@@ -432,3 +433,17 @@ to = ["ops@example.org"]
 """)
     [line] = problems_of(path)
     assert "alerts.digest_offset_minutes: must be at most 1439" in line
+
+
+def test_config_load_never_imports_the_calendars(write_config):
+    """The dependency runs one way: calendar_checks -> config, never config -> calendars (the
+    hot-path commands load a config without exchange_calendars; no import cycle)."""
+    import subprocess
+    import sys
+
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB)
+    code = ("import sys, market_timers.config as c; c.load(sys.argv[1]); "
+            "print(sorted(m for m in sys.modules if 'calendars' in m or 'calendar_' in m))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]"

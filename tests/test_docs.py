@@ -2,7 +2,8 @@
 
 man/market-timers.1 must name every command and every option string of cli.build_parser(), every
 MARKET_* variable the generated units and the runner use, and every exit code; and
-man/market-timers.toml.5 must describe every key config.py accepts, and its EXAMPLE must load.
+man/market-timers.toml.5 must describe every key config.py and job_config.py accept, and its
+EXAMPLE must load.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import cli, config, exitcodes
+from market_timers import cli, config, exitcodes, job_config
 from market_timers.errors import Problems
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,14 +132,14 @@ def test_the_unit_names_and_header_are_documented():
 def test_every_config_key_is_described():
     text = source(MAN5)
     described = set(tags(text))
-    keys = config.TOP_KEYS | config.JOB_KEYS | config.OVERRIDE_KEYS
+    keys = config.TOP_KEYS | job_config.JOB_KEYS | config.OVERRIDE_KEYS
     missing = sorted(keys - described)
     assert not missing, f"config keys without a .TP entry in {MAN5.name}: {missing}"
 
 
 def test_the_refused_keys_and_events_are_named():
     text = source(MAN5)
-    words = config.REFUSED_JOB_KEYS | set(config.EVENTS) | set(config.SEVERITIES)
+    words = job_config.REFUSED_JOB_KEYS | set(job_config.EVENTS) | set(job_config.SEVERITIES)
     missing = sorted(w for w in words if not has_word(text, w))
     assert not missing, f"not named in {MAN5.name}: {missing}"
 

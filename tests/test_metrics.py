@@ -49,7 +49,7 @@ def setup(write_config, tmp_path: Path):
 
     def make(text: str = CONFIG, textfile: Path = prom_dir / "market_timers.prom"):
         path = write_config(text.format(textfile=textfile))
-        cfg = config.load(path, check_calendars=False)
+        cfg = config.load(path)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         return cfg
 
@@ -239,6 +239,14 @@ def test_outbox_pending_and_undeliverable_by_channel(setup):
     assert value(fams, "market_timers_outbox_alerts", channel="telegram", state="pending") == 2
     assert value(fams, "market_timers_outbox_alerts", channel="slack", state="undeliverable") == 1
     assert value(fams, "market_timers_outbox_alerts", channel="email", state="pending") == 0
+    from market_timers.alerts.channels import NAMES
+
+    # every channel of the registry has its zero series, so an alerting rule on it (`outbox
+    # stuck`) has a series to watch before the first alert of that channel
+    for channel in NAMES:
+        for state in ("pending", "undeliverable"):
+            assert value(fams, "market_timers_outbox_alerts", channel=channel,
+                         state=state) is not None, (channel, state)
     assert value(fams, "market_timers_outbox_oldest_alert_timestamp_seconds", channel="telegram",
                  state="pending") == datetime(2025, 11, 26, 21, tzinfo=UTC).timestamp()
 
@@ -278,7 +286,7 @@ def test_the_file_is_replaced_whole_and_readable_by_node_exporter(setup):
 
 
 def _writer(path: str, n: int) -> None:
-    cfg = config.load(path, check_calendars=False)
+    cfg = config.load(path)
     for i in range(n):
         metrics.update(cfg, NOW + timedelta(seconds=i))
 

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from tests.test_sync import SIGNAL, WED, RecordingSystemctl, names
 
-from market_timers import config, deadman, planfile, render, sync
+from market_timers import config, planfile, render, sync
+from market_timers.watch import fires
 
 # A plan.json as the version before planfile.py wrote it (no timer_last_utc), one-shot, daily
 # and periodic entries.
@@ -55,11 +56,11 @@ def test_a_plan_json_of_the_previous_version_reads_typed_and_unchanged(tmp_path)
         (utc("2025-11-27T17:00:00Z"), utc("2025-11-27T18:00:00Z")))
     assert doc.generated_utc == "2025-11-26T12:00:00Z"
     assert doc.to_json() == json.loads(OLD)  # the readers of the dicts see the file as it is
-    assert deadman.read_plan(tmp_path) == json.loads(OLD)
+    assert fires.read_plan(tmp_path) == json.loads(OLD)
 
 
 def test_no_plan_json_is_none(tmp_path):
-    assert planfile.read(tmp_path) is None and deadman.read_plan(tmp_path) is None
+    assert planfile.read(tmp_path) is None and fires.read_plan(tmp_path) is None
 
 
 @pytest.mark.parametrize(("text", "why"), [
@@ -77,7 +78,7 @@ def test_a_bad_plan_json_is_an_error_naming_the_file(tmp_path, text, why):
         planfile.read(tmp_path)
     assert str(e.value).startswith(f"{tmp_path / 'plan.json'}: {why}")
     with pytest.raises(ValueError, match="plan.json"):  # the deadman's pass reports it
-        deadman.read_plan(tmp_path)
+        fires.read_plan(tmp_path)
 
 
 def test_write_then_read_round_trips_in_instant_order(tmp_path):

@@ -18,7 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import cli, config, instant_wait, jobnotify, render, runner, sync
+from market_timers import (
+    calendar_checks,
+    cli,
+    config,
+    instant_wait,
+    jobnotify,
+    render,
+    runner,
+    sync,
+)
 from market_timers.plan import plan_ahead
 
 WED = datetime(2025, 11, 26, 12, 0, tzinfo=UTC)
@@ -35,7 +44,7 @@ command = ["/usr/bin/true"]
 
 
 def units(write_config, keys: str = "", now: datetime = WED) -> dict[str, str]:
-    cfg = config.load(write_config(SIGNAL.format(keys=keys)), check_calendars=True)
+    cfg = calendar_checks.load(write_config(SIGNAL.format(keys=keys)))
     return {u.name: u.text for u in render.render_all(cfg, plan_ahead(cfg, now), "/r")}
 
 

@@ -99,7 +99,7 @@ def test_root_metrics_are_written_as_the_state_dirs_owner(shared_dir, monkeypatc
     path.write_text(f'state_dir = "{state}"\nspool_dir = "{shared_dir}/spool"\n'
                     f'calendar = "XNYS"\n[metrics]\ntextfile = "{prom}/market_timers.prom"\n'
                     '[[job]]\nname = "signal"\nevent = "close"\ncommand = ["/usr/bin/true"]\n')
-    cfg = config.load(path, check_calendars=False)
+    cfg = config.load(path)
     monkeypatch.setattr(metrics, "directory_exists", lambda p: p == str(prom))
     assert metrics.update(cfg, datetime(2025, 11, 26, 21, 30, tzinfo=UTC)) == \
         prom / "market_timers.prom"

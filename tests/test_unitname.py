@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import config, unitname
+from market_timers import job_config, unitname
 
 GOLDEN = Path(__file__).parent / "golden" / "units"
 AT = datetime(2025, 11, 26, 20, 45, 0, tzinfo=UTC)
@@ -46,7 +46,7 @@ def test_the_forms_as_users_see_them():
 @pytest.mark.parametrize("job", ["a", "close-report", "pre_open", "x-2025-11-26-204500",
                                  "daily", "run", "try-1", "a" * 40])
 def test_job_names_the_config_allows_round_trip(job):
-    assert config.JOB_NAME.match(job)
+    assert job_config.JOB_NAME.match(job)
     for name in (unitname.fire(job, date(2025, 11, 26), AT), unitname.daily(job),
                  unitname.manual_run(job, date(2025, 11, 26), AT)):
         got = unitname.parse(name.service())
@@ -54,7 +54,7 @@ def test_job_names_the_config_allows_round_trip(job):
 
 
 def test_a_job_name_with_an_at_sign_is_not_a_job_unit():
-    assert not config.JOB_NAME.match("a@b")  # the config refuses it: the first '@' ends the job
+    assert not job_config.JOB_NAME.match("a@b")  # the config refuses it: the first '@' ends the job
     assert unitname.parse("market-a@b@2025-11-26-204500.service") is None
 
 

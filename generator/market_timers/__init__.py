@@ -2,7 +2,8 @@
 
 The five flows, each in one place:
 
-* plan -> units:     config.py, calendars.py, plan.py, render.py (sync.py installs them)
+* plan -> units:     config.py (+ job_config.py), calendars.py, plan.py, render.py (sync.py
+                     installs them)
 * timer -> run:      runner.py (hot path: no pandas, no exchange_calendars), jobnotify.py
 * failure -> alert:  alerts/ (handler.py, router.py, outbox.py, channels/)
 * miss -> deadman:   watch/deadman.py (market-deadman.timer, every minute), runrecord.py

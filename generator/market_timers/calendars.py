@@ -1,7 +1,7 @@
 """Exchange sessions from exchange_calendars, with the config's manual overrides applied.
 
-This is the only module (with cron_check.py) that imports exchange_calendars; the runner and the
-alert handlers never import it.
+This is the only module that imports exchange_calendars (check-cron and the refresh's data-age
+check go through it); the runner and the alert handlers never import it.
 
 Windows. exchange_calendars builds a calendar for a window of dates; without one it picks 20 years
 back and one year ahead of today, silently. Here every calendar is built for the window asked for
@@ -26,8 +26,9 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-from .config import EVENTS, Config, Override
-from .errors import Problems, did_you_mean
+from .config import Override
+from .errors import did_you_mean
+from .job_config import EVENTS
 
 FIRST_DAY = date(1990, 1, 1)
 YEARS_AHEAD = 5
@@ -235,154 +236,6 @@ def last_session(name: str) -> date | None:
     if last is None:
         return None
     return calendar_for(name, last, last).last_session.date()
-
-
-# config checks ---------------------------------------------------------------------------------
-
-def check_config(config: Config, problems: Problems) -> None:
-    """Cross-checks that need the calendars: names (each bad value reported once, naming every
-    key that uses it), break events, override calendars and override dates."""
-    bad: dict[str, tuple[str, list[str]]] = {}  # value -> (why, keys using it)
-    raw_jobs = config.raw.get("job", [])
-    if isinstance(config.raw.get("calendar"), str):
-        _resolve_into(config.raw["calendar"], "calendar", bad)
-    for i, t in enumerate(raw_jobs if isinstance(raw_jobs, list) else []):
-        if isinstance(t, dict) and isinstance(t.get("calendar"), str):
-            _resolve_into(t["calendar"], f"job[{i}].calendar", bad)
-    for i, job in enumerate(config.jobs):
-        if job.calendar is None or job.calendar in bad:
-            continue
-        if job.event in ("break_start", "break_end") and not _safe_has_breaks(job.calendar):
-            key = next((f"job[{n}].event" for n, t in enumerate(raw_jobs)
-                        if isinstance(t, dict) and t.get("name") == job.name), f"job[{i}].event")
-            problems.add(key, f"calendar {resolve(job.calendar)} never has a break (a midday "
-                         "pause): no session would ever fire", job.event)
-    seen: dict[str, str] = {}
-    for cal, override in config.overrides.items():
-        try:
-            canonical = resolve(cal)
-        except CalendarError as e:
-            bad.setdefault(cal, (str(e), []))[1].append(f"overrides.{cal}")
-            continue
-        if canonical in seen:
-            problems.add(f"overrides.{cal}", f"a second table for {canonical} (also "
-                         f"overrides.{seen[canonical]}): merge them into one")
-        seen.setdefault(canonical, cal)
-        check_override(canonical, override, f"overrides.{cal}", problems)
-    for value, (why, keys) in bad.items():
-        also = f" (used by {', '.join(keys)})" if len(keys) > 1 else ""
-        problems.add(keys[0], why + also, value)
-
-
-def _resolve_into(value: str, key: str, bad: dict) -> None:
-    try:
-        resolve(value)
-    except CalendarError as e:
-        bad.setdefault(value, (str(e), []))[1].append(key)
-
-
-def _safe_has_breaks(name: str) -> bool:
-    try:
-        return has_breaks(name)
-    except CalendarError:  # a calendar that does not build is the planner's failure to report
-        return True
-
-
-def check_override(canonical: str, override: Override, path: str, problems: Problems) -> None:
-    """Each override date must be a session of the calendar (else it silently does nothing),
-    and a moved open or close must stay inside that session."""
-    dates = ([("closed", d, None) for d in sorted(override.closed)]
-             + [("early_close", d, t) for d, t in override.early_close]
-             + [("late_open", d, t) for d, t in override.late_open])
-    # A date outside the calendar's data (or the planned range) can never be planned, so an
-    # override there changes nothing either way: it is left unchecked.
-    first, last = supported_range()
-    inside = [d for _, d, _ in dates if first <= d <= last]
-    if inside:  # built first, so that the data's bounds come without a default-window build
-        with contextlib.suppress(CalendarError):
-            calendar_for(canonical, min(inside), max(inside))
-    try:
-        data_first, data_last = data_limits(canonical)
-    except CalendarError:
-        return  # a calendar that does not build is reported by the planner, per calendar
-    first, last = max(first, data_first or first), min(last, data_last or last)
-    dates = [(k, d, t) for k, d, t in dates if first <= d <= last]
-    if not dates:
-        return
-    try:
-        cal = calendar_for(canonical, min(d for _, d, _ in dates), max(d for _, d, _ in dates))
-        local = ZoneInfo(str(cal.tz))
-    except CalendarError:
-        return  # as above: the planner reports it, per calendar
-    sched = cal.schedule
-    for key, day, at in dates:
-        where = f"{path}.{key}" + (f".{day}" if at is not None else "")
-        value = day.isoformat() if at is None else _hm(at)
-        label = _label(day)
-        if label not in sched.index:
-            problems.add(where, f"not a session of {canonical}: {_why_not(cal, day)}; "
-                         "an override on it would do nothing", value)
-            continue
-        if at is None:
-            continue
-        row = sched.loc[label]
-        opens, closes = _utc(row["open"]), _utc(row["close"])
-        moved = _local(day, at, local)
-        hm = f"{opens.astimezone(local):%H:%M}-{closes.astimezone(local):%H:%M}"
-        if key == "early_close" and not opens < moved <= closes:
-            problems.add(where, f"an early close must fall inside the session ({canonical} "
-                         f"{day} trades {hm} exchange time)", value)
-        if key == "late_open" and not opens <= moved < closes:
-            problems.add(where, f"a late open must fall inside the session ({canonical} {day} "
-                         f"trades {hm} exchange time)", value)
-    early = dict(override.early_close)
-    for day, at in override.late_open:
-        if day in early and not at < early[day]:
-            problems.add(f"{path}.late_open.{day}", f"the late open is not before the early "
-                         f"close of the same day ({early[day]:%H:%M})", _hm(at))
-    for day in sorted(override.closed & ({d for d, _ in override.early_close}
-                                         | {d for d, _ in override.late_open})):
-        problems.add(f"{path}.closed", f"{day} is closed and also has an early close or late "
-                     "open: keep one", day.isoformat())
-
-
-def _hm(at: time) -> str:
-    return at.isoformat(timespec="minutes" if at.second == 0 else "seconds")
-
-
-def _label(day: date):
-    import pandas as pd
-
-    return pd.Timestamp(day)
-
-
-def _why_not(cal, day: date) -> str:
-    """Which weekday or holiday a non-session date is."""
-    if day.weekday() in _weekend_days(cal):
-        return f"{day} is a {day:%A}"
-    name = _holiday_name(cal, day)
-    return f"{day} is a holiday ({name}) on {cal.name}" if name else \
-        f"{day} is a holiday on {cal.name}"
-
-
-def _weekend_days(cal) -> set[int]:
-    weekmask = getattr(cal, "weekmask", "1111100")
-    return {i for i, c in enumerate(weekmask) if c == "0"}
-
-
-def _holiday_name(cal, day: date) -> str | None:
-    import pandas as pd
-
-    try:
-        rules = cal.regular_holidays
-        if rules is None:
-            return None
-        names = rules.holidays(pd.Timestamp(day), pd.Timestamp(day), return_name=True)
-    except Exception:  # a calendar without named rules: say "a holiday"
-        return None
-    if len(names):
-        return str(names.iloc[0])
-    return None
 
 
 # sessions --------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 For people migrating from cron. Given a cron line in some time zone and the job it was meant to be
 ("15 minutes before the XNYS close"), every fire of the cron line between --from 00:00 UTC and
---to 23:59 UTC (inclusive) is put in exactly one bucket, as the seed counted:
+--to 23:59 UTC (inclusive) is put in exactly one bucket, as the README's cron table counts them:
 
 * on_time:    the fire equals some session's (event + offset) instant exactly;
 * no_session: the fire's exchange-local date has no session (holiday or weekend);
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .config import EVENTS
 from .errors import did_you_mean
 from .instants import iso
+from .job_config import EVENTS
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
@@ -99,7 +99,6 @@ class CronCheckResult:
     no_session: int = 0
     other_time: int = 0
     wrong: list[WrongFire] = field(default_factory=list)
-    exchange_tz: str = ""
 
 
 def _hm_local(t: datetime) -> str:
@@ -208,8 +207,7 @@ def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: in
     targets = {t + offset for t in events.values() if t is not None}
 
     res = CronCheckResult(expr=expr, tz=tz, calendar=cal.name, event=event,
-                          offset_seconds=offset_seconds, start=start, end=end,
-                          exchange_tz=str(xtz))
+                          offset_seconds=offset_seconds, start=start, end=end)
     lo = datetime(start.year, start.month, start.day, tzinfo=UTC)
     hi = datetime(end.year, end.month, end.day, 23, 59, 59, tzinfo=UTC)
     # cronsim yields instants strictly after its start: begin one second early so that a fire at exactly

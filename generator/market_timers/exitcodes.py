@@ -3,7 +3,8 @@
 The runner's own refusals use codes from the range LSB reserves for applications (150-199), so
 that they never collide with a job's own exit status (the runner execs the job, so a job's status
 passes through unchanged) nor with systemd's own 200-243. The alert layer maps them to kinds
-("stale start", "overlap skipped", "already ran"); they are documented in market-timers(1).
+(alerts/classify.py: "stale-start", "overlap-skipped", "already-ran"...; 174 goes through
+retries.final_failure); they are documented in market-timers(1).
 """
 
 OK = 0
@@ -15,12 +16,3 @@ RUNNER_ERROR = 172  # runner: could not exec the job (missing command, bad argum
 ALREADY_RAN = 173  # runner: this (job, session) already started (run ledger); not run again
 RETRIES_OVER = 174  # runner: a restart after the last allowed attempt (retries.py); not run
 LEDGER_UNREACHABLE = 175  # runner: the cluster ledger (PostgreSQL) cannot be reached; not run
-
-RUNNER_CODES = {
-    STALE_START: "stale-start",
-    OVERLAP_SKIPPED: "overlap-skipped",
-    RUNNER_ERROR: "runner-error",
-    ALREADY_RAN: "already-ran",
-    RETRIES_OVER: "retries-over",
-    LEDGER_UNREACHABLE: "ledger-unreachable",
-}

@@ -5,7 +5,8 @@ and only when the file's directory exists (`[metrics] textfile`). Several proces
 the file is never patched: each writer takes `<state_dir>/metrics/lock` and regenerates the whole
 file from durable state, then renames it into place (a scrape never sees half a file):
 
-* the run records (`runs/<job>/<session>.json`): each job's last run;
+* the run ledger (ledger_runs: every attempt and refused start, plus the records of runs from
+  before the ledger): each job's last run;
 * `metrics/history.jsonl`, append-only: one line per finished run (by systemd invocation) and per
   missed session. Counters must never go down, and a run record is replaced when a session is
   re-run, so the counters are counted from this history, which the writer brings up to date from
@@ -39,7 +40,6 @@ log = logging.getLogger("market_timers.metrics")
 
 PREFIX = "market_timers_"
 SUBDIR = "metrics"
-CHANNELS = ("telegram", "slack", "email", "webhook")
 OUTBOX_STATES = ("pending", "undeliverable")
 
 
@@ -248,80 +248,76 @@ def catch_up(config, state: State, records: list[dict], plan: planfile.PlanDoc,
 
 # the metrics -----------------------------------------------------------------------------------
 
+# (name, type, help) of every family, in the order the file lists them.
+FAMILIES = (
+    ("job_last_start_timestamp_seconds", "gauge",
+     "When the job's last run started (the runner's start, just before it ran the job)."),
+    ("job_last_end_timestamp_seconds", "gauge",
+     "When the job's last run ended (ExecStopPost=); absent while the first run is running."),
+    ("job_last_exit_status", "gauge",
+     "Exit status of the job's last run; 128 + the signal's number when it was killed."),
+    ("job_last_result", "gauge",
+     "1 for the kind of result of the job's last run (ok, failed, killed, watchdog, "
+     "timeout, stale-start, runner-error, overlap-skipped), 0 for the others."),
+    ("job_last_lateness_seconds", "gauge",
+     "How late the runner started the job's last run after its planned instant; negative "
+     "for a pre-fired run (`lead`: it started early and waited for the instant)."),
+    ("job_last_duration_seconds", "gauge", "How long the job's last run took."),
+    ("job_runs_total", "counter",
+     "Runs of the job that have ended, whatever their result (refused starts included)."),
+    ("job_failures_total", "counter", "Runs of the job that did not succeed, by kind."),
+    ("job_sessions_missed_total", "counter",
+     "Planned runs with no run at all by their dead-man deadline (instant + grace + timeout "
+     "+ slack): the timer did not fire or the runner never started."),
+    ("job_next_fire_timestamp_seconds", "gauge",
+     "The job's next planned instant (plan.json, written by sync)."),
+    ("outbox_alerts", "gauge",
+     "Alerts in the durable outbox by channel and state (pending: still being tried; "
+     "undeliverable: every channel given up)."),
+    ("outbox_oldest_alert_timestamp_seconds", "gauge",
+     "When the oldest alert in the outbox in this channel and state was created."),
+    ("calendar_data_end_timestamp_seconds", "gauge",
+     "00:00 UTC of the last session the installed exchange calendar data knows (sessions "
+     "after it are not planned); absent for a calendar whose holidays come from rules "
+     "without an end."),
+    ("last_sync_timestamp_seconds", "gauge", "When sync last succeeded (plan.json written)."),
+    ("last_refresh_timestamp_seconds", "gauge", "When the daily refresh last succeeded."),
+    ("metrics_generated_timestamp_seconds", "gauge", "When this file was written."),
+)
+
+
 def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     """Every metric, from durable state only (see the module's docstring)."""
     state_dir = Path(config.state_dir)
     state = state or State(state_dir)
-    kinds, failure_kinds = _kinds()
     records = ledger_runs(state_dir)
     plan = _read_plan(state_dir)
     catch_up(config, state, records, plan, now)
-    history = state.history()
+    f = {name: Family(name, kind, text) for name, kind, text in FAMILIES}
+    _job_metrics(f, config, records, state.history(), plan, now)
+    _outbox(config, f)
+    for cal, last_day in sorted(state.read("calendars.json").get("last_session", {}).items()):
+        with contextlib.suppress(ValueError, TypeError):
+            day = date.fromisoformat(last_day)
+            f["calendar_data_end_timestamp_seconds"].add(
+                datetime.combine(day, time(), UTC).timestamp(), calendar=cal)
+    f["last_sync_timestamp_seconds"].add(_seconds(plan.generated_utc))
+    f["last_refresh_timestamp_seconds"].add(_seconds(state.read("refresh.json").get("last_ok_utc")))
+    f["metrics_generated_timestamp_seconds"].add(round(now.timestamp(), 3))
+    return list(f.values())
+
+
+def _job_metrics(f: dict[str, Family], config, records: list[dict], history: list[dict],
+                 plan: planfile.PlanDoc, now: datetime) -> None:
+    """The job_* families: each configured job's last run, its counters and its next fire."""
+    kinds, failure_kinds = _kinds()
     # The config's jobs only: a job removed from it leaves the file (its history stays, and
     # counts on if it comes back), so the series do not grow for ever.
     configured = {j.name for j in config.jobs}
     jobs = sorted(configured)
-
-    last: dict[str, dict] = {}
-    for rec in records:
-        when = rec.get("started_utc") or ""
-        if rec["job"] not in last or when >= (last[rec["job"]].get("started_utc") or ""):
-            last[rec["job"]] = rec
-
-    f = {name: Family(name, kind, text) for name, kind, text in (
-        ("job_last_start_timestamp_seconds", "gauge",
-         "When the job's last run started (the runner's start, just before it ran the job)."),
-        ("job_last_end_timestamp_seconds", "gauge",
-         "When the job's last run ended (ExecStopPost=); absent while the first run is running."),
-        ("job_last_exit_status", "gauge",
-         "Exit status of the job's last run; 128 + the signal's number when it was killed."),
-        ("job_last_result", "gauge",
-         "1 for the kind of result of the job's last run (ok, failed, killed, watchdog, "
-         "timeout, stale-start, runner-error, overlap-skipped), 0 for the others."),
-        ("job_last_lateness_seconds", "gauge",
-         "How late the runner started the job's last run after its planned instant; negative "
-         "for a pre-fired run (`lead`: it started early and waited for the instant)."),
-        ("job_last_duration_seconds", "gauge", "How long the job's last run took."),
-        ("job_runs_total", "counter",
-         "Runs of the job that have ended, whatever their result (refused starts included)."),
-        ("job_failures_total", "counter", "Runs of the job that did not succeed, by kind."),
-        ("job_sessions_missed_total", "counter",
-         "Planned runs with no run at all by their dead-man deadline (instant + grace + timeout "
-         "+ slack): the timer did not fire or the runner never started."),
-        ("job_next_fire_timestamp_seconds", "gauge",
-         "The job's next planned instant (plan.json, written by sync)."),
-        ("outbox_alerts", "gauge",
-         "Alerts in the durable outbox by channel and state (pending: still being tried; "
-         "undeliverable: every channel given up)."),
-        ("outbox_oldest_alert_timestamp_seconds", "gauge",
-         "When the oldest alert in the outbox in this channel and state was created."),
-        ("calendar_data_end_timestamp_seconds", "gauge",
-         "00:00 UTC of the last session the installed exchange calendar data knows (sessions "
-         "after it are not planned); absent for a calendar whose holidays come from rules "
-         "without an end."),
-        ("last_sync_timestamp_seconds", "gauge", "When sync last succeeded (plan.json written)."),
-        ("last_refresh_timestamp_seconds", "gauge", "When the daily refresh last succeeded."),
-        ("metrics_generated_timestamp_seconds", "gauge", "When this file was written."),
-    )}
-
-    runs = {j: 0 for j in jobs}
-    failures = {(j, k): 0 for j in jobs for k in failure_kinds}
-    missed = {j: 0 for j in jobs}
-    for entry in history:
-        job, kind = entry["job"], entry.get("kind", "")
-        if kind == "missed":
-            missed[job] = missed.get(job, 0) + 1
-            continue
-        runs[job] = runs.get(job, 0) + 1
-        if kind != "ok":
-            failures[(job, kind)] = failures.get((job, kind), 0) + 1
-
-    next_fire: dict[str, float] = {}
-    for entry in plan.entries:
-        t, job = entry.instant.timestamp(), entry.job
-        if t > now.timestamp() and job in configured:
-            next_fire[job] = min(t, next_fire.get(job, math.inf))
-
+    last = _last_runs(records)
+    runs, failures, missed = _counts(history, jobs, failure_kinds)
+    next_fire = _next_fires(plan, configured, now)
     # The label is market_job, not job: Prometheus gives its scrape target a `job` label and
     # would rename ours to exported_job.
     for job in jobs:
@@ -344,22 +340,48 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
         f["job_sessions_missed_total"].add(missed.get(job, 0), market_job=job)
         f["job_next_fire_timestamp_seconds"].add(next_fire.get(job), market_job=job)
 
-    _outbox(config, f)
-    for cal, last_day in sorted(state.read("calendars.json").get("last_session", {}).items()):
-        with contextlib.suppress(ValueError, TypeError):
-            day = date.fromisoformat(last_day)
-            f["calendar_data_end_timestamp_seconds"].add(
-                datetime.combine(day, time(), UTC).timestamp(), calendar=cal)
-    f["last_sync_timestamp_seconds"].add(_seconds(plan.generated_utc))
-    f["last_refresh_timestamp_seconds"].add(_seconds(state.read("refresh.json").get("last_ok_utc")))
-    f["metrics_generated_timestamp_seconds"].add(round(now.timestamp(), 3))
-    return list(f.values())
+
+def _last_runs(records: list[dict]) -> dict[str, dict]:
+    """job -> its record with the latest start."""
+    last: dict[str, dict] = {}
+    for rec in records:
+        when = rec.get("started_utc") or ""
+        if rec["job"] not in last or when >= (last[rec["job"]].get("started_utc") or ""):
+            last[rec["job"]] = rec
+    return last
+
+
+def _counts(history: list[dict], jobs: list[str], failure_kinds) -> tuple[dict, dict, dict]:
+    """(runs per job, failures per (job, kind), misses per job) from the counted history."""
+    runs = {j: 0 for j in jobs}
+    failures = {(j, k): 0 for j in jobs for k in failure_kinds}
+    missed = {j: 0 for j in jobs}
+    for entry in history:
+        job, kind = entry["job"], entry.get("kind", "")
+        if kind == "missed":
+            missed[job] = missed.get(job, 0) + 1
+            continue
+        runs[job] = runs.get(job, 0) + 1
+        if kind != "ok":
+            failures[(job, kind)] = failures.get((job, kind), 0) + 1
+    return runs, failures, missed
+
+
+def _next_fires(plan: planfile.PlanDoc, configured: set[str], now: datetime) -> dict[str, float]:
+    """job -> its next planned instant after `now` (epoch seconds), from plan.json."""
+    next_fire: dict[str, float] = {}
+    for entry in plan.entries:
+        t, job = entry.instant.timestamp(), entry.job
+        if t > now.timestamp() and job in configured:
+            next_fire[job] = min(t, next_fire.get(job, math.inf))
+    return next_fire
 
 
 def _outbox(config, f: dict[str, Family]) -> None:
+    from .alerts.channels import NAMES  # the channel registry: every channel has its series
     from .alerts.outbox import Outbox
 
-    count = {(c, s): 0 for c in CHANNELS for s in OUTBOX_STATES}
+    count = {(c, s): 0 for c in NAMES for s in OUTBOX_STATES}
     oldest: dict[tuple[str, str], float] = {}
     for alert in Outbox(config.spool_dir).load_all():
         channel = alert.channel or (alert.chain[-1] if alert.chain else "none")
@@ -451,7 +473,7 @@ def after_run(env: dict) -> Path | None:
 
     def go() -> Path | None:
         try:
-            cfg = config_mod.load(config_mod.config_path(None), check_calendars=False)
+            cfg = config_mod.load(config_mod.config_path(None))
         except ConfigError as e:
             log.info("metrics: not updated, the config does not load: %s", e)
             return None

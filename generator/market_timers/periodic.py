@@ -16,8 +16,8 @@ minutes) of every minute (hour) of the window, so one timer needs a handful of `
 per session (three for a whole NYSE day at 1 min), and `plan` reads like a clock ("every 5 min at
 :35, :40..."). An odd period such as 7 s or 90 s would still be exact but needs dozens of lines.
 
-This module is imported by config.py (parse_periodic) and plan.py/render.py (slots, OnCalendar
-lines); it never imports config.py, pandas or exchange_calendars.
+This module is imported by job_config.py (parse_periodic) and plan.py/render.py (slots,
+OnCalendar lines); it never imports the config modules, pandas or exchange_calendars.
 """
 
 from __future__ import annotations
@@ -26,13 +26,11 @@ import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import groupby
 from typing import Any
 
 from .durations import format_duration, parse_duration, parse_offset
 
 PERIODIC_KEYS = {"every", "from", "until", "during_break", "stall_after"}
-WINDOW_EVENTS = ("open", "close")
 _EDGE = re.compile(r"^\s*(open|close)\s*(?:([+-].*))?$")
 ALLOWED_PERIODS = sorted({*(s for s in range(1, 61) if 60 % s == 0),
                           *(60 * m for m in range(1, 61) if 60 % m == 0),
@@ -95,57 +93,19 @@ def parse_periodic(t: dict, path: str, problems) -> dict | None:
             problems.add(f"{path}.{key}", "a periodic job (`every`) runs inside the window "
                          "`from`..`until` of each session; remove this key (use from = "
                          '"close-15min" for a window tied to the close)', t[key])
-    ok = True
-    if t.get("retries", 0) not in (0, False):
-        problems.add(f"{path}.retries", "a periodic job is not retried: its next slot is the "
-                     "retry (a restarted slot would only be refused as already run)",
-                     t["retries"])
-        ok = False
-    every = None
-    try:
-        every = parse_duration(t["every"], 12 * 3600, "the longest period is 12h")
-    except ValueError as e:
-        problems.add(f"{path}.every", str(e), t["every"])
-        ok = False
-    if every is not None and every not in ALLOWED_PERIODS:
-        problems.add(f"{path}.every", "the period must divide a minute (1, 2, 3, 4, 5, 6, 10, 12, "
-                     "15, 20, 30 s), an hour (the same in min) or a day (1, 2, 3, 4, 6, 8, 12 h): "
-                     "slots then fall on the same seconds of every minute", t["every"])
-        ok = False
+    before = len(problems.items)  # from here every problem makes the job unusable
+    every = _every(t, path, problems)
     start = _edge(t.get("from", "open"), f"{path}.from", problems)
     end = _edge(t.get("until", "close"), f"{path}.until", problems)
-    if start is None or end is None:
-        ok = False
-    elif start[0] == end[0] and end[1] < start[1]:
+    if start is not None and end is not None and start[0] == end[0] and end[1] < start[1]:
         problems.add(f"{path}.until", f"the window ends before it starts (from = "
                      f"{t.get('from', 'open')!r}): no slot would ever run", t.get("until"))
-        ok = False
     during_break = t.get("during_break", False)
     if not isinstance(during_break, bool):
         problems.add(f"{path}.during_break", "must be true or false", during_break)
-        ok = False
-    stall_after = None
-    if "stall_after" in t:
-        try:
-            stall_after = parse_duration(t["stall_after"], 24 * 3600)
-        except ValueError as e:
-            problems.add(f"{path}.stall_after", str(e), t["stall_after"])
-            ok = False
-        if stall_after is not None and every and stall_after < every:
-            problems.add(f"{path}.stall_after", f"must be at least one period ({every} s): it "
-                         "is how long no slot may start before a critical alert",
-                         t["stall_after"])
-            ok = False
-    if "grace" in t and every:
-        try:
-            grace = parse_duration(t["grace"], 10 ** 9)
-        except ValueError:
-            grace = None  # config.py reports it
-        if grace is not None and grace > every:
-            problems.add(f"{path}.grace", f"a periodic job's grace must not exceed its period "
-                         f"({every} s): a run is judged against the latest slot", t["grace"])
-            ok = False
-    if not ok or every is None or start is None or end is None:
+    stall_after = _stall_after(t, path, every, problems)
+    _check_grace(t, path, every, problems)
+    if len(problems.items) != before or every is None or start is None or end is None:
         return {}  # problems reported; {} (not None) keeps "event is required" quiet
     periodic = Periodic(every=every, start_event=start[0], start_offset=start[1],
                         end_event=end[0], end_offset=end[1], during_break=during_break,
@@ -155,6 +115,49 @@ def parse_periodic(t: dict, path: str, problems) -> dict | None:
         # misfire grace: half a period, at most the usual 2 min (a later start is refused).
         kw["grace_default"] = max(1, min(120, every // 2))
     return kw
+
+
+def _every(t: dict, path: str, problems) -> int | None:
+    """The period in seconds (None: a problem was added); a periodic job has no retries."""
+    if t.get("retries", 0) not in (0, False):
+        problems.add(f"{path}.retries", "a periodic job is not retried: its next slot is the "
+                     "retry (a restarted slot would only be refused as already run)",
+                     t["retries"])
+    try:
+        every = parse_duration(t["every"], 12 * 3600, "the longest period is 12h")
+    except ValueError as e:
+        problems.add(f"{path}.every", str(e), t["every"])
+        return None
+    if every not in ALLOWED_PERIODS:
+        problems.add(f"{path}.every", "the period must divide a minute (1, 2, 3, 4, 5, 6, 10, 12, "
+                     "15, 20, 30 s), an hour (the same in min) or a day (1, 2, 3, 4, 6, 8, 12 h): "
+                     "slots then fall on the same seconds of every minute", t["every"])
+    return every
+
+
+def _stall_after(t: dict, path: str, every: int | None, problems) -> int | None:
+    if "stall_after" not in t:
+        return None
+    try:
+        stall_after = parse_duration(t["stall_after"], 24 * 3600)
+    except ValueError as e:
+        problems.add(f"{path}.stall_after", str(e), t["stall_after"])
+        return None
+    if every and stall_after < every:
+        problems.add(f"{path}.stall_after", f"must be at least one period ({every} s): it "
+                     "is how long no slot may start before a critical alert", t["stall_after"])
+    return stall_after
+
+
+def _check_grace(t: dict, path: str, every: int | None, problems) -> None:
+    if "grace" in t and every:
+        try:
+            grace = parse_duration(t["grace"], 10 ** 9)
+        except ValueError:
+            return  # job_config.py reports it
+        if grace > every:
+            problems.add(f"{path}.grace", f"a periodic job's grace must not exceed its period "
+                         f"({every} s): a run is judged against the latest slot", t["grace"])
 
 
 # Slots -----------------------------------------------------------------------------------------
@@ -244,8 +247,3 @@ def schedule_tag(lines: list[str]) -> str:
     """A short digest of the OnCalendar lines, part of the unit name: a changed slot list is a new
     unit (systemd 252 may fire a timer whose OnCalendar is edited in place, #16732)."""
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:6]
-
-
-def group_sessions(items, key):
-    """groupby over sorted items (helper for the summary views)."""
-    return groupby(sorted(items, key=key), key=key)

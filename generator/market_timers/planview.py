@@ -6,12 +6,10 @@ some 345,000 fires, 100 MB of JSON): never the whole text in memory at once.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Collection, Iterable
 from typing import TextIO
 
-from .config import Config
 from .durations import format_offset
 from .instants import iso
 from .plan import Fire
@@ -70,12 +68,6 @@ def write_table(out: TextIO, fires: Collection[Fire]) -> None:
             out.write("".join(chunk))
             chunk.clear()
     out.write("".join(chunk))
-
-
-def table(fires: list[Fire], config: Config | None = None) -> str:
-    buf = io.StringIO()
-    write_table(buf, fires)
-    return buf.getvalue().removesuffix("\n")
 
 
 def entry(f: Fire) -> str:

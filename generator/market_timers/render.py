@@ -67,14 +67,15 @@ def _env_for(directory: str) -> jinja2.Environment:
 # * Environment=: quoted words with C escapes; `%` specifiers but NO `$` expansion, so `%%` only.
 # * ReadWritePaths=: quoted words (backslash escapes, no C escapes); `%` specifiers.
 # * Description=: the raw rest of the line; `%` specifiers; no quoting exists.
-# config.py refuses control characters (but a tab in arguments and environment values) and a
-# trailing backslash; these functions refuse them too, so nothing unchecked reaches a unit.
+# The config refuses control characters (but a tab in arguments and environment values) and a
+# trailing backslash (config_values.unit_safe); these functions refuse them too, so nothing
+# unchecked reaches a unit.
 _NEEDS_QUOTES = frozenset(' \t"\'\\;')
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
 class UnsafeValue(ValueError):
-    """A value that cannot be written into a unit file safely (config.py should have refused it)."""
+    """A value that cannot be written into a unit file safely (the config should have refused it)."""
 
 
 def _refuse_control(text: str, allow_tab: bool = True) -> str:
@@ -144,43 +145,12 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
     header = (f"{GENERATED_MARK} from {comment(config.source)}.\n"
               "# Do not edit: change the config and run `market-timers sync`.")
     if fire is not None:
-        local = fire.local()
-        when = f"{local:%H:%M:%S}" if local.second else f"{local:%H:%M}"
-        when += f" {local.tzname()}"
-        what = f"{fire.event} {format_offset(fire.offset)}"
-        session = try_id or fire.session.isoformat()
-        description = f"{job.name} {fire.calendar} {session} {what} at {when}"
-        stem = fire.unit_stem
-        if try_id:
-            description = f"{job.name} {session} (a try, not a session's run) at {when}"
-            stem = unitname.trial(job.name, try_id).stem
-        context = [("MARKET_SESSION", session),
-                   ("MARKET_CALENDAR", fire.calendar), ("MARKET_EVENT", fire.event),
-                   ("MARKET_SCHEDULED_UTC", fire.fire_iso)]
-        on_calendar = f"{fire.fire_utc - timedelta(seconds=job.fire_lead):%Y-%m-%d %H:%M:%S} UTC"
-        log_fields = [f"MARKET_JOB={job.name}", f"MARKET_SESSION={session}"]
-        if fire.is_periodic:
-            description, context, periodic_timer = _periodic(job, fire, local)
+        description, stem, context, timer_fields, log_fields = _fire_schedule(job, fire, try_id)
     else:
-        at = f"{job.at_utc:%H:%M:%S}"
-        description = f"{job.name} daily at {at} UTC"
-        stem = unitname.daily(job.name).stem
-        context = [("MARKET_DAILY_UTC", at)]
-        early = datetime.combine(date(2000, 1, 2), job.at_utc) - timedelta(seconds=job.fire_lead)
-        on_calendar = f"*-*-* {early:%H:%M:%S} UTC"
-        log_fields = [f"MARKET_JOB={job.name}"]
+        description, stem, context, timer_fields, log_fields = _daily_schedule(job)
     if job.description:
         description += f" - {job.description}"
-    environment = [("MARKET_JOB", job.name), *context,
-                   ("MARKET_SEVERITY", job.severity),
-                   ("MARKET_GRACE_SEC", str(job.grace)),
-                   ("MARKET_LOCK_GROUP", job.lock),
-                   ("MARKET_LOCK_DIR", str(config.runtime_dir)),
-                   ("MARKET_STATE_DIR", str(config.state_dir)),
-                   ("MARKET_EVENTS_DIR", str(config.spool_dir / "events")),  # jobnotify.event
-                   *_cluster_environment(config),
-                   ("PYTHONFAULTHANDLER", "1"), *retry_environment(job),
-                   *pre_fire_environment(job), *job.environment]
+    environment = _job_environment(config, job, context)
     service = env.get_template("job.service.j2").render(
         header=header, description=plain(f"market-timers job {description}"),
         user=config.user, job=job.name,
@@ -200,11 +170,55 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
     timer = env.get_template("job.timer.j2").render(
         header=header, description=plain(f"market-timers {description}"),
         service=f"{stem}.service",
-        persistent="false" if try_id else "true",
-        **(periodic_timer if fire is not None and fire.is_periodic else
-           {"on_calendar": on_calendar}),
+        persistent="false" if try_id else "true", **timer_fields,
     )
     return [Unit(f"{stem}.timer", timer), Unit(f"{stem}.service", service)]
+
+
+def _fire_schedule(job: Job, fire: Fire, try_id: str | None):
+    """(description, unit stem, MARKET_* context, timer fields, journal fields) of a fire."""
+    local = fire.local()
+    when = f"{local:%H:%M:%S}" if local.second else f"{local:%H:%M}"
+    when += f" {local.tzname()}"
+    what = f"{fire.event} {format_offset(fire.offset)}"
+    session = try_id or fire.session.isoformat()
+    description = f"{job.name} {fire.calendar} {session} {what} at {when}"
+    stem = fire.unit_stem
+    if try_id:
+        description = f"{job.name} {session} (a try, not a session's run) at {when}"
+        stem = unitname.trial(job.name, try_id).stem
+    context = [("MARKET_SESSION", session),
+               ("MARKET_CALENDAR", fire.calendar), ("MARKET_EVENT", fire.event),
+               ("MARKET_SCHEDULED_UTC", fire.fire_iso)]
+    timer = {"on_calendar":
+             f"{fire.fire_utc - timedelta(seconds=job.fire_lead):%Y-%m-%d %H:%M:%S} UTC"}
+    log_fields = [f"MARKET_JOB={job.name}", f"MARKET_SESSION={session}"]
+    if fire.is_periodic:
+        description, context, timer = _periodic(job, fire, local)
+    return description, stem, context, timer, log_fields
+
+
+def _daily_schedule(job: Job):
+    """The same for a daily job at a fixed UTC time (`at`)."""
+    at = f"{job.at_utc:%H:%M:%S}"
+    early = datetime.combine(date(2000, 1, 2), job.at_utc) - timedelta(seconds=job.fire_lead)
+    return (f"{job.name} daily at {at} UTC", unitname.daily(job.name).stem,
+            [("MARKET_DAILY_UTC", at)], {"on_calendar": f"*-*-* {early:%H:%M:%S} UTC"},
+            [f"MARKET_JOB={job.name}"])
+
+
+def _job_environment(config: Config, job: Job, context: list) -> list[tuple[str, str]]:
+    """Environment= of a job's service: its MARKET_* context, then the job's own variables."""
+    return [("MARKET_JOB", job.name), *context,
+            ("MARKET_SEVERITY", job.severity),
+            ("MARKET_GRACE_SEC", str(job.grace)),
+            ("MARKET_LOCK_GROUP", job.lock),
+            ("MARKET_LOCK_DIR", str(config.runtime_dir)),
+            ("MARKET_STATE_DIR", str(config.state_dir)),
+            ("MARKET_EVENTS_DIR", str(config.spool_dir / "events")),  # jobnotify.event
+            *_cluster_environment(config),
+            ("PYTHONFAULTHANDLER", "1"), *retry_environment(job),
+            *pre_fire_environment(job), *job.environment]
 
 
 def _cluster_environment(config: Config) -> list[tuple[str, str]]:

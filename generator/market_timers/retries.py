@@ -106,7 +106,7 @@ def take_marker(state_dir: str, job: str, session: str) -> tuple[str, int, str] 
         else None
 
 
-# config (imported by config.py; not on the runner's path) -------------------------------------
+# config (imported by config.py, job_config.py; not on the runner's path) ----------------------
 
 def retry_fields(t: dict, path: str, problems) -> dict:
     """The retry keys of one [[job]] table, validated; defaults when absent."""

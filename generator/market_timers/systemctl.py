@@ -13,7 +13,6 @@ class SystemctlError(RuntimeError):
 class Systemctl:
     def __init__(self, command: tuple[str, ...] = ("systemctl",)):
         self.command = command
-        self.reloads = 0
 
     def _run(self, *args: str, check: bool = True) -> str:
         proc = subprocess.run([*self.command, *args], capture_output=True, text=True)
@@ -46,5 +45,4 @@ class Systemctl:
             self._run("reset-failed", "--", *units, check=False)
 
     def daemon_reload(self) -> None:
-        self.reloads += 1
         self._run("daemon-reload")

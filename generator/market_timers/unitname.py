@@ -9,7 +9,7 @@
 
 each with `.timer` and `.service` (a manual run has a service only). The instant is part of the
 name because systemd 252 may fire a timer whose OnCalendar= is edited in place (#16732): a changed
-instant is a new unit. Job names are `[a-z][a-z0-9_-]*` (config.py), so the first '@' ends them.
+instant is a new unit. Job names are `[a-z][a-z0-9_-]*` (job_config.py), so the first '@' ends them.
 
 Stdlib only, and nothing else imported: the OnFailure= handler (alerts/handler.py) parses names on
 its way to an alert.

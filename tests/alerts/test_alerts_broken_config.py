@@ -50,11 +50,11 @@ def env(tmp_path, api, creds, monkeypatch):
     monkeypatch.setenv(OVERRIDE, str(creds))
     path = tmp_path / "market-timers.toml"
     path.write_text(good_text(tmp_path, api))
-    snapshot.write(config_mod.load(path, check_calendars=False),
+    snapshot.write(config_mod.load(path),
                    datetime(2026, 11, 30, 6, 0, tzinfo=UTC))
     path.write_text(good_text(tmp_path, api, grace="60"))
     with pytest.raises(config_mod.ConfigError):
-        config_mod.load(path, check_calendars=False)
+        config_mod.load(path)
     return path
 
 

@@ -177,7 +177,7 @@ def test_units_of_a_job_with_retries(tmp_path, write_config):
 ])
 def test_bad_retry_settings_name_the_key(write_config, extra, key, message):
     with pytest.raises(ConfigError) as e:
-        config.load(write_config(JOB + extra), check_calendars=False)
+        config.load(write_config(JOB + extra))
     assert any(f": {key}: " in line and message in line for line in e.value.problems.lines()), \
         e.value.problems.lines()
 

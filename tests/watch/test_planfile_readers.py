@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from market_timers import deadman, status
+from market_timers.watch import deadman, status
 
 from .conftest import utc
 

@@ -1,4 +1,5 @@
-"""CLI entry functions (wired by cli.py). Each takes the loaded Config and returns an exit code.
+"""CLI entry functions (wired by cli/commands.py). Each takes the loaded Config and returns an
+exit code.
 
 market-timers alert --test CHANNEL     alert_test
 market-timers alert-handler MODE UNIT  alert_handler   (always 0: the outbox has the alert)

@@ -36,7 +36,6 @@ DEFAULT_ROUTES = {"critical": "telegram", "warning": "slack", "info": DIGEST}
 class AlertsConfig:
     enabled: bool = False  # False when the config has no [alerts] table: handlers only keep state
     routes: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ROUTES))
-    explicit_routes: bool = False
     fallback: list[str] = field(default_factory=lambda: list(CHANNELS))
     dedup_minutes: float = 30
     repeat_minutes: float = 15  # critical alerts repeat until ack or recovery; 0 disables
@@ -112,7 +111,14 @@ def parse_alerts(raw: dict | None, problems: Problems) -> AlertsConfig:
             if settings is not None:
                 cfg.channels[name] = settings
     configured = set(cfg.configured())
+    _routes(raw, cfg, configured, problems)
+    _timings(raw, cfg, configured, problems)
+    _severities(raw, cfg, problems)
+    return cfg
 
+
+def _routes(raw: dict, cfg: AlertsConfig, configured: set[str], problems: Problems) -> None:
+    """`routes` (severity -> channel or digest) and `fallback` (the channels tried next)."""
     routes = raw.get("routes", {})
     if not isinstance(routes, dict):
         problems.add("alerts.routes", "must be a table", routes)
@@ -125,7 +131,6 @@ def parse_alerts(raw: dict | None, problems: Problems) -> AlertsConfig:
                          f"channel is not configured (add [alerts.{channel}])", channel)
         else:
             cfg.routes[sev] = channel
-            cfg.explicit_routes = True
 
     fallback = raw.get("fallback", cfg.fallback)
     if not isinstance(fallback, list) or not all(c in CHANNELS for c in fallback):
@@ -133,6 +138,10 @@ def parse_alerts(raw: dict | None, problems: Problems) -> AlertsConfig:
     else:
         cfg.fallback = list(fallback)
 
+
+def _timings(raw: dict, cfg: AlertsConfig, configured: set[str], problems: Problems) -> None:
+    """The numbers (dedup, repeats, escalation, fallback, digest, journal) and the escalation
+    channel."""
     numbers = {"dedup_minutes": False, "repeat_minutes": False, "escalate_after": True,
                "fallback_after_attempts": True, "fallback_after_minutes": False,
                "digest_offset_minutes": False, "journal_lines": True}
@@ -149,6 +158,9 @@ def parse_alerts(raw: dict | None, problems: Problems) -> AlertsConfig:
     elif isinstance(esc, str):
         cfg.escalation_channel = esc
 
+
+def _severities(raw: dict, cfg: AlertsConfig, problems: Problems) -> None:
+    """`kind_severity` (kind -> severity) and `overrides` (job -> kind -> severity)."""
     if "kind_severity" in raw:
         cfg.kind_severity.update(_severity_map(raw["kind_severity"], "alerts.kind_severity",
                                                problems, (*SEVERITIES, "job", "off")))
@@ -159,7 +171,6 @@ def parse_alerts(raw: dict | None, problems: Problems) -> AlertsConfig:
     for job, table in overrides.items():
         cfg.overrides[job] = _severity_map(table, f"alerts.overrides.{job}", problems,
                                            (*SEVERITIES, "off"))
-    return cfg
 
 
 def route_warnings(cfg: AlertsConfig | None) -> list[str]:

@@ -55,52 +55,9 @@ def attempt(ctx, alert: Alert) -> str:
             return GAVE_UP
         alert.channel_index, alert.attempts, alert.channel_since = 0, 0, ""
     while alert.channel is not None:
-        name = alert.channel
-        since = parse_iso(alert.channel_since)
-        if since is None:
-            alert.channel_since, since = iso(now), now
-        if now - since >= timedelta(minutes=ctx.cfg.fallback_after_minutes):
-            _advance(ctx, alert, now, f"not delivered within {ctx.cfg.fallback_after_minutes:g} min"
-                     f" (last error: {alert.last_error or 'none'})")
-            continue
-        waits = [t for t in (parse_iso(alert.not_before), ctx.state.channel_not_before(name)) if t]
-        if waits and now < max(waits):
-            alert.not_before = iso(max(waits))
-            _save(ctx, alert)
-            return WAITING
-        try:
-            ctx.channel(name).send(alert)
-        except DeliveryError as e:
-            alert.attempts += 1
-            alert.last_error = str(e)
-            log.warning("alert %s: %s attempt %d failed: %s", alert.id, name, alert.attempts, e)
-            if e.permanent:
-                _advance(ctx, alert, now, str(e))
-                continue
-            if e.retry_after is not None:
-                until = now + timedelta(seconds=e.retry_after)
-                ctx.state.set_channel_not_before(name, until)
-            else:
-                until = now + backoff(alert.attempts)
-            alert.not_before = iso(until)
-            if alert.attempts >= ctx.cfg.fallback_after_attempts:
-                _advance(ctx, alert, now, f"{alert.attempts} failed attempts ({e})")
-                continue
-            _save(ctx, alert)
-            return RETRY
-        except Exception as e:  # a bug in a channel must not lose the alert
-            alert.attempts += 1
-            alert.last_error = f"{name}: internal error {type(e).__name__}"
-            log.error("alert %s: %s", alert.id, alert.last_error)
-            alert.not_before = iso(now + backoff(alert.attempts))
-            _save(ctx, alert)
-            return RETRY
-        ctx.outbox.remove(alert)
-        ctx.state.add_event(alert.session, {"at": iso(now), "event": "delivered", "id": alert.id,
-                                            "job": alert.job, "kind": alert.kind,
-                                            "channel": name, "repeat": alert.repeat})
-        log.info("alert %s delivered via %s", alert.id, name)
-        return DELIVERED
+        outcome = _on_channel(ctx, alert, now)
+        if outcome is not None:
+            return outcome
     if alert.state != UNDELIVERABLE:
         log.error("alert %s undeliverable on every channel (%s); kept in the outbox",
                   alert.id, ", ".join(alert.chain) or "no channel configured")
@@ -108,6 +65,63 @@ def attempt(ctx, alert: Alert) -> str:
     alert.not_before = iso(now + UNDELIVERABLE_RETRY)
     _save(ctx, alert)
     return GAVE_UP
+
+
+def _on_channel(ctx, alert: Alert, now) -> str | None:
+    """One try on the alert's current channel: DELIVERED, WAITING or RETRY (saved), or None when
+    the alert moved on to its next channel."""
+    name = alert.channel
+    since = parse_iso(alert.channel_since)
+    if since is None:
+        alert.channel_since, since = iso(now), now
+    if now - since >= timedelta(minutes=ctx.cfg.fallback_after_minutes):
+        _advance(ctx, alert, now, f"not delivered within {ctx.cfg.fallback_after_minutes:g} min"
+                 f" (last error: {alert.last_error or 'none'})")
+        return None
+    waits = [t for t in (parse_iso(alert.not_before), ctx.state.channel_not_before(name)) if t]
+    if waits and now < max(waits):
+        alert.not_before = iso(max(waits))
+        _save(ctx, alert)
+        return WAITING
+    try:
+        ctx.channel(name).send(alert)
+    except DeliveryError as e:
+        return _failed(ctx, alert, name, now, e)
+    except Exception as e:  # a bug in a channel must not lose the alert
+        alert.attempts += 1
+        alert.last_error = f"{name}: internal error {type(e).__name__}"
+        log.error("alert %s: %s", alert.id, alert.last_error)
+        alert.not_before = iso(now + backoff(alert.attempts))
+        _save(ctx, alert)
+        return RETRY
+    ctx.outbox.remove(alert)
+    ctx.state.add_event(alert.session, {"at": iso(now), "event": "delivered", "id": alert.id,
+                                        "job": alert.job, "kind": alert.kind,
+                                        "channel": name, "repeat": alert.repeat})
+    log.info("alert %s delivered via %s", alert.id, name)
+    return DELIVERED
+
+
+def _failed(ctx, alert: Alert, name: str, now, e: DeliveryError) -> str | None:
+    """A failed send: RETRY later on this channel (saved), or None after moving on to the next
+    one (a permanent error, or the last allowed attempt)."""
+    alert.attempts += 1
+    alert.last_error = str(e)
+    log.warning("alert %s: %s attempt %d failed: %s", alert.id, name, alert.attempts, e)
+    if e.permanent:
+        _advance(ctx, alert, now, str(e))
+        return None
+    if e.retry_after is not None:
+        until = now + timedelta(seconds=e.retry_after)
+        ctx.state.set_channel_not_before(name, until)
+    else:
+        until = now + backoff(alert.attempts)
+    alert.not_before = iso(until)
+    if alert.attempts >= ctx.cfg.fallback_after_attempts:
+        _advance(ctx, alert, now, f"{alert.attempts} failed attempts ({e})")
+        return None
+    _save(ctx, alert)
+    return RETRY
 
 
 def flush(ctx) -> dict[str, int]:

@@ -3,8 +3,9 @@ skips, stale starts, misses, the alerts raised (sent, folded, still pending) and
 notices that were routed here instead of interrupting anyone.
 
 Durations come from the handlers' own session events and, when present, from the run records
-under `<state_dir>/runs/<job>/<session>.json` (runrecord.py: `duration_sec`, or `started_utc` +
-`finished_utc`, and `result`); a missing or unreadable record is skipped.
+(runrecord.all_records: the ledger's latest attempt, else a legacy
+`<state_dir>/runs/<job>/<session>.json`; `duration_sec`, or `started_utc` + `finished_utc`, and
+`result`); a missing or unreadable record is skipped.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ RECENT = 10
 
 
 def _record_duration(rec: dict) -> float | None:
-    for key in ("duration_sec", "duration", "duration_s"):
-        if isinstance(rec.get(key), int | float) and not isinstance(rec.get(key), bool):
-            return float(rec[key])
+    if isinstance(d := rec.get("duration_sec"), int | float) and not isinstance(d, bool):
+        return float(d)
     try:
         start = datetime.fromisoformat(str(rec["started_utc"]).replace("Z", "+00:00"))
         end = datetime.fromisoformat(str(rec["finished_utc"]).replace("Z", "+00:00"))

@@ -27,10 +27,6 @@ _ID_RE = re.compile(r"[0-9]{4}-[0-9a-f]{8}")  # model.make_id
 _NAME_RE = re.compile(r"^[0-9]{4}-[0-9a-f]{8}(\.r[0-9]+(\.esc)?)?\.json$")
 
 
-def atomic_write_json(path: Path, data: dict, base: Path | None = None) -> None:
-    safefs.write_json(path, data, base=base or path.parent, sync=atomicfile.DURABLE)
-
-
 def read_json(path: Path, default=None, base: Path | None = None):
     return safefs.read_json(path, base=base or path.parent, default=default)
 

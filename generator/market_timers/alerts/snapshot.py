@@ -72,7 +72,7 @@ def load(path: str | os.PathLike):
     """The config for the alert path: the real one if it loads, else a degraded one (never raises
     ConfigError: alerting must not depend on the whole config being valid)."""
     try:
-        return config_mod.load(path, check_calendars=False)
+        return config_mod.load(path)
     except ConfigError as e:
         problems = tuple(e.problems.lines())
     return degraded(path, problems)

@@ -149,6 +149,20 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
     _unknown(raw, _TOP, "events", problems)
     cfg.default_severity = _choice(raw, "default_severity", "events", problems, ROUTINGS,
                                    cfg.default_severity)
+    _severity_table(raw, cfg, problems)
+    _expected(raw, cfg, job_names, problems)
+    owner: dict[str, str] = {}  # kind -> the path of the rule that handles it
+    _incidents(raw, cfg, owner, problems)
+    _counts(raw, cfg, owner, problems)
+    for kind in cfg.severity:
+        if kind in owner:
+            problems.add(f"events.severity.{kind}", f"this kind is handled by {owner[kind]}; "
+                         "set the severity there", cfg.severity[kind])
+    return cfg
+
+
+def _severity_table(raw: dict, cfg: EventsConfig, problems: Problems) -> None:
+    """`[events.severity]`: kind -> severity (or digest, off)."""
     table = raw.get("severity", {})
     if not isinstance(table, dict):
         problems.add("events.severity", "must be a table of kind = severity", table)
@@ -160,6 +174,10 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
         elif KIND.match(kind):
             cfg.severity[kind] = value
 
+
+def _expected(raw: dict, cfg: EventsConfig, job_names: set[str] | None,
+              problems: Problems) -> None:
+    """`[[events.expected]]`: a kind that a job's run makes expected for a while."""
     for path, t in _tables(raw, "expected", problems):
         _unknown(t, _EXPECTED, path, problems)
         kind = _kind(t.get("kind"), f"{path}.kind", problems)
@@ -176,7 +194,9 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
         if kind and job and within:
             cfg.expected.append(Expected(kind, job, within))
 
-    owner: dict[str, str] = {}
+
+def _incidents(raw: dict, cfg: EventsConfig, owner: dict[str, str], problems: Problems) -> None:
+    """`[[events.incident]]`: kinds that open and close an incident; each kind has one owner."""
     names: set[str] = set()
     for path, t in _tables(raw, "incident", problems):
         _unknown(t, _INCIDENT, path, problems)
@@ -206,6 +226,9 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
             names.add(name)
             cfg.incidents.append(IncidentRule(name, opens, closes, after, severity, recovery))
 
+
+def _counts(raw: dict, cfg: EventsConfig, owner: dict[str, str], problems: Problems) -> None:
+    """`[[events.count]]`: a kind counted per session, one alert past its threshold."""
     for path, t in _tables(raw, "count", problems):
         _unknown(t, _COUNT, path, problems)
         kind = _kind(t.get("kind"), f"{path}.kind", problems)
@@ -223,12 +246,6 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
         worst = _choice(t, "worst", path, problems, ("max", "min"), "max")
         if kind and threshold:
             cfg.counts.append(CountRule(kind, threshold, severity, worst))
-
-    for kind in cfg.severity:
-        if kind in owner:
-            problems.add(f"events.severity.{kind}", f"this kind is handled by {owner[kind]}; "
-                         "set the severity there", cfg.severity[kind])
-    return cfg
 
 
 def events_of_config(raw: dict, problems: Problems) -> EventsConfig:

@@ -2,11 +2,12 @@
 
 Each event is spooled exactly as `market-timers event` would spool it, then a processor pass runs
 at the event's own instant (the injected clock): thresholds that pass between two events alert
-at their own instant. Used by the tests (the seed's four months) and by anyone who wants to see
-what a rules change would have sent over a past period:
+at their own instant. Used by the tests (tests/events/test_seed_replay.py: four months of a live
+account's events) and by anyone who wants to see what a rules change would have sent over a past
+period:
 
     from market_timers.events.replay import replay
-    replay(ctx, config.events, state_dir, stream, dirs)
+    replay(ctx, config.events, state_dir, stream, dirs, schedule)
 """
 
 from __future__ import annotations

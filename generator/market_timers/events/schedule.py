@@ -1,8 +1,8 @@
 """What the plan says about an instant: which session it belongs to, and when a job ran or was due.
 
 `Schedule.from_state(state_dir)` reads plan.json (written by sync: every planned fire) and the run
-records (`runs/<job>/<session>.json`: when a run actually started); a replay builds one from a
-list of fires. Both answer the two questions the rules ask.
+records (runrecord.all_records: when a run actually started); a replay builds one from a list of
+fires. Both answer the two questions the rules ask.
 """
 
 from __future__ import annotations

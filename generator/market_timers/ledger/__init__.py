@@ -8,7 +8,7 @@ Every start of a job goes through the ledger before the job is exec'd (runner.py
     claim.ok / claim.attempt / claim.holder / claim.fence
 
 A key is (job, session[, slot]). `slot` is empty for today's jobs: one run per session; a job that
-runs several times a session (a periodic job, later) gets one key per slot. An attempt is one run
+runs several times a session (a periodic job) gets one key per slot. An attempt is one run
 of a key: attempt 1 is the run the timer (or the operator's `market-timers run`) started; a later
 attempt is only ever taken deliberately, by `how`:
 
@@ -40,7 +40,6 @@ from __future__ import annotations
 import os
 
 DEFAULT_STATE_DIR = "/var/lib/market-timers"
-HOWS = ("timer", "operator", "forced", "retry")
 
 
 class Key:

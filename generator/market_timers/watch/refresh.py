@@ -70,7 +70,7 @@ def main_from_path(path: str | Path, now: datetime | None = None, **kw) -> int:
     """`market-timers refresh`: load the config here, so that a broken one alerts too."""
     logsetup.setup()
     try:
-        config = config_mod.load(path, check_calendars=False)
+        config = config_mod.load(path)
     except ConfigError as e:
         result = RefreshResult(ok=False, problems=e.problems.lines())
         _failed(_lenient_config(path, result.problems), result, now, kw.get("alert", send_alert))
@@ -96,7 +96,7 @@ def command(config, now: datetime | None = None, *, systemctl=None, alert=send_a
 def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
                 stamp_dir: Path | None = None, data_vintage=None,
                 last_session_of=None) -> RefreshResult:
-    from .. import calendars
+    from .. import calendar_checks
     from .. import sync as sync_mod
     from ..plan import utcnow
 
@@ -105,7 +105,7 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
     problems = Problems(config.source)
     try:
         watch = watch_of(config)
-        calendars.check_config(config, problems)
+        calendar_checks.check_config(config, problems)
     except ConfigError as e:
         problems.items.extend(e.problems.items)
     except Exception as e:  # exchange_calendars itself broken (import error, bad data)

@@ -1,0 +1,286 @@
+"""The commands behind the command line: each calls one library function.
+
+Each imports what it needs when it runs: heavy imports (pandas, exchange_calendars) happen only
+inside the commands that need them, so that `--help`, the alert handlers and `outbox flush` start
+fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime
+
+from ..errors import ConfigError
+from ..exitcodes import FAILURE
+
+
+class UsageError(Exception):
+    pass
+
+
+def _config(args, check_calendars: bool = True):
+    from .. import config
+
+    path = config.config_path(args.config)
+    if not check_calendars:
+        return config.load(path)
+    from .. import calendar_checks  # imports exchange_calendars: only the commands that plan
+
+    return calendar_checks.load(path)
+
+
+def _now(args) -> datetime:
+    from ..plan import utcnow
+
+    return args.now or utcnow()
+
+
+def cmd_plan(args) -> int:
+    from .. import calendars, plan, planview
+    from ..alerts.config import print_route_warnings
+
+    cfg = _config(args)
+    print_route_warnings(cfg)
+    if args.from_ or args.to:
+        start = args.from_ or _now(args).date()
+        end = args.to or start
+        if end < start:
+            raise UsageError(f"--from {start} is after --to {end}")
+        _calendar_call(calendars.check_range, start, end)
+        if any(j.periodic is not None for j in cfg.jobs):  # fires that hold their slots
+            planned = plan.plan_between_partial(cfg, start, end)
+            fires, failures = planned.fires, planned.failures
+        else:
+            fires, failures = plan.plan_between_columns(cfg, start, end)
+    else:
+        result = plan.plan_ahead_partial(cfg, _now(args))
+        fires, failures = result.fires, result.failures
+    if args.summary:
+        sys.stdout.write(planview.summary(list(fires)) + "\n")
+        return _report_failures(args.command, failures)
+    # streamed: written as formatted, never the whole text at once
+    (planview.write_json if args.json else planview.write_table)(sys.stdout, fires)
+    return _report_failures(args.command, failures)
+
+
+def _report_failures(command: str, failures) -> int:
+    """A calendar that could not be planned costs only its own jobs: the rest is printed (or
+    installed) as usual, the failure goes to stderr and the exit status is 1."""
+    for f in failures:
+        print(f"market-timers {command}: {f.line()}", file=sys.stderr)
+    return FAILURE if failures else 0
+
+
+def _calendar_call(fn, *a):
+    from ..calendars import CalendarError
+
+    try:
+        return fn(*a)
+    except CalendarError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_render(args) -> int:
+    from .. import plan, render, sync
+
+    cfg = _config(args)
+    planned = plan.plan_ahead_partial(cfg, _now(args) + sync.MIN_LEAD)
+    fires = planned.fires
+    try:
+        report = render.render_into(cfg, args.out, fires)
+    except OSError as e:
+        print(f"market-timers render: cannot write into {args.out}: "
+              f"{e.strerror or e}", file=sys.stderr)
+        return FAILURE
+    for name in report.new:
+        print(f"new {name}")
+    for name in report.changed:
+        print(f"changed {name}")
+    print(report.summary(len(fires), args.out))
+    return _report_failures(args.command, planned.failures)
+
+
+def cmd_verify(args) -> int:
+    from ..verify import verify
+
+    if not args.directory.is_dir():
+        raise UsageError(f"not a directory: {args.directory}")
+    complaints = verify(args.directory)
+    for line in complaints:
+        print(line, file=sys.stderr)
+    if complaints:
+        print(f"market-timers verify: {len(complaints)} complaint(s)", file=sys.stderr)
+        return FAILURE
+    print(f"{args.directory}: all units verified")
+    return 0
+
+
+def cmd_sync(args) -> int:
+    from .. import sync
+    from ..systemctl import SystemctlError
+
+    cfg = _config(args)
+    try:
+        result = _calendar_call(lambda: sync.sync(cfg, now=args.now, dry_run=args.dry_run))
+    except (SystemctlError, sync.SyncError, OSError) as e:  # OSError: also a refused symlink in state_dir
+        print(f"market-timers sync: {e}", file=sys.stderr)
+        return FAILURE
+    lines = result.lines(dry_run=args.dry_run)
+    print("\n".join([x for x in lines if not x.startswith("warning: ")] or ["nothing to do"]))
+    for line in lines:
+        if line.startswith("warning: "):
+            print(f"market-timers sync: {line}", file=sys.stderr)
+    return _report_failures(args.command, result.failures)
+
+
+def cmd_try(args) -> int:
+    from .. import trial
+    from ..systemctl import Systemctl, SystemctlError
+
+    cfg = _config(args)
+    try:
+        result = _calendar_call(trial.start_try, cfg, args.job, _now(args), args.delay,
+                                Systemctl())
+    except trial.UnknownJob as e:
+        raise UsageError(str(e)) from None
+    except (trial.TryError, SystemctlError) as e:
+        print(f"market-timers try: {e}", file=sys.stderr)
+        return FAILURE
+    print("\n".join(result.lines()))
+    return 0
+
+
+def cmd_check_cron(args) -> int:
+    from .. import cron_check
+
+    try:
+        return cron_check.command(args)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _as_service_user(cfg):
+    from ..privileges import become_service_user
+
+    become_service_user(cfg)
+    return cfg
+
+
+def _alert_config(args):
+    """The alert path's config: a broken file falls back to the last good snapshot."""
+    from .. import config
+    from ..alerts import snapshot
+
+    return snapshot.load(config.config_path(args.config))
+
+
+def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
+              service_user: bool = False, alert_path: bool = False):
+    def command(args) -> int:
+        import importlib
+
+        mod = importlib.import_module(f"market_timers.{module}")
+        cfg = _alert_config(args) if alert_path else _config(args, check_calendars)
+        if service_user:
+            _as_service_user(cfg)
+        return getattr(mod, function)(cfg, *extra_args(args))
+
+    def extra_args(args):
+        return [getattr(args, name) for name in extra]
+
+    return command
+
+
+def cmd_refresh(args) -> int:
+    from .. import config
+    from ..watch import refresh
+
+    # The refresh loads the config itself: a broken config must alert, not just exit 2.
+    return refresh.main_from_path(config.config_path(args.config), args.now)
+
+
+def cmd_outbox(args) -> int:
+    from ..alerts import commands
+
+    cfg = _as_service_user(_alert_config(args))
+    if args.action == "list":
+        return commands.outbox_list(cfg, args.json)
+    return commands.outbox_flush(cfg)
+
+
+def cmd_digest(args) -> int:
+    from ..alerts import commands
+
+    # Run as the built-in digest job, the runner hands over the session in $MARKET_SESSION.
+    session = args.session.isoformat() if args.session else os.environ.get("MARKET_SESSION")
+    return commands.digest(_as_service_user(_alert_config(args)), session)
+
+
+def cmd_cluster(args) -> int:
+    from .. import cluster
+
+    cfg = _config(args, check_calendars=False)
+    if args.action == "init":
+        return cluster.init(cfg, args.dsn_file)
+    return cluster.status(cfg, args.dsn_file, args.json)
+
+
+def cmd_fence(args) -> int:
+    from .. import cluster
+
+    return cluster.fence_check(_config(args, check_calendars=False), args.dsn_file)
+
+
+def cmd_event(args) -> int:
+    from .. import config
+    from ..events import process
+
+    try:  # the spool directory comes from the config; a broken one must not lose the event
+        cfg = config.load(config.config_path(args.config))
+    except (ConfigError, OSError) as e:
+        print(f"market-timers event: config not usable ({str(e).splitlines()[0]}); using the "
+              "default spool directory", file=sys.stderr)
+        cfg = None
+    return process.emit_command(args, cfg)
+
+
+def cmd_incidents(args) -> int:
+    from ..events import process
+
+    try:
+        cfg = _as_service_user(_config(args, check_calendars=False))
+    except ConfigError:
+        if args.action == "process" and os.environ.get("INVOCATION_ID"):
+            import time  # market-events.path would start us again at once: no busy loop
+
+            time.sleep(30)
+        raise
+    if args.action == "process":
+        return process.process(cfg, now=args.now)
+    return process.incidents_list(cfg, args.json, now=args.now)
+
+
+COMMANDS = {
+    "plan": cmd_plan,
+    "render": cmd_render,
+    "verify": cmd_verify,
+    "sync": cmd_sync,
+    "try": cmd_try,
+    "check-cron": cmd_check_cron,
+    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True,
+                       alert_path=True),
+    "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit",
+                               alert_path=True),
+    "outbox": cmd_outbox,
+    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True, alert_path=True),
+    "digest": cmd_digest,
+    "refresh": cmd_refresh,
+    "deadman": _delegate("watch.deadman", "command", "now", service_user=True, alert_path=True),
+    "status": _delegate("watch.status", "command", "session", "json", "now"),
+    "event": cmd_event,
+    "incidents": cmd_incidents,
+    "run": _delegate("manual_run", "command", "job", "session", "force", check_calendars=True),
+    "cluster": cmd_cluster,
+    "fence": cmd_fence,
+}

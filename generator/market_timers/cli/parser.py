@@ -1,0 +1,213 @@
+"""The command line's parser: every subcommand, its options and their --help texts.
+
+man/market-timers.1 documents the same (tests/test_docs.py checks the two against each other).
+build_parser() adds the subcommands group by group, in the order `--help` lists them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from .. import __version__
+
+EPILOG = """\
+exit status: 0 ok; 1 failure; 2 bad command line or bad config (nothing was changed).
+The job runner (market-timers-run) passes the job's status through; it exits 170 for a
+stale start, 171 for an overlap skipped, 172 when it cannot run the job, 173 when
+that (job, session) already ran (see `run --force`), 174 when a job's retries are over and
+175 when the cluster ledger (PostgreSQL) cannot be reached.
+See market-timers(1) and market-timers.toml(5)."""
+
+
+def _date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date YYYY-MM-DD: {text!r}") from None
+
+
+def _instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO instant: {text!r}") from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"give the zone, e.g. {text}Z")
+    return value.astimezone(UTC)
+
+
+CONFIG_HELP = ("config file (default: $MARKET_TIMERS_CONFIG, else "
+               "/etc/market-timers/market-timers.toml)")
+NOW_HELP = "pretend it is this UTC instant (replays and tests), e.g. 2025-11-24T12:00:00Z"
+CRON_QUOTE_HINT = ('hint: quote the cron line as one argument, e.g. market-timers check-cron '
+                   '"45 15 * * 1-5" --calendar XNYS (unquoted, the shell also replaces each * '
+                   "with file names)")
+
+
+def _global_options(parser: argparse.ArgumentParser, default) -> None:
+    """--config and --now: accepted before the command and after it, shown in every --help."""
+    parser.add_argument("--config", metavar="PATH", default=default, help=CONFIG_HELP)
+    parser.add_argument("--now", type=_instant, metavar="INSTANT", default=default,
+                        help=NOW_HELP)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="market-timers",
+        description="Run a trading system's jobs on its exchange's calendar with systemd timers.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _global_options(p, None)
+    # After the command, a value given there wins; absent, the one before the command stays
+    # (SUPPRESS: the subcommand's namespace then has no such attribute to copy over it).
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, argparse.SUPPRESS)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:  # noqa: A002
+        return sub.add_parser(name, help=help, description=help, parents=[common])
+
+    for add in (_add_plan_commands, _add_check_cron, _add_alert_commands, _add_cluster_commands,
+                _add_run, _add_event_commands, _add_status):
+        add(command)
+    return p
+
+
+# Each adds its subcommands through `command(name, help)`, in the order `--help` lists them.
+
+def _add_plan_commands(command) -> None:
+    """plan -> render -> verify -> sync, refresh and try: from the config to the timers."""
+    s = command("plan", "show the planned fires (job x session -> UTC instant)")
+    s.add_argument("--from", dest="from_", type=_date, metavar="DATE",
+                   help="first session to show (default: the coming horizon)")
+    s.add_argument("--to", type=_date, metavar="DATE",
+                   help="last session to show (default: the --from date)")
+    s.add_argument("--json", action="store_true", help="print a JSON array (a periodic job: "
+                   "one entry per slot)")
+    s.add_argument("--summary", action="store_true", help="one line per job and session: first, "
+                   "last, count (a periodic job's slots)")
+
+    s = command("render", "write the units for the horizon into a directory")
+    s.add_argument("--out", required=True, type=Path, metavar="DIR",
+                   help="directory to write the .timer and .service files into")
+
+    s = command("verify", "systemd-analyze verify + calendar on rendered units")
+    s.add_argument("directory", type=Path, metavar="DIR",
+                   help="a directory written by `market-timers render`")
+
+    s = command("sync", "install the plan's timers into the live unit directory")
+    s.add_argument("--dry-run", action="store_true", help="print what it would do")
+
+    command("refresh", "sync, and alert on calendar changes and failures "
+                       "(run daily by market-refresh.timer)")
+
+    s = command("try", "run a job once, a few seconds from now, to try it "
+                       "(a one-off timer with its own session id try-<time>)")
+    s.add_argument("job", metavar="JOB", help="name of a job in the config")
+    s.add_argument("--in", dest="delay", type=_seconds, default=5, metavar="SECONDS",
+                   help="seconds from now to the fire (default 5, at most 3600)")
+
+
+def _add_check_cron(command) -> None:
+    s = command("check-cron", "how a cron line would have fared against the calendar")
+    s.add_argument("expr", metavar="CRON", help='five fields in quotes, e.g. "45 15 * * 1-5"')
+    s.add_argument("--tz", default="UTC", help="time zone cron runs in (default UTC)")
+    s.add_argument("--calendar", required=True, help="exchange calendar, e.g. XNYS")
+    s.add_argument("--event", default="close", help="open | close | break_start | break_end")
+    s.add_argument("--offset", default="0s", help='signed, e.g. "-15min"')
+    s.add_argument("--from", dest="from_", type=_date, metavar="DATE",
+                   help="first day to compare (default: a year ago)")
+    s.add_argument("--to", type=_date, metavar="DATE", help="last day to compare")
+    s.add_argument("--json", action="store_true", help="print a JSON object")
+
+
+def _add_alert_commands(command) -> None:
+    """alert, alert-handler, outbox, ack, digest and deadman: the alert layer."""
+    s = command("alert", "send a test alert through a channel")
+    from ..alerts.channels import NAMES as CHANNELS
+
+    s.add_argument("--test", required=True, metavar="CHANNEL", help=" | ".join(CHANNELS))
+
+    s = command("alert-handler", "OnFailure=/OnSuccess= handler (used by units)")
+    s.add_argument("mode", choices=["failure", "success"], help="which handler this is")
+    s.add_argument("unit", help="the job unit that failed or succeeded (%%i)")
+
+    s = command("outbox", "the durable alert outbox")
+    s.add_argument("action", choices=["list", "flush"],
+                   help="list what is pending, or flush: send it now")
+    s.add_argument("--json", action="store_true", help="print JSON (list)")
+
+    s = command("ack", "acknowledge a critical alert (stops its repeats)")
+    s.add_argument("alert_id", metavar="ID", help="the alert's id, as shown in the alert")
+
+    s = command("digest", "send the per-session email digest")
+    s.add_argument("--session", type=_date, metavar="DATE",
+                   help="session date (default: $MARKET_SESSION)")
+
+    command("deadman", "compare the plan with what ran; alert on misses "
+                       "(run every minute by market-deadman.timer)")
+
+
+def _add_cluster_commands(command) -> None:
+    """cluster and fence: the PostgreSQL run ledger."""
+    s = command("cluster", "the PostgreSQL run ledger shared by a cluster's nodes")
+    s.add_argument("action", choices=["init", "status"],
+                   help="init: create or migrate the ledger's schema (idempotent); status: "
+                        "nodes and which node ran each (job, session)")
+    s.add_argument("--dsn-file", metavar="PATH",
+                   help="file holding the DSN (default: the credential "
+                        "market-timers.cluster-dsn, /etc/credstore/ for an administrator)")
+    s.add_argument("--json", action="store_true", help="status as JSON")
+
+    s = command("fence", "inside a job: is its fencing token still current?")
+    s.add_argument("action", choices=["check"],
+                   help="exit 0 while $MARKET_FENCE holds $MARKET_LOCK_GROUP, 1 once superseded")
+    s.add_argument("--dsn-file", metavar="PATH", help="file holding the DSN (as for cluster)")
+
+
+def _add_run(command) -> None:
+    s = command("run", "start a job's run for one session now (refused if that session "
+                       "already ran, unless --force)")
+    s.add_argument("job", metavar="JOB", help="the job's name")
+    s.add_argument("--session", type=_date, required=True, metavar="DATE",
+                   help="the session to run it for")
+    s.add_argument("--force", action="store_true", help="run it again although it already ran")
+
+
+def _add_event_commands(command) -> None:
+    """event and incidents: the trading system's own events."""
+    s = command("event", "hand an event of the trading system to the router "
+                         "(any user of the market-timers group)")
+    s.add_argument("kind", metavar="KIND", help="e.g. disconnected, rejected ([a-z][a-z0-9_.-]*)")
+    s.add_argument("--key", help="what it is about: connection, order id... (groups incidents)")
+    s.add_argument("--severity", choices=["critical", "warning", "info"],
+                   help="used when [events] sets none for KIND")
+    s.add_argument("--text", help="one line for the alert or digest")
+    s.add_argument("--job", help="the job sending it (default $MARKET_JOB)")
+    s.add_argument("--session", type=_date, metavar="DATE", help="default: from the plan")
+    s.add_argument("--value", type=float, help="a number (count rules keep the worst)")
+
+    s = command("incidents", "open incidents; `process` routes spooled events "
+                             "(market-events.service)")
+    s.add_argument("action", nargs="?", choices=["list", "process"], default="list",
+                   help="list (default) the open incidents, or process the spooled events")
+    s.add_argument("--json", action="store_true", help="print a JSON array")
+
+
+def _add_status(command) -> None:
+    s = command("status", "each session's jobs: timer, result, duration, alerts")
+    s.add_argument("--session", type=_date, metavar="DATE",
+                   help="one session (default: the latest started one and the planned ones)")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}") from None
+    if not 1 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"from 1 to 3600 seconds: {text!r}")
+    return value

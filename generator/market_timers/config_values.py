@@ -1,0 +1,100 @@
+"""Checks of single config values, shared by the config's tables (config.py, job_config.py).
+
+Each adds a problem naming the key path and the value, and returns the parsed value or a default.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, time
+from typing import Any
+
+from .errors import Problems
+
+# Characters no value may carry into a unit file: C0 controls (a newline starts a new directive),
+# DEL and C1. A tab is allowed only where the renderer escapes it (command arguments, environment).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_TAB = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+AT_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2}))?(?:\s+(\S+))?$")
+
+
+def time_of_day(m: re.Match) -> time | None:
+    try:
+        return time(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    except ValueError:  # "24:00", "13:60"
+        return None
+
+
+def dates(value: Any, path: str, problems: Problems) -> list[date]:
+    if not isinstance(value, list):
+        problems.add(path, "must be an array of dates (YYYY-MM-DD)", value)
+        return []
+    return [d for i, v in enumerate(value) if (d := one_date(v, f"{path}[{i}]", problems))]
+
+
+def one_date(value: Any, path: str, problems: Problems) -> date | None:
+    if isinstance(value, date) and not hasattr(value, "hour"):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    problems.add(path, "must be a date YYYY-MM-DD", value)
+    return None
+
+
+def parsed(fn, value: Any, path: str, problems: Problems, default: int | None) -> int | None:
+    try:
+        return fn(value)
+    except ValueError as e:
+        problems.add(path, str(e), value)
+        return default
+
+
+def nonempty_str(raw: dict, key: str, problems: Problems, path: str) -> str | None:
+    value = raw[key]
+    if not isinstance(value, str) or not value:
+        problems.add(path, "must be a non-empty string", value)
+        return None
+    if not unit_safe(value, path, problems):
+        return None
+    return value
+
+
+def unit_safe(value: str, path: str, problems: Problems, *, tab: bool = False) -> bool:
+    """False (and a problem) for a value that could break out of its line in a unit file.
+
+    render.py escapes every value for its directive; this refuses what no escaping makes
+    harmless everywhere: control characters (a newline would start a new directive, e.g.
+    ExecStartPre=+... run as root) and a trailing backslash (systemd joins the next line).
+    """
+    m = (_CONTROL_BUT_TAB if tab else _CONTROL).search(value)
+    if m:
+        problems.add(path, f"contains the control character U+{ord(m.group()):04X}; values "
+                     "written into systemd units may not hold control characters (a newline "
+                     "would start a new unit directive)", value)
+        return False
+    if value.endswith("\\"):
+        problems.add(path, "ends with a backslash; values written into systemd units may not "
+                     "(systemd would join the next line of the unit to it)", value)
+        return False
+    return True
+
+
+def normal_path(value: str, path: str, problems: Problems) -> bool:
+    if not unit_safe(value, path, problems):
+        return False
+    if ".." in value.split("/"):
+        problems.add(path, "must not contain '..' (systemd ignores such a path in "
+                     "ReadWritePaths=)", value)
+        return False
+    return True
+
+
+def whole_number(value: Any, path: str, problems: Problems, lo: int, hi: int,
+                 default: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        problems.add(path, f"must be a whole number from {lo} to {hi}", value)
+        return default
+    return value
