@@ -24,6 +24,7 @@ from market_timers import (
     config,
     instant_wait,
     jobnotify,
+    prefire,
     render,
     runner,
     sync,
@@ -256,8 +257,8 @@ def test_the_runner_returns_to_nice_0_as_its_sleep_ends_not_at_the_instant(monke
     the CPU to other units starting then. It is done as the sleep ends, before the spin."""
     clock, sleeps = _fake_clock(monkeypatch, 100.0)
     seen = []
-    monkeypatch.setattr(runner, "normal_priority", lambda: seen.append(clock["t"]))
-    runner.await_exec_time({"MARKET_LEAD_SEC": "2"},
+    monkeypatch.setattr(prefire, "normal_priority", lambda: seen.append(clock["t"]))
+    prefire.await_exec_time({"MARKET_LEAD_SEC": "2"},
                            datetime.fromtimestamp(101.0, UTC))
     assert seen and seen[0] <= 101.0 - instant_wait.SPIN + 1e-3
     assert clock["t"] >= 101.0

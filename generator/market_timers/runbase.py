@@ -1,0 +1,156 @@
+"""What every start of the runner shares: its journal line, the context read from the unit's
+environment, the lock group (flock here, and cluster-wide on the PostgreSQL ledger), the exec of
+the job and the notes of a refused start. On the hot path: standard library only.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+
+from . import ledger
+from .exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RUNNER_ERROR
+from .ledger.errors import DatabaseError
+
+ERR, WARNING, INFO = 3, 4, 6
+
+
+def log(priority: int, message: str) -> None:
+    # sd-daemon(3) priority prefixes, read by journald on a service's stdout/stderr.
+    prefix = f"<{priority}>" if os.environ.get("JOURNAL_STREAM") else ""
+    print(f"{prefix}market-timers-run: {message}", file=sys.stderr, flush=True)
+
+
+def scheduled_instant(env: dict, now: datetime) -> datetime:
+    """The instant this run was planned for: explicit, or today's (or yesterday's) daily time."""
+    if env.get("MARKET_SCHEDULED_UTC"):
+        # fromisoformat is C code; strptime would import _strptime (re, locale, calendar):
+        # about 5 ms of the runner's start.
+        text = env["MARKET_SCHEDULED_UTC"]
+        if len(text) != 20 or not text.endswith("Z"):
+            raise ValueError(f"MARKET_SCHEDULED_UTC={text!r} is not YYYY-MM-DDTHH:MM:SSZ")
+        return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
+    hh, mm, ss = (int(x) for x in env["MARKET_DAILY_UTC"].split(":"))
+    today = now.replace(hour=hh, minute=mm, second=ss, microsecond=0)
+    early = int(env.get("MARKET_LEAD_SEC") or 0)  # a pre-fired timer starts us this early
+    return today if today <= now + timedelta(seconds=1 + early) else today - timedelta(days=1)
+
+
+class LockError(Exception):
+    pass
+
+
+def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
+    """The locked fd (inheritable), or None when another run holds the group's lock.
+
+    LockError when the lock cannot be taken at all (missing or unwritable directory, a symlink
+    planted in place of the lock file: it is never followed).
+
+    Every other flock goes through atomicfile.flock; this one is the runner's own import-light
+    copy, on purpose: the fd outlives any `with` block (it is inherited by the exec'd job, so
+    the lock dies with the job, never before), and the start path imports nothing more."""
+    path = os.path.join(lock_dir, f"{group}.lock")
+    try:
+        os.makedirs(lock_dir, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        why = "it is a symbolic link, not followed" if e.errno == errno.ELOOP else e.strerror
+        raise LockError(f"cannot open the lock file {path}: {why}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        log(WARNING, f"lock group '{group}' is busy (held by {holder}); this run of {job} "
+                     f"for session {session} is dropped, not queued")
+        return None
+    except OSError as e:
+        os.close(fd)
+        raise LockError(f"cannot lock {path}: {e.strerror}") from None
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} job {job} session {session} since {stamp}\n".encode(), 0)
+    except OSError as e:  # the lock is held; only its note for the next one is missing
+        log(WARNING, f"cannot write the holder's note into {path}: {e.strerror}")
+    os.set_inheritable(fd, True)
+    return fd
+
+
+def _utc(instant: datetime) -> str:
+    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _now_text() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
+    """On the cluster ledger the lock group is held cluster-wide too: the fence token (str, or
+    None on the local ledger), or OVERLAP_SKIPPED when another node holds the group (the local
+    lock fd is then closed). One-shot and periodic starts share it, so a group is never run
+    twice at once across nodes whatever kind of job holds it."""
+    if not hasattr(book, "lock_group"):
+        return None
+    group = env.get("MARKET_LOCK_GROUP", key.job)
+    try:
+        held = book.lock_group(group, key)
+    except BaseException:
+        os.close(lock)
+        raise
+    if held is None:
+        os.close(lock)
+        holder = book.lock_holder(group) or {}
+        log(WARNING, f"lock group '{group}' is busy on node {holder.get('node', '?')} "
+                     f"({holder.get('job', '?')} {holder.get('session', '?')} since "
+                     f"{holder.get('since', '?')}); this run of {what} is dropped, not queued")
+        _refuse(book, key, base, "overlap-skipped")
+        return OVERLAP_SKIPPED
+    # The advisory lock lives on this connection: the job inherits its socket, so the lock is
+    # released exactly when the job's process ends (ledger/postgresql.py).
+    sock, fence = held
+    os.set_inheritable(sock, True)
+    return fence
+
+
+def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, claim,
+             fence: str | None = None, **context: str) -> int:
+    """Exec the job in this process with its context (returns only when the exec failed)."""
+    child_env = dict(env)
+    child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1",
+                     MARKET_SCHEDULED_UTC=scheduled_text, MARKET_ATTEMPT=str(claim.attempt),
+                     **context)
+    child_env.pop("MARKET_TICKET", None)
+    if fence or claim.fence:
+        child_env["MARKET_FENCE"] = str(fence or claim.fence)
+    try:
+        os.execve(argv[0], argv, child_env)
+    except OSError as e:
+        log(ERR, f"cannot run {argv[0]}: {e.strerror}")
+        return RUNNER_ERROR
+    return RUNNER_ERROR  # not reached
+
+
+def _already_ran(book, key, holder: dict, base: dict) -> int:
+    log(WARNING, f"already ran: {key.job} for session {key.session} was started "
+                 f"{ledger.describe(holder)}; not running it again. To run it again on purpose: "
+                 f"market-timers run {key.job} --session {key.session} --force")
+    _refuse(book, key, base, "already-ran", ran_host=holder.get("host"),
+            ran_pid=holder.get("pid"), ran_utc=holder.get("started_utc"))
+    return ALREADY_RAN
+
+
+def _refuse(book, key, base: dict, why: str, **fields) -> None:
+    try:
+        book.refuse(key, dict(base, refused=why, started_utc=_now_text(), **fields))
+    except (OSError, DatabaseError) as e:  # a note never changes the outcome; the journal has it
+        log(WARNING, f"cannot note the {why} in the run ledger: {e}")
+
+
+def _local(env: dict):
+    from .ledger.local import LocalLedger
+
+    return LocalLedger(env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR)

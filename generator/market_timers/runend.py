@@ -1,0 +1,56 @@
+"""`market-timers-run --record` (ExecStopPost=): how the attempt (or the refusal) ended, in the run
+ledger; the retry marker for the next start; the metrics. Off the hot path: the job has ended.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from . import ledger
+from .ledger.errors import DatabaseError
+from .prefire import normal_priority
+from .runbase import WARNING, _local, log, scheduled_instant
+from .runretry import plan_retry
+
+
+def record(env: dict) -> int:
+    """ExecStopPost=: record in the ledger how this invocation's attempt (or refusal) ended."""
+    job = env.get("MARKET_JOB")
+    if not job:
+        return 0
+    if env.get("MARKET_LEAD_SEC"):
+        normal_priority()
+    now = datetime.now(UTC)
+    if env.get("MARKET_SLOT_EVERY_SEC"):  # the slot this invocation judged: slotrecords.py
+        from .slotrecords import complete_from_env
+
+        return complete_from_env(env, env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR,
+                                 job, now)
+    try:
+        session = env.get("MARKET_SESSION") or scheduled_instant(env, now).date().isoformat()
+        key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
+        book = ledger.open_ledger(env) if not _ran_locally(env, key) else _local(env)
+        book.finish(key, env.get("INVOCATION_ID"), dict(
+            result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
+            exit_status=env.get("EXIT_STATUS"),
+            finished_utc=now.isoformat(timespec="milliseconds").replace("+00:00", "Z")))
+        if env.get("MARKET_RETRIES", "0") != "0":  # retries.py: the marker for the next start
+            attempts = book.attempts(key)
+            latest = attempts[-1] if attempts else {}
+            if latest.get("invocation") == env.get("INVOCATION_ID"):  # this start ran the job
+                plan_retry(env, env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR, job,
+                           session, int(latest.get("attempt") or 1), now)
+    except (OSError, ValueError, KeyError, DatabaseError) as e:
+        log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
+    from . import metrics  # off the hot path: the job has ended
+
+    metrics.after_run(env)
+    return 0
+
+
+def _ran_locally(env: dict, key) -> bool:
+    """A cluster node's start that fell back to the local ledger (on_db_unreachable = run)."""
+    if (env.get("MARKET_LEDGER") or "local") == "local":
+        return False
+    invocation = env.get("INVOCATION_ID")
+    return any(a.get("invocation") == invocation for a in _local(env).attempts(key))
