@@ -55,7 +55,21 @@ def machine() -> dict[str, str]:
         "cpu": cpu_model(),
         "kernel": platform.release(),
         "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "commit": commit(),
     }
+
+
+def commit() -> str:
+    """The commit measured (with "+changes" when the tree differs from it)."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head + (" +changes" if dirty else "")
 
 
 def table(header: list[str], rows: list[list[object]]) -> str:

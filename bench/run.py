@@ -58,7 +58,7 @@ def run_one(module, box) -> Section:
 def render(sections: list[Section], info: dict[str, str], total: float, argv: list[str]) -> str:
     out = ["# market-timers benchmarks", "",
            f"Produced by `{' '.join(argv)}` (`make bench`) on {info['date']}, in one run of "
-           f"{total / 60:.1f} min.", "",
+           f"{total / 60:.1f} min, at commit {info['commit']}.", "",
            f"Machine: nproc **{info['nproc']}**, CPU **{info['cpu']}**, kernel {info['kernel']}, "
            f"load average at start {info['loadavg']} (a shared, noisy machine: figures are "
            "medians/percentiles of repeated runs, never single samples).", "",
