@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -31,84 +30,11 @@ from .alerts import credunits
 from .config import Config
 from .instants import iso
 from .render import Installed, is_generated, last_elapse, read_installed, render_all, write_atomic
+from .syncreport import Change, Dropped, SyncResult
 from .systemctl import Systemctl
 
 STAMP_DIR = Path("/var/lib/systemd/timers")
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written
-
-
-@dataclass
-class Change:
-    """A planned fire that moved or vanished since the last sync (a calendar or config change)."""
-
-    job: str
-    session: str
-    old_utc: str
-    new_utc: str | None  # None: no longer planned
-    calendar: str = ""
-    note: str = ""  # e.g. "it already ran: not installed"
-
-    def describe(self, calendar: str = "") -> str:
-        what = f"{calendar or self.calendar} {self.session}".strip()
-        if self.new_utc is None:
-            return f"{what}: {self.job} no longer planned (was {self.old_utc})"
-        note = f"; {self.note}" if self.note else ""
-        return f"{what}: {self.job} moved from {self.old_utc} to {self.new_utc}{note}"
-
-
-@dataclass
-class Dropped:
-    """A timer not installed (or withdrawn) because its (job, session) already started."""
-
-    unit: str
-    job: str
-    session: str
-    ran: dict  # the ledger's attempt 1: host, pid, started_utc...
-    withdrawn: bool = False  # it was waiting: stopped and deleted
-
-    def describe(self, dry_run: bool = False) -> str:
-        verb = "would " if dry_run else ""
-        act = f"{verb}stop and delete" if self.withdrawn else f"{verb}not install"
-        return (f"{act} {self.unit}: {self.job} already ran for session {self.session} "
-                f"({ledger.describe(self.ran)})")
-
-
-@dataclass
-class SyncResult:
-    started: list[str] = field(default_factory=list)
-    written: list[str] = field(default_factory=list)
-    rewritten: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)  # future timers no longer planned
-    expired: list[str] = field(default_factory=list)  # elapsed, past retention
-    changes: list[Change] = field(default_factory=list)
-    dropped: list[Dropped] = field(default_factory=list)  # already ran: no timer
-    reloaded: bool = False
-    fires: list[planning.Fire] = field(default_factory=list)
-    # calendars that could not be planned: their jobs' installed timers are left as they are
-    failures: list[planning.CalendarFailure] = field(default_factory=list)
-    foreign: list[str] = field(default_factory=list)  # planned names held by hand-made files
-
-    @property
-    def changed_anything(self) -> bool:
-        return bool(self.started or self.written or self.rewritten or self.removed
-                    or self.expired)
-
-    def lines(self, dry_run: bool = False) -> list[str]:
-        verb = "would " if dry_run else ""
-        out = [f"{verb}write {n}" for n in self.written]
-        out += [f"{verb}rewrite {n}" for n in self.rewritten]
-        out += [f"{verb}start {n}" for n in self.started]
-        withdrawn = {d.unit for d in self.dropped if d.withdrawn}
-        out += [f"{verb}stop and delete {n} (no longer planned)" for n in self.removed
-                if n not in withdrawn]
-        out += [d.describe(dry_run) for d in self.dropped]
-        out += [f"{verb}delete {n} (elapsed, past retention)" for n in self.expired]
-        out += [f"{'would ' if dry_run else ''}daemon-reload"] if self.reloaded else []
-        out += [f"change: {c.describe()}" for c in self.changes]
-        out += [f"warning: left {n} alone: that file was not written by market-timers (no "
-                "generated header), so this fire is not installed; rename or remove the file"
-                for n in self.foreign]
-        return out or ["nothing to do"]
 
 
 def _existing(unit_dir: Path) -> dict[str, str]:
