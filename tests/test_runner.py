@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from market_timers import exitcodes, runrecord
 
 RUNNER = [sys.executable, "-m", "market_timers.runner"]
@@ -364,3 +366,44 @@ def test_help_works_without_a_job_context():
     assert proc.returncode == 0
     assert proc.stdout.startswith("usage: market-timers-run -- COMMAND")
     assert "173" in proc.stdout
+
+
+class _Book:
+    """A ledger whose claim fails as told: OSError (a full disk) or lost to another start."""
+
+    def __init__(self, fail=None, lost=False):
+        self.fail, self.lost, self.refused = fail, lost, []
+
+    def claim(self, key, how, fields):
+        from market_timers.ledger import Claim
+
+        if self.fail:
+            raise self.fail
+        if self.lost:
+            return Claim(False, 1, {"host": "ny4-b", "pid": 7, "started_utc": "x"})
+        return Claim(True, 1, None)
+
+    def refuse(self, key, fields):
+        self.refused.append(fields["refused"])
+
+
+@pytest.mark.parametrize("book, status, refused", [
+    (_Book(fail=OSError(28, "No space left on device")), exitcodes.RUNNER_ERROR, []),
+    (_Book(lost=True), exitcodes.ALREADY_RAN, ["already-ran"]),
+])
+def test_a_claim_that_cannot_be_written_or_was_lost_closes_the_lock_and_never_runs(
+        tmp_path, capsys, book, status, refused):
+    """The claim is the last step before the exec (one-shot and periodic starts share it): a
+    full disk is 172 ("it could run twice"), a lost race 173; either way the lock group is
+    released at once, not held by a start that will not run."""
+    from market_timers import runbase
+    from market_timers.ledger import Key
+
+    fd = os.open(tmp_path / "orders.lock", os.O_RDWR | os.O_CREAT)
+    result = runbase.claim_start(book, Key("signal", "2025-11-28"), "timer", {}, fd,
+                                 "signal for session 2025-11-28", {})
+    assert result == status and book.refused == refused
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed
+    if status == exitcodes.RUNNER_ERROR:
+        assert "without its claim it could run twice" in capsys.readouterr().err

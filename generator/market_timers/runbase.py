@@ -154,3 +154,23 @@ def _local(env: dict):
     from .ledger.local import LocalLedger
 
     return LocalLedger(env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR)
+
+
+def claim_start(book, key, how: str, fields: dict, lock: int, what: str, base: dict):
+    """The claim, the last step before the exec: the ledger's Claim, or an exit status with the
+    lock fd closed (172: the claim could not be written, and without it the job could run
+    twice; 173: another start won the race)."""
+    try:
+        claim = book.claim(key, how, fields)
+    except OSError as e:
+        os.close(lock)
+        log(ERR, f"cannot record the start of {what} in the run ledger ({e}); not running it: "
+                 "without its claim it could run twice")
+        return RUNNER_ERROR
+    except BaseException:
+        os.close(lock)
+        raise
+    if not claim.ok:
+        os.close(lock)
+        return _already_ran(book, key, claim.holder or {}, base)
+    return claim

@@ -73,6 +73,7 @@ from .runbase import (  # noqa: F401  (the runner's names, for tests and tools)
     _now_text,
     _refuse,
     _utc,
+    claim_start,
     exec_job,
     log,
     scheduled_instant,
@@ -215,21 +216,12 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     fence = _cluster_lock(env, book, key, base, lock, f"{job} for session {session}")
     if isinstance(fence, int):
         return fence
-    try:
-        claim = book.claim(key, how, dict(base, started_utc=_now_text(),
-                                          started_mono=time.monotonic(), late_sec=round(late, 3),
-                                          by=by))
-    except OSError as e:
-        os.close(lock)
-        log(ERR, f"cannot record the start of {job} for session {session} in the run ledger "
-                 f"({e}); not running it: without its claim it could run twice")
-        return RUNNER_ERROR
-    except BaseException:
-        os.close(lock)
-        raise
-    if not claim.ok:
-        os.close(lock)
-        return _already_ran(book, key, claim.holder or {}, base)
+    claim = claim_start(book, key, how, dict(base, started_utc=_now_text(),
+                                             started_mono=time.monotonic(),
+                                             late_sec=round(late, 3), by=by),
+                        lock, f"{job} for session {session}", base)
+    if isinstance(claim, int):
+        return claim
     await_exec_time(env, scheduled)
     return exec_job(argv, env, session, _utc(scheduled), claim, fence)
 

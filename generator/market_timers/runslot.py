@@ -19,6 +19,7 @@ from .runbase import (
     _now_text,
     _refuse,
     _utc,
+    claim_start,
     exec_job,
     log,
     take_lock,
@@ -86,20 +87,11 @@ def run_slot(argv: list[str], env: dict, job: str, grace: int, now: datetime,
     if isinstance(fence, int):
         note(refused="overlap-skipped", late_sec=round(late, 3))
         return fence
-    try:
-        claim = book.claim(key, "timer", dict(base, started_utc=_now_text(),
-                                              started_mono=time.monotonic(),
-                                              late_sec=round(late, 3)))
-    except OSError as e:
-        os.close(lock)
-        log(ERR, f"cannot record the start of {what} in the run ledger ({e}); not running it: "
-                 "without its claim it could run twice")
-        return RUNNER_ERROR
-    except BaseException:
-        os.close(lock)
-        raise
-    if not claim.ok:
-        os.close(lock)
-        return _already_ran(book, key, claim.holder or {}, base)
+    claim = claim_start(book, key, "timer", dict(base, started_utc=_now_text(),
+                                                 started_mono=time.monotonic(),
+                                                 late_sec=round(late, 3)),
+                        lock, what, base)
+    if isinstance(claim, int):
+        return claim
     note(late_sec=round(late, 3), pid=os.getpid(), attempt=claim.attempt)
     return exec_job(argv, env, session, slot_text, claim, fence, MARKET_SLOT_UTC=slot_text)
