@@ -252,6 +252,27 @@ def test_sleep_until_spins_the_last_stretch_instead_of_sleeping(monkeypatch):
     assert sleeps == [] and clock["t"] >= 100.5
 
 
+def test_a_clock_stepped_back_during_the_spin_is_slept_out_not_spun(monkeypatch):
+    """NTP steps the clock back 5 s in the last milliseconds: those 5 s are slept (one CPU is
+    not spun for them), and the wait still ends at the deadline, not before."""
+    clock, sleeps = _fake_clock(monkeypatch, 100.0)
+    reads = {"n": 0, "stepped": False}
+    real = instant_wait.time.time
+
+    def stepping():
+        t = real()
+        if not reads["stepped"] and t > 100.5 - instant_wait.SPIN / 2:
+            reads["stepped"] = True
+            clock["t"] -= 5.0
+        reads["n"] += 1
+        return clock["t"]
+
+    monkeypatch.setattr(instant_wait.time, "time", stepping)
+    instant_wait.sleep_until(100.5)
+    assert reads["stepped"] and clock["t"] >= 100.5
+    assert sum(sleeps) > 4.9 and reads["n"] < 10_000  # slept, not spun
+
+
 def test_the_runner_returns_to_nice_0_as_its_sleep_ends_not_at_the_instant(monkeypatch):
     """Lowering a running task's priority forces a reschedule: done at the instant it handed
     the CPU to other units starting then. It is done as the sleep ends, before the spin."""

@@ -29,11 +29,10 @@ def sleep_until(deadline: float, before_spin=None) -> float:
     `before_spin()`, if given, is called once as the sleeping ends and the spin begins."""
     while True:
         remaining = deadline - time.time()
-        if remaining <= SPIN:
-            break
-        time.sleep(min(remaining - SPIN, MAX_STEP))
-    if before_spin is not None:
-        before_spin()
-    while (now := time.time()) < deadline:
-        pass
-    return now - deadline
+        if remaining <= 0:
+            return -remaining
+        if remaining > SPIN:  # also after a step back of the clock during the spin
+            time.sleep(min(remaining - SPIN, MAX_STEP))
+        elif before_spin is not None:
+            before_spin()
+            before_spin = None
