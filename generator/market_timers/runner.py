@@ -61,8 +61,8 @@ from datetime import UTC, datetime
 from . import ledger, slotclock
 from .exitcodes import LEDGER_UNREACHABLE, OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
 from .ledger.errors import DatabaseError
-from .prefire import await_exec_time, normal_priority  # noqa: F401  (runner.normal_priority)
-from .runbase import (  # noqa: F401  (the runner's names, for tests and tools)
+from .prefire import await_exec_time
+from .runbase import (
     ERR,
     INFO,
     WARNING,
