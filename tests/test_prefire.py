@@ -22,6 +22,7 @@ from market_timers import (
     calendar_checks,
     cli,
     config,
+    instant_escort,
     instant_wait,
     jobnotify,
     prefire,
@@ -279,6 +280,7 @@ def test_the_runner_returns_to_nice_0_as_its_sleep_ends_not_at_the_instant(monke
     clock, sleeps = _fake_clock(monkeypatch, 100.0)
     seen = []
     monkeypatch.setattr(prefire, "normal_priority", lambda: seen.append(clock["t"]))
+    monkeypatch.setattr(instant_escort, "has_cap_sys_nice", lambda: False)  # no real escort
     prefire.await_exec_time({"MARKET_LEAD_SEC": "2"},
                            datetime.fromtimestamp(101.0, UTC))
     assert seen and seen[0] <= 101.0 - instant_wait.SPIN + 1e-3

@@ -94,6 +94,9 @@ def parse_job(t: dict, path: str, calendar: str | None, problems: Problems) -> J
     kw = _when(t, path, calendar, periodic, problems)
     kw.update(_durations(t, path, periodic, problems))
     kw.update(_pre_fire(t, path, problems))
+    if periodic is not None and kw.get("warm"):
+        problems.add(f"{path}.warm", "a periodic job (`every`) runs each slot at its instant "
+                     "and is never started early: remove `warm`", t.get("warm"))
     lock = t.get("lock", name)
     if "lock" in t and (not isinstance(lock, str) or not JOB_NAME.match(lock)):
         problems.add(f"{path}.lock", "lock group names follow the job-name rule "

@@ -1,5 +1,6 @@
-"""Pre-fire (`lead`): the runner's wait for the instant once everything else is done, and its
-return to nice 0. On the hot path: os and time only (instant_wait.py is loaded for the wait).
+"""Pre-fire (`lead`): the runner's wait for the instant once everything else is done, with its
+real-time escort, and its return to nice 0. On the hot path: os and time only (instant_wait.py
+and instant_escort.py are loaded for a pre-fired wait, before it).
 """
 
 from __future__ import annotations
@@ -11,14 +12,27 @@ from datetime import datetime
 from .runbase import WARNING, log
 
 
-def await_exec_time(env: dict, scheduled: datetime) -> None:
+def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> bool:
     """Pre-fire: the timer fired MARKET_LEAD_SEC early and everything else is done; wait for the
-    instant (or MARKET_WARM_SEC before it, for a warm job) on the realtime clock. A start by hand
-    well before its timer would have fired runs at once, as it would without a lead."""
+    instant (or MARKET_WARM_SEC before it, for a warm job) on the realtime clock, escorted
+    (instant_escort.py). A start by hand well before its timer would have fired runs at once,
+    as it would without a lead. True when this process holds the capability the escort needs:
+    exec_job then drops it, so the job never has it."""
     lead = int(env.get("MARKET_LEAD_SEC") or 0)
     if lead <= 0:
-        return
-    target = scheduled.timestamp() - int(env.get("MARKET_WARM_SEC") or 0)
+        return False
+    from . import instant_escort
+
+    capable = instant_escort.has_cap_sys_nice()
+    instant = scheduled.timestamp()
+    if 0 < instant - time.time() <= lead + 1:  # started by its timer, not by hand long before
+        if capable:
+            instant_escort.start(instant, job)
+        elif os.geteuid() != 0:
+            log(WARNING, f"no CAP_SYS_NICE for this pre-fired start of {job} (a unit written "
+                         "by an older version: run `market-timers sync`): no real-time "
+                         "priority is lent for its instant")
+    target = instant - int(env.get("MARKET_WARM_SEC") or 0)  # a warm job is exec'd early
     if 0 < target - time.time() <= lead + 1:
         from .instant_wait import sleep_until
 
@@ -26,6 +40,7 @@ def await_exec_time(env: dict, scheduled: datetime) -> None:
         # running task's priority makes the kernel reschedule at once (see normal_priority).
         sleep_until(target, before_spin=normal_priority)
     normal_priority()
+    return capable
 
 
 def normal_priority() -> None:
@@ -43,3 +58,4 @@ def normal_priority() -> None:
             os.setpriority(os.PRIO_PROCESS, 0, 0)
     except OSError as e:
         log(WARNING, f"cannot return to nice 0: {e.strerror}")
+

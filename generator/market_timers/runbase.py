@@ -117,8 +117,17 @@ def _cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
 
 
 def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, claim,
-             fence: str | None = None, **context: str) -> int:
-    """Exec the job in this process with its context (returns only when the exec failed)."""
+             fence: str | None = None, drop_capabilities: bool = False, **context: str) -> int:
+    """Exec the job in this process with its context (returns only when the exec failed).
+    drop_capabilities: empty this process's capability sets first (the pre-fire escort's
+    CAP_SYS_NICE is never the job's: instant_escort.py)."""
+    if drop_capabilities:
+        from .instant_escort import drop_capabilities as drop  # loaded before the wait
+
+        try:
+            drop()
+        except OSError as e:  # never seen: lowering one's own capabilities needs no privilege
+            log(WARNING, f"cannot drop CAP_SYS_NICE before the exec of {argv[0]}: {e.strerror}")
     child_env = dict(env)
     child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1",
                      MARKET_SCHEDULED_UTC=scheduled_text, MARKET_ATTEMPT=str(claim.attempt),

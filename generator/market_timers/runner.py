@@ -222,8 +222,9 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
                         lock, f"{job} for session {session}", base)
     if isinstance(claim, int):
         return claim
-    await_exec_time(env, scheduled)
-    return exec_job(argv, env, session, _utc(scheduled), claim, fence)
+    capable = await_exec_time(env, scheduled, job)
+    return exec_job(argv, env, session, _utc(scheduled), claim, fence,
+                    drop_capabilities=capable)
 
 
 def main(argv: list[str] | None = None) -> int:

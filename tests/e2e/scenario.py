@@ -38,7 +38,7 @@ MIN_LEAD = 2.0  # `market-timers sync` does not write a fire closer than this
 # One program for every test job, run by the package's runner as user market-timers under the
 # job unit's sandbox (ProtectSystem=strict). Its first argument says what to do.
 JOB_SCRIPT = r'''#!/opt/venvs/market-timers/bin/python3
-"""e2e test job: ok | fail CODE | hang | sleep SECONDS | append FILE."""
+"""e2e test job: ok | fail CODE | hang | sleep SECONDS | append FILE | instant."""
 import os
 import pwd
 import sys
@@ -73,6 +73,26 @@ elif mode == "hang":
 elif mode == "sleep":
     time.sleep(float(sys.argv[2]))
     print("e2e-job slept", flush=True)
+elif mode == "instant":  # its rights, then its scheduling policy at and after its instant
+    from market_timers.jobnotify import wait_for_instant
+
+    acted = start
+    caps = dict(line.split(":\t") for line in open("/proc/self/status").read().splitlines()
+                if line.startswith("Cap"))
+    at = os.sched_getscheduler(0)
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        own = "fifo"
+    except OSError as e:
+        own = e.strerror.replace(" ", "-")
+    if os.environ.get("MARKET_WARM_SEC"):  # a warm job acts when wait_for_instant() returns
+        wait_for_instant()
+        acted = time.time()
+        at = os.sched_getscheduler(0)
+    time.sleep(0.5)
+    print(f"e2e-job instant acted={acted:.6f} capeff={caps['CapEff']} "
+          f"capprm={caps['CapPrm']} capamb={caps['CapAmb']} own={own} policy_at={at} "
+          f"policy_after={os.sched_getscheduler(0)}", flush=True)
 elif mode == "append":  # e.g. "send the orders": one line per run
     with open(sys.argv[2], "a") as f:
         f.write(f"sent attempt={os.environ.get('MARKET_ATTEMPT')}\n")
