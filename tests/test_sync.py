@@ -417,3 +417,59 @@ def test_units_are_written_as_one_batch_made_durable_before_systemd_is_told(setu
     assert len(units) == 6 and {e[2] for e in units} == {atomicfile.BATCH}
     assert events.count(("flush", cfg.unit_dir)) == 1
     assert events.index(("flush", cfg.unit_dir)) < events.index(("start",))
+
+
+# a plan.json that is not a plan -----------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["{\"fires\": [", "[1, 2]", "\x00\x00garbage"])
+def test_a_corrupt_plan_json_is_kept_aside_and_reported_not_silently_replaced(setup, tmp_path,
+                                                                                text):
+    """The deadman reads the passed fires from plan.json: a sync that rebuilds it from the plan
+    alone loses them. The operator is told, and the corrupt file is kept for a post-mortem."""
+    _, cfg = setup()
+    cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    (cfg.state_dir / "plan.json").write_text(text)
+    result = sync.sync(cfg, now=WED, systemctl=RecordingSystemctl(),
+                       stamp_dir=tmp_path / "stamps")
+    aside = cfg.state_dir / "plan.json.corrupt-20251126T120000Z"
+    assert aside.read_text() == text
+    warning = [x for x in result.lines() if x.startswith("warning: ")]
+    assert len(warning) == 1, result.lines()
+    assert str(cfg.state_dir / "plan.json") in warning[0]
+    assert "kept as plan.json.corrupt-20251126T120000Z" in warning[0]
+    assert "dead-man check no longer knows the fires it listed that have passed" in warning[0]
+    plan = json.loads((cfg.state_dir / "plan.json").read_text())  # written anew
+    assert len(plan["fires"]) == 3
+    again = sync.sync(cfg, now=WED, systemctl=RecordingSystemctl(),
+                      stamp_dir=tmp_path / "stamps")
+    assert not any(x.startswith("warning: ") for x in again.lines())
+
+
+def test_a_dry_run_names_the_corrupt_plan_json_and_leaves_it(setup, tmp_path):
+    _, cfg = setup()
+    cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    (cfg.state_dir / "plan.json").write_text("not json")
+    result = sync.sync(cfg, now=WED, systemctl=RecordingSystemctl(), dry_run=True,
+                       stamp_dir=tmp_path / "stamps")
+    assert any("would keep it as plan.json.corrupt-" in x for x in result.lines())
+    assert (cfg.state_dir / "plan.json").read_text() == "not json"
+    assert not list(cfg.state_dir.glob("plan.json.corrupt-*"))
+
+
+def test_a_missing_plan_json_is_no_warning(setup, tmp_path):
+    _, cfg = setup()
+    result = sync.sync(cfg, now=WED, systemctl=RecordingSystemctl(),
+                       stamp_dir=tmp_path / "stamps")
+    assert not any(x.startswith("warning: ") for x in result.lines())
+
+
+def test_the_sync_command_prints_the_warning_on_stderr(setup, tmp_path, capsys, monkeypatch):
+    from market_timers import cli
+
+    path, cfg = setup()
+    cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    (cfg.state_dir / "plan.json").write_text("{")
+    monkeypatch.setattr(sync, "Systemctl", RecordingSystemctl)
+    cli.main(["--config", str(path), "--now", "2025-11-26T12:00:00Z", "sync"])
+    err = capsys.readouterr().err
+    assert "market-timers sync: warning: " in err and "plan.json" in err and "not JSON" in err

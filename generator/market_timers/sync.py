@@ -65,7 +65,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                  <= now + MIN_LEAD}
     with _sync_lock(config.state_dir, dry_run):
         existing = _existing(unit_dir)
-        previous = _previous_plan(config)
+        previous, plan_problem = _previous_plan(config, now, dry_run)
         installed = _installed(existing, previous)
         ran = _already_started(config, fires)
         ran_stems = {f.unit_stem: key for f in fires
@@ -74,7 +74,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                    if (unitname.stem_of(u.name) not in too_close or u.name in existing)
                    and unitname.stem_of(u.name) not in ran_stems}
         result = SyncResult(fires=fires, foreign=_foreign(unit_dir, desired, existing),
-                            failures=planned.failures)
+                            failures=planned.failures, plan_problem=plan_problem)
         for stem in {unitname.stem_of(n) for n in result.foreign}:  # both units of that fire
             desired.pop(f"{stem}.timer", None)
             desired.pop(f"{stem}.service", None)
@@ -256,13 +256,30 @@ def _changes(removed: list[str], installed: dict[str, Installed], fires: list[pl
     return out
 
 
-def _previous_plan(config: Config) -> planfile.PlanDoc | None:
-    """plan.json as the last sync wrote it; None when missing or unreadable (it is then written
-    anew from this plan)."""
+def _previous_plan(config: Config, now: datetime, dry_run: bool
+                   ) -> tuple[planfile.PlanDoc | None, str | None]:
+    """plan.json as the last sync wrote it, or None when missing or unreadable (it is then
+    written anew from this plan), and a warning when it was unreadable: its past fires are lost
+    to the deadman. A file that is not a plan is kept aside as plan.json.corrupt-<UTC time>,
+    for a post-mortem, not silently replaced."""
     try:
-        return planfile.read(config.state_dir)
-    except (OSError, planfile.PlanFileError):  # e.g. a planted symlink: never followed
-        return None
+        return planfile.read(config.state_dir), None
+    except planfile.PlanFileError as e:
+        why = str(e).split("; `market-timers sync`")[0]
+        file = planfile.path(config.state_dir)
+        aside = file.with_name(f"{file.name}.corrupt-{now:%Y%m%dT%H%M%SZ}")
+        if dry_run:
+            kept = f"would keep it as {aside.name}"
+        else:
+            try:  # rename(2) moves a name: a symlink planted at either name is never followed
+                os.rename(file, aside)
+                kept = f"kept as {aside.name}"
+            except OSError as err:
+                kept = f"cannot keep it aside ({err.strerror})"
+    except OSError as e:  # e.g. a planted symlink: never followed
+        why, kept = f"cannot read {planfile.path(config.state_dir)} ({e.strerror})", "left as is"
+    return None, (f"{why}; {kept}. It is written anew from this plan: the dead-man check no "
+                  "longer knows the fires it listed that have passed")
 
 
 def _installed(existing: dict[str, str], previous: planfile.PlanDoc | None

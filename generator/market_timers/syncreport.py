@@ -60,6 +60,7 @@ class SyncResult:
     # calendars that could not be planned: their jobs' installed timers are left as they are
     failures: list[planning.CalendarFailure] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)  # planned names held by hand-made files
+    plan_problem: str | None = None  # plan.json could not be read: why, and what became of it
 
     @property
     def changed_anything(self) -> bool:
@@ -81,4 +82,5 @@ class SyncResult:
         out += [f"warning: left {n} alone: that file was not written by market-timers (no "
                 "generated header), so this fire is not installed; rename or remove the file"
                 for n in self.foreign]
+        out += [f"warning: {self.plan_problem}"] if self.plan_problem else []
         return out or ["nothing to do"]

@@ -87,7 +87,7 @@ def command(config, now: datetime | None = None, *, systemctl=None, alert=send_a
     if not result.ok:
         return result.exit_code
     for line in result.sync.lines():
-        log.info("refresh: %s", line)
+        (log.warning if line.startswith("warning: ") else log.info)("refresh: %s", line)
     for failure in result.failures:
         log.error("refresh: %s", failure.line())
     return FAILURE if result.failures else 0
