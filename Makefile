@@ -17,7 +17,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-venv: $(VENV)/.installed
+# The pre-fire's wait-then-exec (prefire.py), next to the venv's python as in the package.
+EXEC_AT := $(VENV)/bin/market-timers-exec-at
+CC      ?= cc
+$(EXEC_AT): generator/exec_at.c $(VENV)/.installed
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ generator/exec_at.c
+
+venv: $(VENV)/.installed $(EXEC_AT)
 
 demo: venv
 	$(VENV)/bin/market-timers --config $(EXAMPLE) plan --summary

@@ -198,6 +198,7 @@ def test_a_pre_fired_start_without_the_capability_is_told_and_runs_on(capsys, mo
     monkeypatch.setattr(instant_escort, "has_cap_sys_nice", lambda: False)
     monkeypatch.setattr(instant_escort, "start", lambda *a: pytest.fail("no escort without it"))
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(prefire, "exec_at_program", lambda: None)  # the wait done here
     instant = datetime.fromtimestamp(time.time() + 0.3, UTC)
     prefire.await_exec_time({"MARKET_LEAD_SEC": "2"}, instant, "signal")
     assert time.time() >= instant.timestamp()
@@ -207,9 +208,9 @@ def test_a_pre_fired_start_without_the_capability_is_told_and_runs_on(capsys, mo
 def test_without_a_lead_nothing_is_escorted_nor_dropped(monkeypatch):
     monkeypatch.setattr(instant_escort, "start", lambda *a: pytest.fail("not pre-fired"))
     monkeypatch.setattr(instant_escort, "has_cap_sys_nice", lambda: True)
-    assert prefire.await_exec_time({}, datetime.now(UTC), "signal") is False
+    assert prefire.await_exec_time({}, datetime.now(UTC), "signal") == (False, [])
     assert prefire.await_exec_time({"MARKET_LEAD_SEC": "0"}, datetime.now(UTC), "signal") \
-        is False
+        == (False, [])
 
 
 def test_a_start_by_hand_long_before_is_not_escorted_but_still_drops(monkeypatch):
@@ -217,9 +218,9 @@ def test_a_start_by_hand_long_before_is_not_escorted_but_still_drops(monkeypatch
     monkeypatch.setattr(instant_escort, "has_cap_sys_nice", lambda: True)
     monkeypatch.setattr(instant_escort, "start", lambda *a: pytest.fail("no wait, no escort"))
     later = datetime.fromtimestamp(time.time() + 3600, UTC)
-    assert prefire.await_exec_time({"MARKET_LEAD_SEC": "2"}, later, "signal") is True
+    assert prefire.await_exec_time({"MARKET_LEAD_SEC": "2"}, later, "signal") == (True, [])
     monkeypatch.setattr(instant_escort, "has_cap_sys_nice", lambda: False)
-    assert prefire.await_exec_time({"MARKET_LEAD_SEC": "2"}, later, "signal") is False
+    assert prefire.await_exec_time({"MARKET_LEAD_SEC": "2"}, later, "signal") == (False, [])
 
 
 def test_exec_job_drops_the_capabilities_only_when_told(monkeypatch):

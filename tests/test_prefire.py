@@ -281,6 +281,7 @@ def test_the_runner_returns_to_nice_0_as_its_sleep_ends_not_at_the_instant(monke
     seen = []
     monkeypatch.setattr(prefire, "normal_priority", lambda: seen.append(clock["t"]))
     monkeypatch.setattr(instant_escort, "has_cap_sys_nice", lambda: False)  # no real escort
+    monkeypatch.setattr(prefire, "exec_at_program", lambda: None)  # the wait done here
     prefire.await_exec_time({"MARKET_LEAD_SEC": "2"},
                            datetime.fromtimestamp(101.0, UTC))
     assert seen and seen[0] <= 101.0 - instant_wait.SPIN + 1e-3

@@ -1,26 +1,34 @@
-"""Pre-fire (`lead`): the runner's wait for the instant once everything else is done, with its
-real-time escort, and its return to nice 0. On the hot path: os and time only (instant_wait.py
-and instant_escort.py are loaded for a pre-fired wait, before it).
+"""Pre-fire (`lead`): the runner's wait for the instant once everything else is done (handed to
+market-timers-exec-at, generator/exec_at.c), with its real-time escort, and its return to nice 0.
+On the hot path: os and time only (instant_escort.py is loaded for a pre-fired wait, before it;
+instant_wait.py when the wait is done here).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from datetime import datetime
 
 from .runbase import WARNING, log
 
+EXEC_AT = "market-timers-exec-at"  # built from generator/exec_at.c into the venv's bin/
 
-def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> bool:
-    """Pre-fire: the timer fired MARKET_LEAD_SEC early and everything else is done; wait for the
-    instant (or MARKET_WARM_SEC before it, for a warm job) on the realtime clock, escorted
+
+def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool, list[str]]:
+    """Pre-fire: the timer fired MARKET_LEAD_SEC early and everything else is done; the wait for
+    the instant (or MARKET_WARM_SEC before it, for a warm job) on the realtime clock, escorted
     (instant_escort.py). A start by hand well before its timer would have fired runs at once,
-    as it would without a lead. True when this process holds the capability the escort needs:
-    exec_job then drops it, so the job never has it."""
+    as it would without a lead.
+
+    Returns (capable, wait): capable when this process holds the capability the escort needs
+    (exec_job then drops it, so the job never has it); wait, the argv prefix that hands the
+    wait to market-timers-exec-at (generator/exec_at.c), exec'd at once in place of the job,
+    or [] when the wait is over (done here when that program is missing)."""
     lead = int(env.get("MARKET_LEAD_SEC") or 0)
     if lead <= 0:
-        return False
+        return False, []
     from . import instant_escort
 
     capable = instant_escort.has_cap_sys_nice()
@@ -34,13 +42,22 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> bool:
                          "priority is lent for its instant")
     target = instant - int(env.get("MARKET_WARM_SEC") or 0)  # a warm job is exec'd early
     if 0 < target - time.time() <= lead + 1:
+        helper = exec_at_program()
+        if helper is not None:  # it waits, returns to nice 0 and execs the job
+            return capable, [helper, str(round(target))]
         from .instant_wait import sleep_until
 
         # Back to nice 0 as the sleep ends, SPIN before the instant, not at it: lowering the
         # running task's priority makes the kernel reschedule at once (see normal_priority).
         sleep_until(target, before_spin=normal_priority)
     normal_priority()
-    return capable
+    return capable, []
+
+
+def exec_at_program() -> str | None:
+    """market-timers-exec-at, next to the package's python (the venv's bin/), or None."""
+    path = os.path.join(os.path.dirname(sys.executable), EXEC_AT)
+    return path if os.access(path, os.X_OK) else None
 
 
 def normal_priority() -> None:

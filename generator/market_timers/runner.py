@@ -222,8 +222,8 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
                         lock, f"{job} for session {session}", base)
     if isinstance(claim, int):
         return claim
-    capable = await_exec_time(env, scheduled, job)
-    return exec_job(argv, env, session, _utc(scheduled), claim, fence,
+    capable, wait = await_exec_time(env, scheduled, job)
+    return exec_job([*wait, *argv], env, session, _utc(scheduled), claim, fence,
                     drop_capabilities=capable)
 
 

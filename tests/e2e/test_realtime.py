@@ -27,8 +27,8 @@ def fields(line: str) -> dict[str, str]:
 
 def test_a_pre_fired_and_a_warm_job_are_real_time_at_their_instant_and_hold_no_capability(
         scenario: Scenario) -> None:
-    plain = Job("prefired", instant_in(WARM + 8), ["instant"], {"lead": None})
-    warm = Job("warmed", plain.instant + timedelta(seconds=1), ["instant"],
+    plain = Job("rtplain", instant_in(WARM + 8), ["instant"], {"lead": None})
+    warm = Job("rtwarm", plain.instant + timedelta(seconds=1), ["instant"],
                {"lead": None, "warm": f"{WARM}s"})
     scenario.schedule([plain, warm])
     for job in (plain, warm):
@@ -53,7 +53,7 @@ def test_a_pre_fired_and_a_warm_job_are_real_time_at_their_instant_and_hold_no_c
 
 
 def test_a_job_with_lead_0s_gets_no_capability(scenario: Scenario) -> None:
-    job = Job("atonce", instant_in(6), ["instant"])  # scenario's default: lead = "0s"
+    job = Job("rtnolead", instant_in(6), ["instant"])  # scenario's default: lead = "0s"
     scenario.schedule([job])
     assert "AmbientCapabilities=" not in scenario.box.read_file(
         f"/etc/systemd/system/{job.service}")
