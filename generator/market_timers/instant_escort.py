@@ -1,9 +1,9 @@
 """The escort of a pre-fired run: SCHED_FIFO lent to the run's process from just before its
 instant to just after, while the job itself holds no privilege.
 
-Why. At its instant a pre-fired run is either the runner spinning its last milliseconds
-(instant_wait.SPIN) before it execs the job, or a warm job spinning in wait_for_instant()
-before it acts. At nice 0 either shares the CPUs with whatever else starts in that second
+Why. At its instant a pre-fired run is either market-timers-exec-at (generator/exec_at.c)
+spinning its last milliseconds before it execs the job, or a warm job spinning in
+wait_for_instant() before it acts. At nice 0 either shares the CPUs with whatever else starts in that second
 (other units' start-ups: fork, sandbox, Python), and a normal task that has spun a few ms is
 preempted for a whole CFS/EEVDF slice when one of them wakes: measured in
 bench/alternatives.py, a warm job's action p50 0.01 ms but p99 5.8 ms. A SCHED_FIFO task is
@@ -15,10 +15,10 @@ RestrictRealtime=no; render.py). After its claim, before its wait, the runner fo
 escort, which keeps the capability; just before the exec it empties its own capability sets
 (drop_capabilities), so the job is exec'd with none: it cannot make itself real-time (its
 RLIMIT_RTPRIO is 0) and cannot ptrace the escort (which holds more than it does). The escort
-sleeps to BEFORE seconds before the instant, raises the run's main thread (pid == tid: the
-runner, and after the exec the job) to SCHED_FIFO 1 with SCHED_RESET_ON_FORK (children the job
-starts run normally), sleeps to HOLD seconds after the instant, puts it back to SCHED_OTHER
-and exits. If the job ends first, systemd stops the escort with the unit (it is in the unit's
+sleeps to BEFORE seconds before the instant, raises the run's main thread (pid == tid: one pid
+for the runner, market-timers-exec-at and the job, each exec'd in place of the one before) to
+SCHED_FIFO 1 with SCHED_RESET_ON_FORK (children the job starts run normally), sleeps to HOLD
+seconds after the instant, puts it back to SCHED_OTHER and exits. If the job ends first, systemd stops the escort with the unit (it is in the unit's
 cgroup).
 
 Limits, on purpose: the main thread only (a warm job calls wait_for_instant() there); a job

@@ -75,4 +75,3 @@ def normal_priority() -> None:
             os.setpriority(os.PRIO_PROCESS, 0, 0)
     except OSError as e:
         log(WARNING, f"cannot return to nice 0: {e.strerror}")
-
