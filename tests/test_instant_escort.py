@@ -299,3 +299,23 @@ def test_warm_on_a_periodic_job_is_refused_naming_the_key(write_config, capsys):
     assert cli.main(["--config", str(path), "plan"]) != 0
     err = capsys.readouterr().err
     assert "job[0].warm" in err and "periodic" in err and "10s" in err
+
+
+@ROOT
+def test_the_record_step_drops_the_capability_too(shared_dir):
+    """ExecStopPost= (`market-timers-run --record`) runs under the same unit, so it starts with
+    the ambient CAP_SYS_NICE too; it has no use for it and drops it before its work."""
+    probe = ("import os; from market_timers import runend; "
+             "runend.record({'MARKET_JOB': 'signal', 'MARKET_LEAD_SEC': '2', "
+             f"'MARKET_STATE_DIR': {str(shared_dir / 'state')!r}, "
+             "'MARKET_SCHEDULED_UTC': '2025-11-26T20:45:00Z'}); "
+             "print(open('/proc/self/status').read())")
+    out = subprocess.run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+         "--inh-caps=+sys_nice", "--ambient-caps=+sys_nice", sys.executable, "-c", probe],
+        capture_output=True, text=True, timeout=20,
+        env=dict(os.environ, PYTHONPATH=str(Path(instant_escort.__file__).parents[1])))
+    assert out.returncode == 0, out.stderr
+    got = {k: int(v, 16) for k, v in (line.split(":\t") for line in out.stdout.splitlines()
+                                        if line.startswith("Cap"))}
+    assert got["CapEff"] == got["CapPrm"] == got["CapAmb"] == 0

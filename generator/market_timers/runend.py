@@ -20,6 +20,7 @@ def record(env: dict) -> int:
         return 0
     if env.get("MARKET_LEAD_SEC"):
         normal_priority()
+        _drop_capabilities()
     now = datetime.now(UTC)
     if env.get("MARKET_SLOT_EVERY_SEC"):  # the slot this invocation judged: slotrecords.py
         from .slotrecords import complete_from_env
@@ -54,3 +55,18 @@ def _ran_locally(env: dict, key) -> bool:
         return False
     invocation = env.get("INVOCATION_ID")
     return any(a.get("invocation") == invocation for a in _local(env).attempts(key))
+
+
+def _drop_capabilities() -> None:
+    """A pre-fired unit grants CAP_SYS_NICE for the run's escort (instant_escort.py); this step
+    has no use for it, so it drops it first. Not as root: root's record step needs its
+    capabilities (a root process keeps only what it is given back by an exec)."""
+    import os
+
+    from . import instant_escort
+
+    if os.geteuid() != 0 and instant_escort.has_cap_sys_nice():
+        try:
+            instant_escort.drop_capabilities()
+        except OSError as e:  # never seen: lowering one's own capabilities needs no privilege
+            log(WARNING, f"cannot drop CAP_SYS_NICE in the record step: {e.strerror}")
