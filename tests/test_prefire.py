@@ -253,6 +253,14 @@ def test_sleep_until_spins_the_last_stretch_instead_of_sleeping(monkeypatch):
     assert sleeps == [] and clock["t"] >= 100.5
 
 
+def test_spin_0_sleeps_all_the_way_to_the_deadline(monkeypatch):
+    """The escort's waits (instant_escort.py): sleeps only, never a spin, never early."""
+    clock, sleeps = _fake_clock(monkeypatch, 100.0)
+    instant_wait.sleep_until(100.5, spin=0)
+    assert clock["t"] >= 100.5
+    assert sum(sleeps) == pytest.approx(0.5, abs=1e-3) and max(sleeps) <= instant_wait.MAX_STEP
+
+
 def test_a_clock_stepped_back_during_the_spin_is_slept_out_not_spun(monkeypatch):
     """NTP steps the clock back 5 s in the last milliseconds: those 5 s are slept (one CPU is
     not spun for them), and the wait still ends at the deadline, not before."""

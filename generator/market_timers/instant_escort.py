@@ -3,9 +3,9 @@ instant to just after, while the job itself holds no privilege.
 
 Why. At its instant a pre-fired run is either market-timers-exec-at (generator/exec_at.c)
 spinning its last milliseconds before it execs the job, or a warm job spinning in
-wait_for_instant() before it acts. At nice 0 either shares the CPUs with whatever else starts in that second
-(other units' start-ups: fork, sandbox, Python), and a normal task that has spun a few ms is
-preempted for a whole CFS/EEVDF slice when one of them wakes: measured in
+wait_for_instant() before it acts. At nice 0 either shares the CPUs with whatever else starts
+in that second (other units' start-ups: fork, sandbox, Python), and a normal task that has
+spun a few ms is preempted for a whole CFS/EEVDF slice when one of them wakes: measured in
 bench/alternatives.py, a warm job's action p50 0.01 ms but p99 5.8 ms. A SCHED_FIFO task is
 never preempted by a normal one; priority 1, the lowest real-time priority, takes nothing from
 the kernel's own real-time threads.
@@ -18,8 +18,8 @@ RLIMIT_RTPRIO is 0) and cannot ptrace the escort (which holds more than it does)
 sleeps to BEFORE seconds before the instant, raises the run's main thread (pid == tid: one pid
 for the runner, market-timers-exec-at and the job, each exec'd in place of the one before) to
 SCHED_FIFO 1 with SCHED_RESET_ON_FORK (children the job starts run normally), sleeps to HOLD
-seconds after the instant, puts it back to SCHED_OTHER and exits. If the job ends first, systemd stops the escort with the unit (it is in the unit's
-cgroup).
+seconds after the instant, puts it back to SCHED_OTHER and exits. If the job ends first,
+systemd stops the escort with the unit (it is in the unit's cgroup).
 
 Limits, on purpose: the main thread only (a warm job calls wait_for_instant() there); a job
 that stops its escort keeps priority 1 until it exits, and the kernel's real-time throttling
@@ -27,8 +27,8 @@ that stops its escort keeps priority 1 until it exits, and the kernel's real-tim
 CPU time. Without the capability (an older unit, a container that withholds it, a cgroup
 without real-time budget) the escort says so in the journal and the run goes on as before.
 
-Loaded by the runner only for a pre-fired wait, before it: os, time; ctypes for the capset(2)
-the standard library lacks.
+Loaded by the runner only for a pre-fired wait, before it: os, time, instant_wait; ctypes for
+the capset(2) the standard library lacks.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import ctypes
 import os
 import time
 
+from .instant_wait import sleep_until
 from .runbase import WARNING, log
 
 BEFORE = 0.05  # seconds before the instant: the run is still asleep, before its last-ms spin
@@ -98,8 +99,10 @@ def start(instant: float, job: str) -> bool:
 def escort(target: int, born: str | None, instant: float, job: str, *,
            before: float = BEFORE, hold: float = HOLD) -> int:
     """Raise target to SCHED_FIFO `before` s before instant, back to SCHED_OTHER `hold` s after.
-    0 when done or the job has gone; 1 when the priority could not be raised (logged)."""
-    _sleep_until(instant - before)
+    0 when done or the job has gone; 1 when the priority could not be raised (logged). Its
+    sleeps do not spin: its own wake-up may be late without harm, and a spin would take the
+    CPU the job is about to need."""
+    sleep_until(instant - before, spin=0)
     if start_time(target) != born:
         return 0  # the job has ended (or failed to exec) in the meantime
     try:
@@ -112,20 +115,13 @@ def escort(target: int, born: str | None, instant: float, job: str, *,
                      "it runs at normal priority, and on a busy host its action can come a few "
                      "ms late")
         return 1
-    _sleep_until(instant + hold)
+    sleep_until(instant + hold, spin=0)
     if start_time(target) == born:
         try:
             os.sched_setscheduler(target, os.SCHED_OTHER, os.sched_param(0))
         except ProcessLookupError:
             pass
     return 0
-
-
-def _sleep_until(deadline: float) -> None:
-    """Plain sleeps, no spin (instant_wait spins its last ms): the escort's own wake-up can be
-    late without harm, and a spin would take the CPU the job is about to need."""
-    while (remaining := deadline - time.time()) > 0:
-        time.sleep(min(remaining, 0.25))
 
 
 # Loaded with the module, before the wait: the capset right before the exec costs a system call.

@@ -24,15 +24,16 @@ MAX_STEP = 0.25  # seconds
 SPIN = 0.005  # seconds: longer than the wake-up latency measured (max 2.6 ms), 5 ms of CPU
 
 
-def sleep_until(deadline: float, before_spin=None) -> float:
+def sleep_until(deadline: float, before_spin=None, spin: float = SPIN) -> float:
     """Sleep until time.time() >= deadline (unix seconds); return how late it woke, in seconds.
-    `before_spin()`, if given, is called once as the sleeping ends and the spin begins."""
+    `before_spin()`, if given, is called once as the sleeping ends and the spin begins. spin=0:
+    sleeps only, for a waiter whose wake-up may be late (instant_escort.py)."""
     while True:
         remaining = deadline - time.time()
         if remaining <= 0:
             return -remaining
-        if remaining > SPIN:  # also after a step back of the clock during the spin
-            time.sleep(min(remaining - SPIN, MAX_STEP))
+        if remaining > spin:  # also after a step back of the clock during the spin
+            time.sleep(min(remaining - spin, MAX_STEP))
         elif before_spin is not None:
             before_spin()
             before_spin = None

@@ -1,7 +1,7 @@
 """Pre-fire (`lead`): the runner's wait for the instant once everything else is done (handed to
 market-timers-exec-at, generator/exec_at.c), with its real-time escort, and its return to nice 0.
-On the hot path: os and time only (instant_escort.py is loaded for a pre-fired wait, before it;
-instant_wait.py when the wait is done here).
+On the hot path: os and time only (instant_escort.py and instant_wait.py are loaded for a
+pre-fired wait, before it).
 """
 
 from __future__ import annotations
