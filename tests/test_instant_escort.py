@@ -82,7 +82,7 @@ def test_without_the_capability_the_escort_says_so_and_the_job_runs_on(target):
     """An escort that cannot raise the job (no CAP_SYS_NICE: here, an escort that dropped it
     first) writes one warning to the journal and leaves the job as it was."""
     born = instant_escort.start_time(target.pid)
-    code = ("import sys; from market_timers import instant_escort as w; w.drop_capabilities(); "
+    code = ("import sys; from market_timers import instant_escort as w; w.drop_capabilities('the test'); "
             f"sys.exit(w.escort({target.pid}, {born!r}, {time.time() + 0.2!r}, 'signal'))")
     escort = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=10)
@@ -99,13 +99,19 @@ def caps(pid: int | str = "self") -> dict[str, int]:
 
 
 def test_drop_capabilities_empties_every_set_so_the_job_holds_none():
-    code = ("from market_timers import instant_escort as w; w.drop_capabilities(); "
+    code = ("from market_timers import instant_escort as w; w.drop_capabilities('the test'); "
             "print(open('/proc/self/status').read())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     got = {k: int(v, 16) for k, v in (line.split(":\t") for line in out.splitlines()
                                         if line.startswith("Cap"))}
     assert got["CapEff"] == got["CapPrm"] == got["CapInh"] == got["CapAmb"] == 0
+
+
+def test_a_failed_drop_is_logged_and_the_run_goes_on(monkeypatch, capsys):
+    monkeypatch.setattr(instant_escort, "_libc", type("Libc", (), {"capset": lambda *a: -1})())
+    instant_escort.drop_capabilities("the exec of /opt/job")
+    assert "cannot drop CAP_SYS_NICE before the exec of /opt/job" in capsys.readouterr().err
 
 
 @ROOT
@@ -227,14 +233,14 @@ def test_exec_job_drops_the_capabilities_only_when_told(monkeypatch):
     from market_timers import runbase
 
     dropped = []
-    monkeypatch.setattr(instant_escort, "drop_capabilities", lambda: dropped.append(1))
+    monkeypatch.setattr(instant_escort, "drop_capabilities", dropped.append)
     monkeypatch.setattr(os, "execve", lambda *a: (_ for _ in ()).throw(OSError(2, "gone")))
     claim = type("Claim", (), {"attempt": 1, "fence": None})()
     runbase.exec_job(["/nonexistent"], {}, "2025-11-26", "2025-11-26T20:45:00Z", claim)
     assert dropped == []
     runbase.exec_job(["/nonexistent"], {}, "2025-11-26", "2025-11-26T20:45:00Z", claim,
                      drop_capabilities=True)
-    assert dropped == [1]
+    assert dropped == ["the exec of /nonexistent"]
 
 
 def test_no_escort_once_the_instant_and_its_hold_are_past(monkeypatch):

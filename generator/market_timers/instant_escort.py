@@ -128,9 +128,11 @@ def escort(target: int, born: str | None, instant: float, job: str, *,
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def drop_capabilities() -> None:
+def drop_capabilities(before: str) -> None:
     """Empty this process's effective, permitted and inheritable sets (and so its ambient set)
-    before the exec of the job: the capability was for the escort, never for the job.
+    before `before` (the exec of the job, the record step): the capability was for the escort,
+    never for them. A failure is logged, never raised (it has never been seen: lowering one's
+    own capabilities needs no privilege), and the run goes on.
 
     ctypes, because neither the standard library nor Debian's python3 has capset(2) (libcap's
     Python bindings are not packaged for Debian 12); this is one system call with a fixed
@@ -139,4 +141,5 @@ def drop_capabilities() -> None:
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
     data = (ctypes.c_uint32 * 6)()
     if _libc.capset(header, data) != 0:
-        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        log(WARNING, f"cannot drop CAP_SYS_NICE before {before}: "
+                     f"{os.strerror(ctypes.get_errno())}")

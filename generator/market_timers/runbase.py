@@ -124,10 +124,7 @@ def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, clai
     if drop_capabilities:
         from .instant_escort import drop_capabilities as drop  # loaded before the wait
 
-        try:
-            drop()
-        except OSError as e:  # never seen: lowering one's own capabilities needs no privilege
-            log(WARNING, f"cannot drop CAP_SYS_NICE before the exec of {argv[0]}: {e.strerror}")
+        drop(f"the exec of {argv[0]}")
     child_env = dict(env)
     child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1",
                      MARKET_SCHEDULED_UTC=scheduled_text, MARKET_ATTEMPT=str(claim.attempt),

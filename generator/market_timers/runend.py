@@ -66,7 +66,4 @@ def _drop_capabilities() -> None:
     from . import instant_escort
 
     if os.geteuid() != 0 and instant_escort.has_cap_sys_nice():
-        try:
-            instant_escort.drop_capabilities()
-        except OSError as e:  # never seen: lowering one's own capabilities needs no privilege
-            log(WARNING, f"cannot drop CAP_SYS_NICE in the record step: {e.strerror}")
+        instant_escort.drop_capabilities("the record step")
