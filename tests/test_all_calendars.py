@@ -51,16 +51,33 @@ def test_every_calendar_plans_a_job_at_open_and_close_or_says_where_its_data_end
         assert start <= f.session <= end
 
 
-def test_every_calendar_plans_ahead_from_now(every_calendar):
+def _ahead_instants() -> list[datetime]:
+    """A month from now (the weeks above), and around the last day of each calendar whose data
+    ends soon (when exchange_calendars' yearly tables run out): late on that day, after its
+    sessions, and early the next day. The same test then holds whatever day it runs on."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    out = [now + timedelta(days=30)]
+    ends = {calendars.data_limits(n)[1] for n in calendars.canonical_names()}
+    for last in sorted(d for d in ends if d is not None and d <= (now + timedelta(days=400)).date()):
+        day = datetime.combine(last, datetime.min.time(), UTC)
+        out += [day + timedelta(hours=6), day + timedelta(hours=23), day + timedelta(hours=25)]
+    return out
+
+
+@pytest.mark.parametrize("now", _ahead_instants(), ids=lambda t: f"{t:%Y-%m-%dT%H}")
+def test_every_calendar_plans_ahead_or_says_its_data_ended(every_calendar, now):
     names, cfg = every_calendar
-    # The same weeks as above (the calendars built there are reused).
-    now = datetime.now(UTC).replace(microsecond=0) + timedelta(days=30)
     result = plan.plan_ahead_partial(cfg, now, horizon=3)
     failed = {f.calendar: f.reason for f in result.failures}
     fired = {f.calendar for f in result.fires}
     for name in names:
         _, last = calendars.data_limits(name)
+        # Never silent: each calendar either has fires ahead or a failure saying where its
+        # data ends; never both.
+        assert (name in fired) != (name in failed), (name, failed.get(name))
+        if name in failed:
+            assert last is not None and last < (now + timedelta(days=14)).date(), failed[name]
+            assert str(last) in failed[name] and "holidays up to" in failed[name], failed[name]
         if last is not None and last < now.date():
-            assert str(last) in failed[name], name  # its data has ended: said, with the date
-        else:
-            assert name not in failed and name in fired, (name, failed.get(name))
+            assert name in failed, name  # its data has ended: said, with the date
+    assert all(f.fire_utc > now for f in result.fires)

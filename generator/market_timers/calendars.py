@@ -332,7 +332,7 @@ def next_sessions(name: str, after: datetime, count: int, override: Override | N
     _, policy_end = supported_range()
     stop = min(last, policy_end) if last is not None else policy_end
     if start > stop:
-        raise _none_after(canonical, after, last)
+        raise none_after(canonical, after, last)
     out: list[Session] = []
     while len(out) < count and start <= stop:
         end = min(stop, start + timedelta(days=span))
@@ -340,16 +340,18 @@ def next_sessions(name: str, after: datetime, count: int, override: Override | N
                    if s.close > after and s not in out)
         start = end + timedelta(days=1)
     if not out and last is not None and last <= after.date():
-        raise _none_after(canonical, after, last)
+        raise none_after(canonical, after, last)
     return out[:count]
 
 
-def _none_after(canonical: str, after: datetime, last: date | None) -> CalendarError:
-    if last is not None and last <= after.date():
+def none_after(canonical: str, after: datetime, last: date | None) -> CalendarError:
+    """The error for a calendar with no session left after `after`: where its data ends when
+    that is the reason (it ends before the dates market-timers plans do)."""
+    lo, hi = supported_range()
+    if last is not None and last <= hi:
         return CalendarError(f"{canonical}: exchange_calendars {version()} records "
                              f"{canonical}'s holidays up to {last} only: no session after "
                              f"{after:%Y-%m-%d %H:%M} UTC is known. Upgrade exchange_calendars "
                              "(the market-timers package)")
-    lo, hi = supported_range()
     return CalendarError(f"{canonical}: {after:%Y-%m-%d} is outside the dates market-timers "
                          f"plans ({lo} to {hi})")

@@ -287,7 +287,11 @@ def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None
         sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
                                        _override(config, cal))
         # last_utc: a periodic job's session stays planned until its last slot has passed
-        return [f for job in jobs for f in fires_for_sessions(job, sess) if f.last_utc > now]
+        fires = [f for job in jobs for f in fires_for_sessions(job, sess) if f.last_utc > now]
+        _, last = calendars.data_limits(cal)
+        if not fires and last is not None:  # its data ran out: said, never an empty plan
+            raise calendars.none_after(cal, now, last)
+        return fires
 
     result = _plan_each(config, fires_of)
     for job in config.jobs:

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime, timedelta
+
 import pytest
+
+from market_timers import calendars
 
 from .scenario import UNIT_DIR, Job, Scenario, instant_in
 
 pytestmark = pytest.mark.e2e
 
-# XSHG keeps its holidays as yearly tables: exchange_calendars 4.13 has no session after
-# 2026-12-31. A refresh that believes it is 2027-01-04 finds XSHG's data ended.
-AFTER_XSHG = "2027-01-04T00:00:00Z"
+
+def ending_calendar() -> tuple[str, date]:
+    """The calendar whose holiday data ends first, at least a week from today (a sync today
+    plans some of its sessions): e.g. XSHG, whose yearly tables in exchange_calendars 4.13 end
+    on 2026-12-31. A refresh that believes it is a few days after that finds its data ended."""
+    week = datetime.now(UTC).date() + timedelta(days=7)
+    ends = sorted((last, name) for name in calendars.canonical_names()
+                  if (last := calendars.data_limits(name)[1]) is not None and last >= week)
+    last, name = ends[0]
+    return name, last
 
 
 def test_refresh_with_one_calendar_failing_installs_the_others_and_alerts_critical(
@@ -29,25 +40,29 @@ def test_refresh_with_one_calendar_failing_installs_the_others_and_alerts_critic
 
 
 def _check_isolation(scenario: Scenario, box) -> None:
+    cal, last = ending_calendar()
+    after = last + timedelta(days=4)
     nonstop = Job("nonstop", instant_in(600), ["ok"])
-    shanghai = '\n[[job]]\nname = "shanghai"\ncalendar = "XSHG"\nevent = "close"\n' \
-               'command = ["/bin/true"]\n'
-    scenario.write_config([nonstop], horizon=2, extra=shanghai)
+    ending = f'\n[[job]]\nname = "ending"\ncalendar = "{cal}"\nevent = "close"\n' \
+             'command = ["/bin/true"]\n'
+    scenario.write_config([nonstop], horizon=2, extra=ending)
     out = scenario.sync()
-    xshg = sorted(line.split()[1] for line in out.splitlines()
-                  if line.startswith("start market-shanghai@"))
-    assert xshg, f"no XSHG timer installed by the first sync:\n{out}"
+    installed = sorted(line.split()[1] for line in out.splitlines()
+                       if line.startswith("start market-ending@"))
+    assert installed, f"no {cal} timer installed by the first sync:\n{out}"
 
-    run = box.run(["market-timers", "--now", AFTER_XSHG, "refresh"], check=False, timeout=300)
+    run = box.run(["market-timers", "--now", f"{after}T00:00:00Z", "refresh"], check=False,
+                  timeout=300)
     assert run.returncode == 1, run.stderr
     timers = scenario.list_timers()
-    # the 24/7 job's sessions of the (pretended) 2027-01-04 and 05 are installed and waiting
-    assert "market-nonstop@2027-01-04-" in timers and "market-nonstop@2027-01-05-" in timers
-    # XSHG's timers installed before stay, still waiting to fire
-    for unit in xshg:
+    # the 24/7 job's sessions of the (pretended) day and the next are installed and waiting
+    for day in (after, after + timedelta(days=1)):
+        assert f"market-nonstop@{day}-" in timers, (day, timers)
+    # the timers of the calendar whose data ended, installed before, stay, still waiting
+    for unit in installed:
         assert box.exists(f"{UNIT_DIR}/{unit}"), f"{unit} was removed"
         assert box.show(unit, "ActiveState") == "active"
-    alert = scenario.wait_message("telegram", "calendar XSHG could not be planned", timeout=90,
-                                  poll=scenario.flush_outbox)["text"]
+    alert = scenario.wait_message("telegram", f"calendar {cal} could not be planned",
+                                  timeout=90, poll=scenario.flush_outbox)["text"]
     print(alert)
-    assert "holidays up to 2026-12-31 only" in alert and "shanghai" in alert
+    assert f"holidays up to {last} only" in alert and "ending" in alert
