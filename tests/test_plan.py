@@ -173,3 +173,28 @@ def test_job_named_digest_is_refused_when_the_digest_is_built_in(write_config):
     text = 'calendar = "XNYS"\n' + SIGNAL.replace('"signal"', '"digest"') + DIGEST_ALERTS
     with pytest.raises(ConfigError, match="reserved for the session digest"):
         config.load(write_config(text))
+
+
+def test_plan_ahead_after_the_last_session_a_calendars_data_holds_is_a_failure_naming_it(
+        write_config):
+    # XSHG's holidays are yearly tables: exchange_calendars says where they end. On that last
+    # day, after its close, no session is known: the plan says so (sync keeps the calendar's
+    # timers, refresh alerts), it is never just empty.
+    from datetime import time, timedelta
+
+    from market_timers import calendars
+
+    last = calendars.data_limits("XSHG")[1]
+    assert last is not None
+    cfg = config.load(write_config('calendar = "XSHG"\n' + SIGNAL))
+    for now in (datetime.combine(last, time(20), UTC),
+                datetime.combine(last + timedelta(days=3), time(1), UTC)):
+        result = plan.plan_ahead_partial(cfg, now)
+        assert result.fires == []
+        [failure] = result.failures
+        assert failure.calendar == "XSHG" and failure.jobs == ("signal",)
+        assert f"holidays up to {last} only" in failure.reason
+        assert f"no session after {now:%Y-%m-%d %H:%M} UTC" in failure.reason
+    # the same morning, before that close, the day's session is still planned
+    morning = plan.plan_ahead_partial(cfg, datetime.combine(last, time(1), UTC))
+    assert morning.failures == [] and [f.session for f in morning.fires] == [last]

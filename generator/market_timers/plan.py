@@ -283,13 +283,15 @@ def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None
     horizon = horizon or config.horizon
 
     def fires_of(cal: str, jobs: list[Job]) -> list[Fire]:
+        _, last = calendars.data_limits(cal)
+        if last is not None and last < now.date():  # its data has ended (named with now)
+            raise calendars.none_after(cal, now, last)
         # Look back a day so that a job after the close of the current session is kept.
         sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
                                        _override(config, cal))
         # last_utc: a periodic job's session stays planned until its last slot has passed
         fires = [f for job in jobs for f in fires_for_sessions(job, sess) if f.last_utc > now]
-        _, last = calendars.data_limits(cal)
-        if not fires and last is not None:  # its data ran out: said, never an empty plan
+        if not fires and last is not None:  # its data ran out today: said, never an empty plan
             raise calendars.none_after(cal, now, last)
         return fires
 
