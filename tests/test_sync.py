@@ -438,6 +438,7 @@ def test_a_corrupt_plan_json_is_kept_aside_and_reported_not_silently_replaced(se
     assert str(cfg.state_dir / "plan.json") in warning[0]
     assert "kept as plan.json.corrupt-20251126T120000Z" in warning[0]
     assert "dead-man check no longer knows the fires it listed that have passed" in warning[0]
+    assert "`market-timers sync` rewrites it" not in warning[0]  # the reader's hint: done here
     plan = json.loads((cfg.state_dir / "plan.json").read_text())  # written anew
     assert len(plan["fires"]) == 3
     again = sync.sync(cfg, now=WED, systemctl=RecordingSystemctl(),

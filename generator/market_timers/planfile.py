@@ -31,7 +31,12 @@ FILE = "plan.json"
 
 
 class PlanFileError(ValueError):
-    """plan.json exists but cannot be read as a plan: the message names the file and why."""
+    """plan.json exists but cannot be read as a plan: the message names the file and why (and
+    what to do, `hint`); `problem` is the file and why alone."""
+
+    def __init__(self, source: Path | str, reason: str, hint: str = "") -> None:
+        self.problem = f"{source}: {reason}"
+        super().__init__(f"{self.problem}; {hint}" if hint else self.problem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,20 +123,20 @@ def read(state_dir: Path | str) -> PlanDoc | None:
     try:
         doc = json.loads(data)
     except ValueError as e:
-        raise PlanFileError(f"{file}: not JSON ({e}); `market-timers sync` rewrites it") from None
+        raise PlanFileError(file, f"not JSON ({e})", "`market-timers sync` rewrites it") from None
     return parse(doc, file)
 
 
 def parse(doc: object, source: Path | str = FILE) -> PlanDoc:
     """A decoded plan.json document as a PlanDoc (PlanFileError naming `source`)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("fires", []), list):
-        raise PlanFileError(f"{source}: not a plan (an object with a list of fires)")
+        raise PlanFileError(source, "not a plan (an object with a list of fires)")
     entries = []
     for i, d in enumerate(doc.get("fires", [])):
         try:
             entries.append(PlanEntry.from_json(d))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise PlanFileError(f"{source}: fires[{i}]: not a planned fire "
+            raise PlanFileError(source, f"fires[{i}]: not a planned fire "
                                 f"({type(e).__name__}: {e})") from None
     generated = doc.get("generated_utc")
     return PlanDoc(None if generated is None else str(generated), tuple(entries))

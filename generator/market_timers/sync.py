@@ -265,7 +265,7 @@ def _previous_plan(config: Config, now: datetime, dry_run: bool
     try:
         return planfile.read(config.state_dir), None
     except planfile.PlanFileError as e:
-        why = str(e).split("; `market-timers sync`")[0]
+        why = e.problem  # its hint (sync rewrites it) is what this very sync does
         file = planfile.path(config.state_dir)
         aside = file.with_name(f"{file.name}.corrupt-{now:%Y%m%dT%H%M%SZ}")
         if dry_run:
