@@ -121,16 +121,25 @@ def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[di
             continue
         if record is not None:
             out[(key.job, key.name)] = record
+    for record in legacy_records(state_dir, job):
+        out.setdefault((record["job"], record["session"]), record)
+    return [out[k] for k in sorted(out)]
+
+
+def legacy_records(state_dir: str | os.PathLike, job: str | None = None) -> list[dict]:
+    """The records the runner wrote before the ledger existed (of one job, or of all), by path;
+    each with its session (the file's name) set when it had none. Read only: none is written."""
     root = Path(state_dir) / "runs"
     jobs = [job] if job else _names(root, state_dir)
     paths = [root / j / n for j in jobs if "/" not in j and j not in (".", "..")
              for n in _names(root / j, state_dir) if n.endswith(".json")]
+    out = []
     for path in sorted(paths):
         record = _legacy(path, state_dir)
-        if record and record.get("job") and (record["job"], path.stem) not in out:
+        if record and record.get("job"):
             record.setdefault("session", path.stem)
-            out[(record["job"], path.stem)] = record
-    return [out[k] for k in sorted(out)]
+            out.append(record)
+    return out
 
 
 RESULT_FIELDS = ("result", "exit_code", "exit_status", "finished_utc", "duration_sec")

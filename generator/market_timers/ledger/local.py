@@ -258,10 +258,22 @@ class LocalLedger(Ledger):
         return sorted(self._entries(key, "refused-"), key=lambda r: r.get("started_utc", ""))
 
     def keys(self, job: str | None = None) -> list[Key]:
+        return [key for key, _ in self._listed(job, stamps=False)]
+
+    def key_times(self, job: str | None = None) -> list[tuple[Key, int]]:
+        """Every key whose directory is a directory, with that directory's mtime (ns). The ledger
+        changes a key's directory only by creating a name in it (a claim or a refusal, O_EXCL; a
+        result, renamed into place), and each sets the mtime: a reader that kept what it read
+        re-reads only what changed since (metrics/scan.py)."""
+        return self._listed(job, stamps=True)
+
+    def _listed(self, job: str | None, stamps: bool) -> list[tuple[Key, int]]:
         try:
             root = self._open((), create=False)
         except FileNotFoundError:
             return []
+        if stamps:
+            import stat  # only the readers that ask for stamps: the runner never does
         try:
             jobs = [job] if job else sorted(n for n in os.listdir(root) if n != TICKETS)
             out = []
@@ -274,9 +286,19 @@ class LocalLedger(Ledger):
                     for entry in sorted(os.listdir(jfd)):
                         session, _, slot = entry.partition("+")
                         try:
-                            out.append(Key(name, session, slot))
+                            key = Key(name, session, slot)
                         except ValueError:
                             continue
+                        mtime = 0
+                        if stamps:
+                            try:
+                                st = os.stat(entry, dir_fd=jfd, follow_symlinks=False)
+                            except OSError:
+                                continue
+                            if not stat.S_ISDIR(st.st_mode):
+                                continue
+                            mtime = st.st_mtime_ns
+                        out.append((key, mtime))
                 finally:
                     os.close(jfd)
             return out
