@@ -151,6 +151,8 @@ def _family_names(metrics) -> set[str]:
 
 
 class _NoState:
+    state_dir = "/nonexistent"
+
     def history(self):
         return []
 
@@ -159,3 +161,6 @@ class _NoState:
 
     def read(self, name):
         return {}
+
+    def write(self, name, doc):
+        pass

@@ -5,8 +5,9 @@ and only when the file's directory exists (`[metrics] textfile`). Several proces
 the file is never patched: each writer takes `<state_dir>/metrics/lock` and regenerates the whole
 file from durable state, then renames it into place (a scrape never sees half a file):
 
-* the run ledger (records.ledger_runs: every attempt and refused start, plus the records of runs
-  from before the ledger): each job's last run;
+* the run ledger (scan.read: every attempt and refused start in the key directories that changed
+  since the previous writer's scan, plus the records of runs from before the ledger; what the
+  others hold, each job's last run, is kept in `metrics/scan.json`): each job's last run;
 * `metrics/history.jsonl`, append-only: one line per finished run (by systemd invocation) and per
   missed session. Counters must never go down, and a run record is replaced when a session is
   re-run, so the counters are counted from this history, which the writer brings up to date from
@@ -18,7 +19,8 @@ file from durable state, then renames it into place (a scrape never sees half a 
 This module is the door: the hooks (after_run, after_sync, after_refresh, after_deadman, one call
 each from the runner's --record, sync, refresh and the dead-man pass) and update(), which writes
 the file. Behind it: textformat.py (the text format), records.py (what a run record says),
-state.py (the metrics' own files and their history), families.py (collect(): every metric).
+scan.py (the ledger, read incrementally), state.py (the metrics' own files and their history),
+families.py (collect(): every metric).
 """
 
 from __future__ import annotations
@@ -31,14 +33,14 @@ from pathlib import Path
 from .. import atomicfile
 from ..metrics_config import metrics_of
 from .families import FAMILIES, OUTBOX_STATES, collect
-from .records import exit_status_number, ledger_runs, run_kind
+from .records import exit_status_number, run_kind
 from .state import SUBDIR, State, catch_up
 from .textformat import PREFIX, Family, render
 
 __all__ = [
     "FAMILIES", "OUTBOX_STATES", "PREFIX", "SUBDIR", "Family", "State", "after_deadman",
     "after_refresh", "after_run", "after_sync", "catch_up", "collect", "directory_exists",
-    "exit_status_number", "ledger_runs", "render", "run_kind", "update", "wanted",
+    "exit_status_number", "render", "run_kind", "update", "wanted",
 ]
 
 log = logging.getLogger("market_timers.metrics")

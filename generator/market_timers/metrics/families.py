@@ -10,14 +10,8 @@ from datetime import UTC, date, datetime, time
 from pathlib import Path
 
 from .. import planfile
-from .records import (
-    epoch_seconds,
-    exit_status_number,
-    is_finished,
-    ledger_runs,
-    result_kinds,
-    run_kind,
-)
+from . import scan
+from .records import epoch_seconds, exit_status_number, is_finished, result_kinds, run_kind
 from .state import State, catch_up
 from .textformat import Family
 
@@ -76,11 +70,12 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     """Every metric, from durable state only (see the package's docstring)."""
     state_dir = Path(config.state_dir)
     state = state or State(state_dir)
-    records = ledger_runs(state_dir)
+    view = scan.read(state)
     plan = _read_plan(state_dir)
-    catch_up(config, state, records, plan, now)
+    history = catch_up(config, state, view, plan, now)
+    scan.save(state, view)
     f = {name: Family(name, kind, text) for name, kind, text in FAMILIES}
-    _job_metrics(f, config, records, state.history(), plan, now)
+    _job_metrics(f, config, view.last, history, plan, now)
     _outbox(config, f)
     for cal, last_day in sorted(state.read("calendars.json").get("last_session", {}).items()):
         with contextlib.suppress(ValueError, TypeError):
@@ -94,7 +89,7 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     return list(f.values())
 
 
-def _job_metrics(f: dict[str, Family], config, records: list[dict], history: list[dict],
+def _job_metrics(f: dict[str, Family], config, last: dict[str, dict], history: list[dict],
                  plan: planfile.PlanDoc, now: datetime) -> None:
     """The job_* families: each configured job's last run, its counters and its next fire."""
     kinds, failure_kinds = result_kinds()
@@ -102,7 +97,6 @@ def _job_metrics(f: dict[str, Family], config, records: list[dict], history: lis
     # counts on if it comes back), so the series do not grow for ever.
     configured = {j.name for j in config.jobs}
     jobs = sorted(configured)
-    last = _last_runs(records)
     runs, failures, missed = _counts(history, jobs, failure_kinds)
     next_fire = _next_fires(plan, configured, now)
     # The label is market_job, not job: Prometheus gives its scrape target a `job` label and
@@ -126,16 +120,6 @@ def _job_metrics(f: dict[str, Family], config, records: list[dict], history: lis
             f["job_failures_total"].add(failures.get((job, k), 0), market_job=job, kind=k)
         f["job_sessions_missed_total"].add(missed.get(job, 0), market_job=job)
         f["job_next_fire_timestamp_seconds"].add(next_fire.get(job), market_job=job)
-
-
-def _last_runs(records: list[dict]) -> dict[str, dict]:
-    """job -> its record with the latest start."""
-    last: dict[str, dict] = {}
-    for rec in records:
-        when = rec.get("started_utc") or ""
-        if rec["job"] not in last or when >= (last[rec["job"]].get("started_utc") or ""):
-            last[rec["job"]] = rec
-    return last
 
 
 def _counts(history: list[dict], jobs: list[str], failure_kinds) -> tuple[dict, dict, dict]:

@@ -1,15 +1,11 @@
-"""What a run record says, for the metrics: every start in the run ledger (ledger_runs), its
-kind of result (run_kind), its exit status as a number, its times as epoch seconds."""
+"""What a run record says, for the metrics: its kind of result (run_kind), its exit status as a
+number, its times as epoch seconds, its key in the history (run_key)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 from datetime import UTC, datetime
-from pathlib import Path
-
-from .. import runrecord
 
 
 def result_kinds() -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -63,23 +59,3 @@ def run_key(record: dict) -> str:
     return record.get("invocation") or (
         f"{record['job']}|{record['session']}|{record.get('started_utc', '')}|"
         f"{record.get('attempt') or record.get('refused') or ''}")
-
-
-def ledger_runs(state_dir: Path) -> list[dict]:
-    """Every start in the run ledger, attempts and refused starts alike (a forced re-run is
-    attempt 2 of its session, a refused start a note beside the attempt), plus the records of
-    runs from before the ledger."""
-    from ..ledger.local import LocalLedger
-
-    book = LocalLedger(os.fspath(state_dir))
-    out, seen = [], set()
-    for key in book.keys():
-        seen.add((key.job, key.session))
-        try:
-            entries = book.attempts(key) + book.refusals(key)
-        except OSError:
-            continue
-        out += [{**e, "job": key.job, "session": key.session} for e in entries]
-    out += [r for r in runrecord.all_records(state_dir)
-            if (r["job"], r["session"]) not in seen]
-    return out

@@ -1,6 +1,6 @@
 """The metrics' own durable files under <state_dir>/metrics/ (State: the lock, the append-only
-history, the small JSON files sync and refresh leave), and catch_up(), which brings the history
-up to date from the run records and the plan."""
+history, the small JSON files sync, refresh and the ledger scan leave), and catch_up(), which
+brings the history up to date from the run records and the plan."""
 
 from __future__ import annotations
 
@@ -61,26 +61,26 @@ class State:
                          mode=0o640, sync=atomicfile.DURABLE)
 
 
-def catch_up(config, state: State, records: list[dict], plan: planfile.PlanDoc,
-             now: datetime) -> None:
-    """Append to the history what it does not have yet: finished runs, sessions now missed."""
+def catch_up(config, state: State, view, plan: planfile.PlanDoc, now: datetime) -> list[dict]:
+    """Append to the history what it does not have yet: the finished runs among those the ledger
+    scan read (`view`: scan.LedgerView), the sessions now missed. Returns the whole history."""
     from ..watch.config import watch_of
     from ..watch.fires import deadline
 
-    known = {e["key"] for e in state.history()}
+    history = state.history()
+    known = {e["key"] for e in history}
     new = []
-    for rec in records:
+    for rec in view.records:
         if is_finished(rec) and (key := run_key(rec)) not in known:
             known.add(key)
             new.append({"key": key, "job": rec["job"], "session": rec["session"],
                         "kind": run_kind(rec), "finished_utc": rec.get("finished_utc")})
-    ran = {(r["job"], r["session"]) for r in records}
     jobs = {j.name for j in config.jobs}
     slack = watch_of(config).slack_sec
     for entry in plan.entries:
         pair = entry.key
         key = f"missed|{pair[0]}|{pair[1]}"
-        if pair[0] not in jobs or pair in ran or key in known:
+        if pair[0] not in jobs or pair in view.ran or key in known:
             continue
         with contextlib.suppress(KeyError, ValueError):
             if deadline(entry.json, slack) < now:
@@ -88,3 +88,4 @@ def catch_up(config, state: State, records: list[dict], plan: planfile.PlanDoc,
                 new.append({"key": key, "job": pair[0], "session": pair[1], "kind": "missed",
                             "fire_utc": entry.fire_utc})
     state.append_history(new)
+    return history + new
