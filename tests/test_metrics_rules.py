@@ -152,12 +152,7 @@ def _family_names(metrics) -> set[str]:
 
 class _NoState:
     state_dir = "/nonexistent"
-
-    def history(self):
-        return []
-
-    def append_history(self, entries):
-        pass
+    dir = Path("/nonexistent/metrics")
 
     def read(self, name):
         return {}

@@ -11,7 +11,8 @@ file from durable state, then renames it into place (a scrape never sees half a 
 * `metrics/history.jsonl`, append-only: one line per finished run (by systemd invocation) and per
   missed session. Counters must never go down, and a run record is replaced when a session is
   re-run, so the counters are counted from this history, which the writer brings up to date from
-  the run records and the plan (under the lock) before it counts (state.catch_up);
+  the run records and the plan (under the lock) before it counts (state.catch_up); its tallies are
+  kept in `metrics/counts.json`, so only its new lines are parsed (history.py);
 * plan.json (the next fire per job; a planned fire past its dead-man deadline without a run record
   is a missed session), the outbox directory, and two small files sync and refresh leave here
   (`metrics/calendars.json`: the last session of each calendar's data; `metrics/refresh.json`).
@@ -19,8 +20,8 @@ file from durable state, then renames it into place (a scrape never sees half a 
 This module is the door: the hooks (after_run, after_sync, after_refresh, after_deadman, one call
 each from the runner's --record, sync, refresh and the dead-man pass) and update(), which writes
 the file. Behind it: textformat.py (the text format), records.py (what a run record says),
-scan.py (the ledger, read incrementally), state.py (the metrics' own files and their history),
-families.py (collect(): every metric).
+scan.py (the ledger, read incrementally), history.py (the counted history), state.py (the
+metrics' own files, catch_up()), families.py (collect(): every metric).
 """
 
 from __future__ import annotations

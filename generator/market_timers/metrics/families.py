@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections import Counter
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
@@ -73,9 +74,13 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     view = scan.read(state)
     plan = _read_plan(state_dir)
     history = catch_up(config, state, view, plan, now)
-    scan.save(state, view)
+    try:  # in this order: a writer that dies in between only makes the next one read more
+        history.save()
+        scan.save(state, view)
+    finally:
+        history.close()
     f = {name: Family(name, kind, text) for name, kind, text in FAMILIES}
-    _job_metrics(f, config, view.last, history, plan, now)
+    _job_metrics(f, config, view.last, history.tally, plan, now)
     _outbox(config, f)
     for cal, last_day in sorted(state.read("calendars.json").get("last_session", {}).items()):
         with contextlib.suppress(ValueError, TypeError):
@@ -89,15 +94,15 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     return list(f.values())
 
 
-def _job_metrics(f: dict[str, Family], config, last: dict[str, dict], history: list[dict],
-                 plan: planfile.PlanDoc, now: datetime) -> None:
+def _job_metrics(f: dict[str, Family], config, last: dict[str, dict],
+                 tally: Counter[tuple[str, str]], plan: planfile.PlanDoc, now: datetime) -> None:
     """The job_* families: each configured job's last run, its counters and its next fire."""
     kinds, failure_kinds = result_kinds()
     # The config's jobs only: a job removed from it leaves the file (its history stays, and
     # counts on if it comes back), so the series do not grow for ever.
     configured = {j.name for j in config.jobs}
     jobs = sorted(configured)
-    runs, failures, missed = _counts(history, jobs, failure_kinds)
+    runs, failures, missed = _counts(tally, jobs, failure_kinds)
     next_fire = _next_fires(plan, configured, now)
     # The label is market_job, not job: Prometheus gives its scrape target a `job` label and
     # would rename ours to exported_job.
@@ -122,19 +127,19 @@ def _job_metrics(f: dict[str, Family], config, last: dict[str, dict], history: l
         f["job_next_fire_timestamp_seconds"].add(next_fire.get(job), market_job=job)
 
 
-def _counts(history: list[dict], jobs: list[str], failure_kinds) -> tuple[dict, dict, dict]:
-    """(runs per job, failures per (job, kind), misses per job) from the counted history."""
+def _counts(tally: Counter[tuple[str, str]], jobs: list[str],
+            failure_kinds) -> tuple[dict, dict, dict]:
+    """(runs per job, failures per (job, kind), misses per job) from the history's tallies."""
     runs = {j: 0 for j in jobs}
     failures = {(j, k): 0 for j in jobs for k in failure_kinds}
     missed = {j: 0 for j in jobs}
-    for entry in history:
-        job, kind = entry["job"], entry.get("kind", "")
+    for (job, kind), n in tally.items():
         if kind == "missed":
-            missed[job] = missed.get(job, 0) + 1
+            missed[job] = missed.get(job, 0) + n
             continue
-        runs[job] = runs.get(job, 0) + 1
+        runs[job] = runs.get(job, 0) + n
         if kind != "ok":
-            failures[(job, kind)] = failures.get((job, kind), 0) + 1
+            failures[(job, kind)] = failures.get((job, kind), 0) + n
     return runs, failures, missed
 
 

@@ -1,9 +1,10 @@
 """The run ledger as the metrics read it: only the key directories that changed since the previous
 scan, plus what the others contributed, kept in `<state_dir>/metrics/scan.json`.
 
-Why: the textfile is rewritten after every run and every dead-man pass, and a 5-minute periodic
-job leaves about 20,000 key directories a year; reading every one of them each time took 1.5 s
-per update at a year's worth, 7.8 s at five (bench/metrics_scale.py).
+Why: the textfile is rewritten after every run and every dead-man pass (once a minute), and the
+ledger keeps every daily job's key for ever (2,016 a year for eight jobs) and a periodic job's
+for retention_days; reading every directory at every update grew with them without bound
+(bench/metrics_scale.py: full read against incremental).
 
 Why a directory's mtime tells what changed: the ledger changes a key's directory only by creating
 a name in it (a claim and a refusal are exclusive creations, a result is renamed into place:
@@ -43,7 +44,7 @@ FULL_EVERY_NS = 24 * 3600 * 10**9
 class LedgerView:
     """What the metrics need from the ledger after one scan."""
 
-    records: list[dict]  # every start in the key directories read now, and the legacy records
+    records: list[dict]  # every start in the key directories read now (+ legacy ones if full)
     ran: set[tuple[str, str]]  # (job, session) of every key with at least one start
     last: dict[str, dict]  # job -> its start with the latest started_utc, wherever read
     full: bool  # every directory was read
@@ -80,11 +81,14 @@ def read(state) -> LedgerView:
             ran.add((key.job, key.session))
         if not entries or not all(is_finished(e) for e in entries):
             keep.append(ident)
+    # The records of runs from before the ledger never change (nothing writes them): counted by
+    # a full scan, they are only sessions that ran to the others.
     legacy = [{**r, "_key": f"runs/{r['job']}/{r['session']}"}
               for r in runrecord.legacy_records(state.state_dir)
               if (r["job"], r["session"]) not in listed]
-    records += legacy
     ran |= {(r["job"], r["session"]) for r in legacy}
+    if full:
+        records += legacy
     # A start read again (it ended since, or its claim's fields came) keeps its started_utc and
     # comes after the kept one: it replaces it.
     last = {} if full else dict(saved["last"])
