@@ -74,8 +74,7 @@ def read(state) -> LedgerView:
         except OSError:  # a symlink planted in the ledger (never followed), an unreadable entry
             keep.append(ident)
             continue
-        entries = [{**e, "job": key.job, "session": key.session, "_key": ident}
-                   for e in entries]
+        entries = [{**e, "job": key.job, "session": key.session} for e in entries]
         records += entries
         if entries:
             ran.add((key.job, key.session))
@@ -83,8 +82,7 @@ def read(state) -> LedgerView:
             keep.append(ident)
     # The records of runs from before the ledger never change (nothing writes them): counted by
     # a full scan, they are only sessions that ran to the others.
-    legacy = [{**r, "_key": f"runs/{r['job']}/{r['session']}"}
-              for r in runrecord.legacy_records(state.state_dir)
+    legacy = [r for r in runrecord.legacy_records(state.state_dir)
               if (r["job"], r["session"]) not in listed]
     ran |= {(r["job"], r["session"]) for r in legacy}
     if full:
