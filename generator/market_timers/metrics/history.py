@@ -64,12 +64,9 @@ class History:
         if self._map is None:
             return 0
         data = self._map[start:]
-        for line in data.splitlines():
-            with contextlib.suppress(ValueError):
-                entry = json.loads(line)
-                if isinstance(entry, dict) and entry.get("key") and entry.get("job"):
-                    self.known.add(str(entry["key"]))
-                    self.tally[(str(entry["job"]), str(entry.get("kind", "")))] += 1
+        for entry in entries(data):
+            self.known.add(str(entry["key"]))
+            self.tally[(str(entry["job"]), str(entry.get("kind", "")))] += 1
         return len(data)
 
     def has(self, key: str) -> bool:
@@ -116,6 +113,17 @@ class History:
         if self._map is not None:
             self._map.close()
             self._map = None
+
+
+def entries(data: bytes) -> list[dict]:
+    """The history's lines that parse as entries (a torn or foreign line does not)."""
+    out = []
+    for line in data.splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("key") and entry.get("job"):
+                out.append(entry)
+    return out
 
 
 def _note(doc: dict) -> dict | None:

@@ -11,7 +11,8 @@ from datetime import datetime
 from pathlib import Path
 
 from .. import atomicfile, planfile
-from .history import History
+from .history import NAME as HISTORY
+from .history import History, entries
 from .records import is_finished, run_key, run_kind
 
 SUBDIR = "metrics"
@@ -31,14 +32,10 @@ class State:
 
     def history(self) -> list[dict]:
         """Every line of the history, parsed (tools and tests; the writers use history.py)."""
-        out = []
-        with contextlib.suppress(FileNotFoundError):
-            for line in (self.dir / "history.jsonl").read_text(encoding="utf-8").splitlines():
-                with contextlib.suppress(ValueError):
-                    entry = json.loads(line)
-                    if isinstance(entry, dict) and entry.get("key") and entry.get("job"):
-                        out.append(entry)
-        return out
+        try:
+            return entries((self.dir / HISTORY).read_bytes())
+        except FileNotFoundError:
+            return []
 
     def read(self, name: str) -> dict:
         try:
