@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from bench.common import ensure_repo_on_path
+from bench.common import defer_removal, ensure_repo_on_path
 
 ensure_repo_on_path()
 
@@ -34,7 +34,9 @@ def shared_box() -> Iterator[Container]:
     deb = ensure_deb("bookworm")
     log(f"deb ready: {deb.name} ({time.monotonic() - start:.0f} s)")
     keep = os.environ.get("MARKET_TIMERS_BENCH_KEEP") == "1"
-    with fresh_container("mt-bench", keep=keep, suite="bookworm") as box:
+    # Powered off on exit, but its copy of the rootfs (~10,000 files) is removed at the end of
+    # the run (bench.common.defer_removal): the host benchmarks that follow time file creates.
+    with fresh_container("mt-bench", keep=keep, suite="bookworm", remove=defer_removal) as box:
         log(f"booted in {box.boot_seconds:.1f} s ({box.root})")
         box.apt_install(box.copy_in(deb))
         log("package installed")

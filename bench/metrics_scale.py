@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import Check, Section, table
+from bench.common import Check, Section, defer_removal, table
 
 NAME = "metrics_scale"
 NEEDS_CONTAINER = False
@@ -153,7 +152,7 @@ def measure(years: int) -> dict[str, float]:
         return {"keys": keys, "lines": lines,
                 **{how: statistics.median(v) for how, v in samples.items()}}
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        defer_removal(base)  # at the end of the run: bench.common.defer_removal
 
 
 def run(_box=None) -> Section:

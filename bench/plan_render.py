@@ -8,18 +8,16 @@ Run alone: .venv/bin/python -m bench.plan_render
 from __future__ import annotations
 
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import VENV_BIN, Check, Section, table
+from bench.common import VENV_BIN, Check, Section, scratch_dir, table
 
 NAME = "plan_render"
 NEEDS_CONTAINER = False
@@ -46,8 +44,9 @@ def write_config(path: Path, calendars: int, jobs: int, sessions: int) -> None:
 
 
 def measure(config: Path, out: Path) -> tuple[float, float, int]:
-    """(wall s, peak RSS MiB, units written) of one fresh `market-timers render`."""
-    shutil.rmtree(out, ignore_errors=True)
+    """(wall s, peak RSS MiB, units written) of one fresh `market-timers render` into `out`, a
+    directory that does not exist yet (nothing is deleted between runs: bench.common.scratch_dir).
+    """
     argv = ["/usr/bin/time", "-v", str(VENV_BIN / "market-timers"), "--config", str(config),
             "--now", NOW, "render", "--out", str(out)]
     t0 = time.perf_counter()
@@ -73,7 +72,6 @@ def profile_share(config: Path, out: Path) -> tuple[float, float, float]:
     """cProfile of one render: (total s, s in jinja2 Environment.compile, s in os.fsync)."""
     import pstats
 
-    shutil.rmtree(out, ignore_errors=True)
     prof = out.parent / "render.prof"
     subprocess.run([str(VENV_BIN / "python"), "-m", "cProfile", "-o", str(prof), "-m",
                     "market_timers", "--config", str(config), "--now", NOW, "render", "--out",
@@ -93,38 +91,37 @@ def run(_box=None) -> Section:
     s = Section(NAME, "3. Plan + render (host, fresh process, imports included)")
     rows = []
     head = None
-    with tempfile.TemporaryDirectory(prefix="mt-bench-render-") as d:
-        tmp = Path(d)
-        for point in [HEADLINE, *CURVE]:
-            cals, jobs, sessions, repeats = point
-            cfg = tmp / f"c{cals}-j{jobs}-s{sessions}.toml"
-            write_config(cfg, cals, jobs, sessions)
-            samples = [measure(cfg, tmp / "out") for _ in range(repeats)]
-            walls = [w for w, _, _ in samples]
-            rss = statistics.median(r for _, r, _ in samples)
-            units = samples[0][2]
-            row = [cals, jobs, sessions, units // 2, units, repeats, statistics.median(walls),
-                   min(walls), max(walls), rss, statistics.median(walls) / (units / 2) * 1000]
-            rows.append(row)
-            if point is HEADLINE:
-                head = row
-        big_cfg = tmp / "c10-j10-s250.toml"
-        plan_wall, plan_rss = plan_only(big_cfg)
-        prof_cfg = tmp / "c1-j10-s100.toml"
-        total, compile_s, fsync_s = profile_share(prof_cfg, tmp / "out")
+    tmp = scratch_dir("mt-bench-render-")
+    for point in [HEADLINE, *CURVE]:
+        cals, jobs, sessions, repeats = point
+        cfg = tmp / f"c{cals}-j{jobs}-s{sessions}.toml"
+        write_config(cfg, cals, jobs, sessions)
+        samples = [measure(cfg, tmp / f"out-{cfg.stem}-{i}") for i in range(repeats)]
+        walls = [w for w, _, _ in samples]
+        rss = statistics.median(r for _, r, _ in samples)
+        units = samples[0][2]
+        row = [cals, jobs, sessions, units // 2, units, repeats, statistics.median(walls),
+               min(walls), max(walls), rss, statistics.median(walls) / (units / 2) * 1000]
+        rows.append(row)
+        if point is HEADLINE:
+            head = row
+    big_cfg = tmp / "c10-j10-s250.toml"
+    plan_wall, plan_rss = plan_only(big_cfg)
+    prof_cfg = tmp / "c1-j10-s100.toml"
+    total, compile_s, fsync_s = profile_share(prof_cfg, tmp / "out-profile")
     s.add(table(["calendars", "jobs/cal", "sessions", "fires", "units written", "runs",
                  "median wall s", "min s", "max s", "peak RSS MiB", "ms per fire"], rows))
     s.add("Each run is a fresh `market-timers render` process, so the figures include the "
           "interpreter start and the pandas / exchange_calendars imports; `render` plans, renders "
-          "the jinja2 templates and writes each unit atomically (temp file + fsync + rename) into "
-          "an empty directory.")
+          "the jinja2 templates and writes each unit atomically (temp file + rename; one "
+          "syncfs at the end) into a new directory.")
     s.add(f"Plan alone at 10×10×250 (`plan --json`, same fresh process): {plan_wall:.1f} s, "
           f"{plan_rss:.0f} MiB; so rendering + writing is {rows[-1][6] - plan_wall:.0f} s of the "
           f"{rows[-1][6]:.0f} s there.")
     s.add(f"cProfile of one render at 1×10×100 (1,000 fires, 2,000 units): {total:.1f} s in all, "
           f"of which **{compile_s:.1f} s ({compile_s / total:.0%}) compiling the jinja2 templates** "
           f"and {fsync_s:.1f} s ({fsync_s / total:.0%}) in fsync (each unit is written with "
-          "temp file + fsync + rename). The templates are compiled once per process.")
+          "temp file + rename, and one syncfs makes them durable). The templates are compiled once per process.")
     med = head[6]
     s.checks.append(Check(f"1 calendar × 8 jobs × 30 sessions ≤ {GOAL_S} s", med <= GOAL_S,
                           f"{med:.2f} s median of {HEADLINE[3]} ({head[4]} units), "

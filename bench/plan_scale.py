@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import pstats
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import PY, VENV_BIN, Check, Section, table
+from bench.common import PY, VENV_BIN, Check, Section, scratch_dir, table
 from bench.plan_render import NOW, write_config
 
 NAME = "plan_scale"
@@ -125,33 +123,33 @@ def top_functions(prof: Path, n: int = 8) -> list[list[object]]:
 def run(_box=None) -> Section:
     s = Section(NAME, "7. Plans at scale (host, fresh processes, imports included)")
     mt = str(VENV_BIN / "market-timers")
-    with tempfile.TemporaryDirectory(prefix="mt-bench-scale-") as d:
-        tmp = Path(d)
-        cfg = tmp / "every-calendar.toml"
-        n_cals = calendar_config(cfg)
-        small = tmp / "render.toml"
-        write_config(small, *RENDER_POINT)
-        plan_argv = [mt, "--config", str(cfg), "plan", "--from", FROM, "--to", TO, "--json"]
-        ahead_argv = [mt, "--config", str(small), "--now", NOW, "plan", "--json"]
-        base, plans, renders, aheads = [], [], [], []
-        for _ in range(REPEATS):
-            base.append(timed([PY, "-c", BASELINE, FROM, TO]))
-            with (tmp / "plan.json").open("w") as out:
-                plans.append(timed(plan_argv, stdout=out))
-            with (tmp / "ahead.json").open("w") as out:
-                aheads.append(timed(ahead_argv, stdout=out))
-            shutil.rmtree(tmp / "units", ignore_errors=True)
-            renders.append(timed([mt, "--config", str(small), "--now", NOW, "render", "--out",
-                                  str(tmp / "units")]))
-        fires = count_fires(tmp / "plan.json")
-        size = (tmp / "plan.json").stat().st_size
-        ahead_fires = count_fires(tmp / "ahead.json")
-        units = int(re.search(r"(\d+) units for", renders[0]["out"]).group(1))
-        built, failed, sessions = (int(x) for x in base[0]["out"].split())
-        prof = tmp / "plan.prof"
-        subprocess.run([PY, "-m", "cProfile", "-o", str(prof), "-m", "market_timers",
-                        *plan_argv[1:]], stdout=subprocess.DEVNULL, check=True)
-        top = top_functions(prof)
+    tmp = scratch_dir("mt-bench-scale-")
+    cfg = tmp / "every-calendar.toml"
+    n_cals = calendar_config(cfg)
+    small = tmp / "render.toml"
+    write_config(small, *RENDER_POINT)
+    plan_argv = [mt, "--config", str(cfg), "plan", "--from", FROM, "--to", TO, "--json"]
+    ahead_argv = [mt, "--config", str(small), "--now", NOW, "plan", "--json"]
+    base, plans, renders, aheads = [], [], [], []
+    for i in range(REPEATS):
+        base.append(timed([PY, "-c", BASELINE, FROM, TO]))
+        with (tmp / "plan.json").open("w") as out:
+            plans.append(timed(plan_argv, stdout=out))
+        with (tmp / "ahead.json").open("w") as out:
+            aheads.append(timed(ahead_argv, stdout=out))
+        # a new directory each time: deleting 50,000 units right before a render would time
+        # the file system's reuse of their inodes (bench.common.file_system)
+        renders.append(timed([mt, "--config", str(small), "--now", NOW, "render", "--out",
+                              str(tmp / f"units-{i}")]))
+    fires = count_fires(tmp / "plan.json")
+    size = (tmp / "plan.json").stat().st_size
+    ahead_fires = count_fires(tmp / "ahead.json")
+    units = int(re.search(r"(\d+) units for", renders[0]["out"]).group(1))
+    built, failed, sessions = (int(x) for x in base[0]["out"].split())
+    prof = tmp / "plan.prof"
+    subprocess.run([PY, "-m", "cProfile", "-o", str(prof), "-m", "market_timers",
+                    *plan_argv[1:]], stdout=subprocess.DEVNULL, check=True)
+    top = top_functions(prof)
     bw, bc, br = median(base, "wall"), median(base, "cpu"), median(base, "rss")
     pw, pc, pr = median(plans, "wall"), median(plans, "cpu"), median(plans, "rss")
     aw, ac, ar = median(aheads, "wall"), median(aheads, "cpu"), median(aheads, "rss")

@@ -26,7 +26,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import REPO, Check, Section, machine
+from bench.common import REPO, Check, Section, machine, remove_deferred
 
 ORDER = ["runner_overhead", "cluster_claim", "plan_render", "plan_scale", "metrics_scale",
          "fire_lateness", "alternatives", "sync_systemd", "alert_latency", "miss_detection"]
@@ -60,7 +60,7 @@ def render(sections: list[Section], info: dict[str, str], total: float, argv: li
            f"Produced by `{' '.join(argv)}` (`make bench`) on {info['date']}, in one run of "
            f"{total / 60:.1f} min, at commit {info['commit']}.", "",
            f"Machine: nproc **{info['nproc']}**, CPU **{info['cpu']}**, kernel {info['kernel']}, "
-           f"load average at start {info['loadavg']} (a shared, noisy machine: figures are "
+           f"temporary files on {info.get('fs', 'unknown')}, load average at start {info['loadavg']} (a shared, noisy machine: figures are "
            "medians/percentiles of repeated runs, never single samples).", "",
            "## Headline figures", ""]
     for s in sections:
@@ -102,22 +102,26 @@ def main(argv: list[str] | None = None) -> int:
     # The container benchmarks measure lateness in milliseconds: they run first, while the
     # machine is quietest; the host ones (judged on medians and CPU time) follow.
     sections: list[Section] = []
-    boxed = [m for m in modules if m.NEEDS_CONTAINER]
-    if boxed:
-        from bench.box import shared_box
+    try:
+        boxed = [m for m in modules if m.NEEDS_CONTAINER]
+        if boxed:
+            from bench.box import shared_box
 
-        try:
-            with shared_box() as box:
-                sections += [run_one(m, box) for m in boxed]
-        except Exception as e:
-            done = {s.name for s in sections}
-            for m in boxed:
-                if m.NAME not in done:
-                    sec = Section(m.NAME, f"{m.NAME}: NOT MEASURED")
-                    sec.checks.append(Check(m.NAME, None, f"container: {type(e).__name__}: {e}"))
-                    sections.append(sec)
-            traceback.print_exc()
-    sections += [run_one(m, None) for m in modules if not m.NEEDS_CONTAINER]
+            try:
+                with shared_box() as box:
+                    sections += [run_one(m, box) for m in boxed]
+            except Exception as e:
+                done = {s.name for s in sections}
+                for m in boxed:
+                    if m.NAME not in done:
+                        sec = Section(m.NAME, f"{m.NAME}: NOT MEASURED")
+                        sec.checks.append(Check(m.NAME, None,
+                                                f"container: {type(e).__name__}: {e}"))
+                        sections.append(sec)
+                traceback.print_exc()
+        sections += [run_one(m, None) for m in modules if not m.NEEDS_CONTAINER]
+    finally:
+        remove_deferred()  # the trees the benchmarks wrote, once none is timed
     sections.sort(key=lambda s: ORDER.index(s.name))
     shown = ["bench/run.py"] + (sys.argv[1:] if argv is None else argv)
     args.out.write_text(render(sections, info, time.monotonic() - start, shown))

@@ -36,9 +36,11 @@ class ContainerError(RuntimeError):
 
 
 @contextmanager
-def fresh_container(prefix: str, keep: bool = False, suite: str = "bookworm") -> Iterator[Container]:
+def fresh_container(prefix: str, keep: bool = False, suite: str = "bookworm",
+                    remove: Callable[[Path], object] | None = None) -> Iterator[Container]:
     """A booted copy of the cached rootfs of suite (built first if missing); powered off and
-    deleted afterwards unless keep. `box.boot_seconds` says how long the boot took."""
+    deleted afterwards unless keep. `box.boot_seconds` says how long the boot took. `remove`
+    deletes the copy's directory instead of an rmtree at once (the benchmarks defer it)."""
     from .rootfs import cache_dir, copy_rootfs, ensure_rootfs
 
     root = copy_rootfs(ensure_rootfs(suite=suite), cache_dir() / "runs")
@@ -49,7 +51,11 @@ def fresh_container(prefix: str, keep: bool = False, suite: str = "bookworm") ->
     finally:
         box.poweroff()
         box.kill()
-        if not keep:
+        if keep:
+            pass
+        elif remove is not None:
+            remove(root.parent)
+        else:
             shutil.rmtree(root.parent, ignore_errors=True)
 
 
