@@ -63,11 +63,47 @@ os.write(fd, ("%s %s %s %.6f\\n" % (sys.argv[1], sys.argv[2], sys.argv[3], t)).e
 """
 WARM_STAMP = """#!/opt/venvs/market-timers/bin/python3
 import os, sys, time
+from market_timers import instant_wait
 from market_timers.jobnotify import wait_for_instant
+
+
+def counters():
+    with open("/proc/self/status") as f:
+        switches = next(int(line.split()[1]) for line in f
+                        if line.startswith("nonvoluntary_ctxt_switches"))
+    with open("/proc/stat") as f:  # steal: field 8 of each cpuN line, in 1/USER_HZ s
+        steal = sum(int(line.split()[8]) for line in f if line[:3] == "cpu" and line[3] != " ")
+    return switches, steal
+
+
+# Diagnostics only (the job's own code is the 3 lines below them): wait_for_instant() calls
+# instant_wait.sleep_until; wrapped, the spin's start is seen: how long before the instant the
+# sleep woke; across the spin, the involuntary context switches, the host's steal, and the wall
+# time the spinning thread did not run (wall - its CPU time: interrupts, the hypervisor).
+spin = {}
+real_sleep_until = instant_wait.sleep_until
+
+
+def traced(deadline, before_spin=None, spin_s=instant_wait.SPIN):
+    def mark():
+        spin["counters"] = counters()
+        spin["wall"], spin["cpu"] = time.time(), time.thread_time()
+    return real_sleep_until(deadline, before_spin=mark, spin=spin_s)
+
+
+instant_wait.sleep_until = traced
 wait_for_instant()
 t = time.time()
+cpu = time.thread_time()
+switches, steal = counters()
+instant = int(sys.argv[3])
+left = (instant - spin.get("wall", float("nan"))) * 1000
+lost = ((t - spin.get("wall", t)) - (cpu - spin.get("cpu", cpu))) * 1000
+s0, st0 = spin.get("counters", (switches, steal))
+policy = os.sched_getscheduler(0) & ~getattr(os, "SCHED_RESET_ON_FORK", 0x40000000)
 fd = os.open("/var/lib/bench-stamps/stamps.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-os.write(fd, ("%s %s %s %.6f\\n" % (sys.argv[1], sys.argv[2], sys.argv[3], t)).encode())
+os.write(fd, ("%s %s %s %.6f %.3f %d %d %d %.3f\\n" % (sys.argv[1], sys.argv[2], sys.argv[3], t,
+              left, switches - s0, steal - st0, policy, lost)).encode())
 """
 APS_PROGRAM = '''"""An always-running APScheduler process: one date job per fire, each spawning the stamp."""
 import subprocess
@@ -190,6 +226,25 @@ def _ratio(ours: dict | None, theirs: dict, key: str) -> str:
     return f"{ours[key] / theirs[key]:.2g}×" if ours and theirs[key] > 0 else "-"
 
 
+def warm_diagnosis(late: dict[str, float], diag: dict[str, list[str]], n: int = 5) -> str:
+    """The warm job's slowest fires, with what its stamp saw across the last-ms spin: when the
+    sleep woke (ms before the instant: the spin began in time if positive), the job's involuntary
+    context switches (preempted inside the guest), the host's steal (the vCPUs not run by the
+    hypervisor, all CPUs, in 10 ms ticks), the spin's wall time its thread was not charged CPU
+    for (interrupts, the hypervisor: a running SCHED_FIFO thread loses the CPU to nothing else),
+    and its scheduling policy at the action (1 = SCHED_FIFO)."""
+    rows = []
+    for name, seconds in sorted(late.items(), key=lambda kv: -kv[1])[:n]:
+        left, switches, steal, policy, lost = diag.get(name, ["?"] * 5)
+        rows.append([name, seconds * 1000, left, switches, steal, lost,
+                     {"1": "SCHED_FIFO", "0": "SCHED_OTHER"}.get(policy, policy)])
+    return ("The warm job's slowest fires, and what its stamp saw across the spin of "
+            "wait_for_instant()'s last 5 ms (bench/alternatives.py:WARM_STAMP):\n\n"
+            + table(["fire", "late ms", "spin began, ms before the instant",
+                     "involuntary switches", "steal ticks (10 ms)",
+                     "ms of the spin not run", "policy"], rows))
+
+
 def run(box) -> Section:
     from bench.box import CONFIG, clear_market_units, now_inside
 
@@ -217,14 +272,17 @@ def run(box) -> Section:
     time.sleep(max(0.0, last + 6 - time.time()))
 
     got: dict[str, dict[str, float]] = {a: {} for a in fires}
+    warm_diag: dict[str, list[str]] = {}  # the warm stamp's extra fields, by fire name
     for line in box.read_file(STAMPS).splitlines():
         parts = line.split()
-        if len(parts) == 4:
+        if len(parts) >= 4:
             by_label = {"systemd-timer": "systemd timer",
                         **{PREFIX[a]: a for a in OURS_JOBS}}
             approach = by_label.get(parts[0], parts[0])
             if approach in got:
                 got[approach].setdefault(parts[1], float(parts[3]) - int(parts[2]))
+                if approach == WARM and len(parts) == 9:
+                    warm_diag.setdefault(parts[1], parts[4:])
     box.systemctl("stop", "bench-aps.service", check=False)
     box.run("rm -f /etc/cron.d/bench-cron; systemctl stop 'bench-plain*.timer'; "
             "rm -f /etc/systemd/system/bench-plain*; systemctl daemon-reload", check=False)
@@ -242,6 +300,8 @@ def run(box) -> Section:
                      _ratio(ours, st, "p50"), _ratio(ours, st, "p99")])
     s.add(table(["approach", "fired", "p50 ms", "p95 ms", "p99 ms", "max ms",
                  "ours ÷ this, p50", "ours ÷ this, p99"], rows))
+    if got[WARM]:
+        s.add(warm_diagnosis(got[WARM], warm_diag))
     version = box.run(["systemctl", "--version"]).stdout.splitlines()[0]
     cron_v = box.run(["dpkg-query", "-W", "-f", "${Version}", "cron"], check=False).stdout
     aps_v = next((p.name.removesuffix(".dist-info").split("-")[1] for p in (box.root / APS_DIR.lstrip("/") / "site").glob(
