@@ -27,6 +27,34 @@ NAME = "cluster_claim"
 NEEDS_CONTAINER = False
 RUNS = 40
 GOAL_ADDED_MS = 25.0
+PHASES = ["import ctypes", "load libpq (and the libraries it links)",
+          "connect (TCP, a new backend, SCRAM-SHA-256)", "first query (SELECT 1)",
+          "second query (pg_try_advisory_lock)"]
+# One fresh interpreter per sample, timing the claim's steps as the runner takes them.
+PHASE_PROGRAM = """
+import sys, time
+t = [time.perf_counter()]
+import ctypes
+t.append(time.perf_counter())
+from market_timers.ledger import libpq
+libpq._load()
+t.append(time.perf_counter())
+c = libpq.Connection(sys.argv[1])
+t.append(time.perf_counter())
+c.execute("SELECT 1")
+t.append(time.perf_counter())
+c.execute("SELECT pg_try_advisory_lock(7305211)")
+t.append(time.perf_counter())
+print(" ".join(str((b - a) * 1000) for a, b in zip(t, t[1:])))
+"""
+
+
+def phases(dsn: str, samples: int = 15) -> list[float]:
+    """Median ms of each of PHASES, over `samples` fresh interpreters."""
+    runs = [[float(x) for x in subprocess.run([PY, "-c", PHASE_PROGRAM, dsn], check=True,
+                                               capture_output=True, text=True).stdout.split()]
+            for _ in range(samples)]
+    return [sorted(r[i] for r in runs)[samples // 2] for i in range(len(PHASES))]
 
 
 def run(_box=None) -> Section:
@@ -66,6 +94,7 @@ def run(_box=None) -> Section:
                                 f"{runner} -- /bin/true"], env=env, check=True,
                                capture_output=True, text=True)
                 results[label] = json.loads(out.read_text())["results"][0]
+            steps = phases(server.dsn)
             imports = {}
             for mod in ("ctypes", "psycopg"):
                 times = []
@@ -90,6 +119,9 @@ def run(_box=None) -> Section:
           f"median of 15 (`{py}`): ctypes {imports['ctypes']:.1f} ms; psycopg "
           + (f"{imports['psycopg']:.1f} ms" if imports["psycopg"] is not None
              else "not installed in this venv") + ".")
+    s.add("Where it goes: the claim's steps timed inside a fresh interpreter (medians of 15; "
+          "bench/cluster_claim.py:PHASE_PROGRAM):\n\n"
+          + table(["step", "median ms"], [[p, ms] for p, ms in zip(PHASES, steps, strict=True)]))
     s.checks.append(Check(f"cluster claim adds ≤ {GOAL_ADDED_MS:.0f} ms to the runner (median)",
                           added <= GOAL_ADDED_MS, f"{added:.1f} ms"))
     s.headline.append(f"cluster claim on PostgreSQL (loopback) adds {added:.1f} ms to the "
