@@ -65,7 +65,9 @@ class Fire:
 
     @property
     def fire_iso(self) -> str:
-        utc = self.fire_utc.astimezone(UTC)
+        utc = self.fire_utc
+        if utc.tzinfo is not UTC:
+            utc = utc.astimezone(UTC)
         if utc.microsecond or not 1000 <= utc.year <= 9999:
             return iso(utc)
         # iso()'s text (YYYY-MM-DDTHH:MM:SSZ) without strftime: a plan writes 100,000s of them

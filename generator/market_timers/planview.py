@@ -72,11 +72,38 @@ def write_table(out: TextIO, fires: Collection[Fire]) -> None:
 
 def entry(f: Fire) -> str:
     """One element of the array as json.dumps(indent=2) writes it inside a list."""
+    if not f.is_periodic and not f.is_daily:
+        return _fire_entry(f)
     doc = f.to_json()
     if all(type(v) is str for v in doc.values()):
         body = ",\n".join([(_keys.get(k) or _key(k)) + _string(v) for k, v in doc.items()])
         return "  {\n" + body + "\n  }"
     return "  " + json.dumps(doc, indent=2).replace("\n", "\n  ")
+
+
+# entry() of a plain fire (one instant: neither daily nor periodic), the bulk of a large plan:
+# its job, calendar, event and offset members are the same for each session of its kind, so their
+# text is made once per kind, from to_json() itself; the other members are formatted as to_json()
+# formats them. Measured (356,068 fires, every calendar over 10 years): 10.2 µs a fire through
+# to_json() and its dict, 4.3 µs here. tests/test_plan_scale.py holds it to json.dumps(to_json()).
+_kinds: dict[tuple, tuple[str, str]] = {}
+_FIRE_LOCAL, _TIMEZONE, _UNIT = (f",\n{_key(k)}" for k in ("fire_local", "timezone", "unit"))
+
+
+def _fire_entry(f: Fire) -> str:
+    kind = (f.job, f.calendar, f.event, f.offset)
+    text = _kinds.get(kind)
+    if text is None:
+        doc = f.to_json()
+        text = _kinds[kind] = (
+            f"  {{\n{_key('job')}{_string(doc['job'])},\n"
+            f"{_key('calendar')}{_string(doc['calendar'])},\n{_key('session')}",
+            f",\n{_key('event')}{_string(doc['event'])},\n"
+            f"{_key('offset')}{_string(doc['offset'])},\n{_key('fire_utc')}")
+    local = f.local()
+    return "".join((text[0], _string(f.session.isoformat()), text[1], _string(f.fire_iso),
+                    _FIRE_LOCAL, _string(local.isoformat()), _TIMEZONE, _string(local.tzname()),
+                    _UNIT, _string(f.unit_name.timer()), "\n  }"))
 
 
 def write_json(out: TextIO, fires: Iterable[Fire]) -> None:

@@ -74,7 +74,8 @@ class UnitName:
 
 def fire(job: str, session: date, instant: datetime) -> UnitName:
     """A session's fire at `instant` (aware UTC)."""
-    return UnitName(job, FIRE, session.isoformat(), f"{instant:%H%M%S}")
+    return UnitName(job, FIRE, session.isoformat(),
+                    f"{instant.hour:02d}{instant.minute:02d}{instant.second:02d}")  # = %H%M%S
 
 
 def periodic(job: str, session: date, first: datetime, tag: str) -> UnitName:
