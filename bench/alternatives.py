@@ -27,7 +27,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import REPO, Check, Section, summary, table
+from bench.common import REPO, Check, Section, percentile, summary, table
 
 NAME = "alternatives"
 NEEDS_CONTAINER = True
@@ -104,6 +104,33 @@ policy = os.sched_getscheduler(0) & ~getattr(os, "SCHED_RESET_ON_FORK", 0x400000
 fd = os.open("/var/lib/bench-stamps/stamps.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
 os.write(fd, ("%s %s %s %.6f %.3f %d %d %d %.3f\\n" % (sys.argv[1], sys.argv[2], sys.argv[3], t,
               left, switches - s0, steal - st0, policy, lost)).encode())
+"""
+# The platform's floor for a spinning real-time thread: the same Python, SCHED_FIFO 1 (chrt), in
+# the same container, after the fires: WINDOWS spins of 5 ms (as wait_for_instant()'s), GAP_S
+# apart; in each, the longest gap between two consecutive clock reads. A gap is time the thread
+# did not run although nothing in the guest may preempt it: interrupts, or the hypervisor not
+# running the vCPU.
+PROBE_WINDOWS = 600
+PROBE_GAP_S = 0.05
+PROBE = """
+import sys, time
+windows, gap = int(sys.argv[1]), float(sys.argv[2])
+def steal():
+    with open("/proc/stat") as f:
+        return sum(int(l.split()[8]) for l in f if l[:3] == "cpu" and l[3] != " ")
+st = steal()
+worst = []
+for _ in range(windows):
+    time.sleep(gap)
+    end = time.perf_counter() + 0.005
+    last = now = time.perf_counter()
+    longest = 0.0
+    while now < end:
+        now = time.perf_counter()
+        longest = max(longest, now - last)
+        last = now
+    worst.append(longest * 1000)
+print(steal() - st, *("%.4f" % w for w in worst))
 """
 APS_PROGRAM = '''"""An always-running APScheduler process: one date job per fire, each spawning the stamp."""
 import subprocess
@@ -245,6 +272,26 @@ def warm_diagnosis(late: dict[str, float], diag: dict[str, list[str]], n: int = 
                      "ms of the spin not run", "policy"], rows))
 
 
+def spin_probe(box) -> tuple[list[float], int]:
+    """(longest gap in ms of each 5 ms spin, steal ticks of the whole probe): PROBE in the box."""
+    out = box.run(["chrt", "-f", "1", "/opt/venvs/market-timers/bin/python3", "-c", PROBE,
+                   str(PROBE_WINDOWS), str(PROBE_GAP_S)], timeout=300).stdout.split()
+    return [float(x) for x in out[1:]], int(out[0])
+
+
+def probe_text(gaps: list[float], steal: int) -> str:
+    over = {ms: sum(g > ms for g in gaps) for ms in (0.5, 1.0, 2.0)}
+    n = len(gaps)
+    chance = (1 - over[1.0] / n) ** FIRES
+    return (f"The platform's floor (after the fires, same container): a bare Python loop at "
+            f"SCHED_FIFO 1 spinning {n} windows of 5 ms, {PROBE_GAP_S * 1000:.0f} ms apart, "
+            f"reading the clock: the longest gap between two reads was over 0.5 ms in "
+            f"{over[0.5]} windows, over 1 ms in {over[1.0]}, over 2 ms in {over[2.0]} "
+            f"(max {max(gaps):.2f} ms; p99 {percentile(gaps, 99):.3f} ms); the host's steal over "
+            f"the probe: {steal} ticks of 10 ms. At that rate {FIRES} spins all stay under 1 ms "
+            f"with probability {chance:.0%} (bench/alternatives.py:PROBE).")
+
+
 def run(box) -> Section:
     from bench.box import CONFIG, clear_market_units, now_inside
 
@@ -302,6 +349,10 @@ def run(box) -> Section:
                  "ours ÷ this, p50", "ours ÷ this, p99"], rows))
     if got[WARM]:
         s.add(warm_diagnosis(got[WARM], warm_diag))
+    try:
+        s.add(probe_text(*spin_probe(box)))
+    except Exception as e:  # a diagnostic: its failure must not lose the section
+        s.add(f"(the spin probe failed: {type(e).__name__}: {e})")
     version = box.run(["systemctl", "--version"]).stdout.splitlines()[0]
     cron_v = box.run(["dpkg-query", "-W", "-f", "${Version}", "cron"], check=False).stdout
     aps_v = next((p.name.removesuffix(".dist-info").split("-")[1] for p in (box.root / APS_DIR.lstrip("/") / "site").glob(
