@@ -60,8 +60,9 @@ def render(sections: list[Section], info: dict[str, str], total: float, argv: li
            f"Produced by `{' '.join(argv)}` (`make bench`) on {info['date']}, in one run of "
            f"{total / 60:.1f} min, at commit {info['commit']}.", "",
            f"Machine: nproc **{info['nproc']}**, CPU **{info['cpu']}**, kernel {info['kernel']}, "
-           f"temporary files on {info.get('fs', 'unknown')}, load average at start {info['loadavg']} (a shared, noisy machine: figures are "
-           "medians/percentiles of repeated runs, never single samples).", "",
+           f"temporary files on {info.get('fs', 'unknown')}, load average at start "
+           f"{info['loadavg']} (a shared, noisy machine: figures are medians/percentiles of "
+           "repeated runs, never single samples).", "",
            "## Headline figures", ""]
     for s in sections:
         out += [f"- {h}" for h in s.headline]

@@ -51,12 +51,12 @@ def fresh_container(prefix: str, keep: bool = False, suite: str = "bookworm",
     finally:
         box.poweroff()
         box.kill()
-        if keep:
-            pass
-        elif remove is not None:
-            remove(root.parent)
-        else:
-            shutil.rmtree(root.parent, ignore_errors=True)
+        if not keep:
+            (remove or _rmtree)(root.parent)
+
+
+def _rmtree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def missing_prerequisite() -> str | None:
