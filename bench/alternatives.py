@@ -61,19 +61,24 @@ import os, sys
 fd = os.open("/var/lib/bench-stamps/stamps.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
 os.write(fd, ("%s %s %s %.6f\\n" % (sys.argv[1], sys.argv[2], sys.argv[3], t)).encode())
 """
+# The host's steal so far, in 1/USER_HZ s: field 8 of each cpuN line of /proc/stat (the warm
+# stamp and the spin probe, both run in the container).
+STEAL_SOURCE = """
+def steal():
+    with open("/proc/stat") as f:
+        return sum(int(line.split()[8]) for line in f if line[:3] == "cpu" and line[3] != " ")
+"""
 WARM_STAMP = """#!/opt/venvs/market-timers/bin/python3
 import os, sys, time
 from market_timers import instant_wait
 from market_timers.jobnotify import wait_for_instant
-
+""" + STEAL_SOURCE + """
 
 def counters():
     with open("/proc/self/status") as f:
         switches = next(int(line.split()[1]) for line in f
                         if line.startswith("nonvoluntary_ctxt_switches"))
-    with open("/proc/stat") as f:  # steal: field 8 of each cpuN line, in 1/USER_HZ s
-        steal = sum(int(line.split()[8]) for line in f if line[:3] == "cpu" and line[3] != " ")
-    return switches, steal
+    return switches, steal()
 
 
 # Diagnostics only (the job's own code is the 3 lines below them): wait_for_instant() calls
@@ -114,10 +119,8 @@ PROBE_WINDOWS = 600
 PROBE_GAP_S = 0.05
 PROBE = """
 import sys, time
+""" + STEAL_SOURCE + """
 windows, gap = int(sys.argv[1]), float(sys.argv[2])
-def steal():
-    with open("/proc/stat") as f:
-        return sum(int(l.split()[8]) for l in f if l[:3] == "cpu" and l[3] != " ")
 st = steal()
 worst = []
 for _ in range(windows):

@@ -121,7 +121,8 @@ def run(_box=None) -> Section:
     s.add(f"cProfile of one render at 1×10×100 (1,000 fires, 2,000 units): {total:.1f} s in all, "
           f"of which **{compile_s:.1f} s ({compile_s / total:.0%}) compiling the jinja2 templates** "
           f"and {fsync_s:.1f} s ({fsync_s / total:.0%}) in fsync (each unit is written with "
-          "temp file + rename, and one syncfs makes them durable). The templates are compiled once per process.")
+          "temp file + rename, and one syncfs makes them durable). The templates are compiled "
+          "once per process.")
     med = head[6]
     s.checks.append(Check(f"1 calendar × 8 jobs × 30 sessions ≤ {GOAL_S} s", med <= GOAL_S,
                           f"{med:.2f} s median of {HEADLINE[3]} ({head[4]} units), "
