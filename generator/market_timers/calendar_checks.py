@@ -15,8 +15,8 @@ import os
 from datetime import date, time
 from zoneinfo import ZoneInfo
 
-from . import config as config_mod
-from .calendars import (
+from market_timers import config as config_mod
+from market_timers.calendars import (
     CalendarError,
     _local,
     _utc,
@@ -26,8 +26,8 @@ from .calendars import (
     resolve,
     supported_range,
 )
-from .config import Config, Override
-from .errors import ConfigError, Problems
+from market_timers.config import Config, Override
+from market_timers.errors import ConfigError, Problems
 
 
 def load(path: str | os.PathLike) -> Config:

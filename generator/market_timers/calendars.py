@@ -26,9 +26,9 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-from .config import Override
-from .errors import did_you_mean
-from .job_config import EVENTS
+from market_timers.config import Override
+from market_timers.errors import did_you_mean
+from market_timers.job_config import EVENTS
 
 FIRST_DAY = date(1990, 1, 1)
 YEARS_AHEAD = 5

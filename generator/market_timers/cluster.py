@@ -15,9 +15,9 @@ import json
 import os
 import sys
 
-from .exitcodes import FAILURE, OK, USAGE
-from .ledger import postgresql as pg
-from .ledger.libpq import DatabaseError
+from market_timers.exitcodes import FAILURE, OK, USAGE
+from market_timers.ledger import postgresql as pg
+from market_timers.ledger.libpq import DatabaseError
 
 
 def _dsn(dsn_file: str | None) -> str:

@@ -20,7 +20,7 @@ from datetime import date, time
 from pathlib import Path
 from typing import Any
 
-from .config_values import (
+from market_timers.config_values import (
     AT_TIME,
     dates,
     nonempty_str,
@@ -29,10 +29,10 @@ from .config_values import (
     time_of_day,
     whole_number,
 )
-from .durations import MAX_OFFSET
-from .errors import ConfigError, Problems
-from .job_config import Job, check_unique_names, parse_job
-from .retries import check_order_groups
+from market_timers.durations import MAX_OFFSET
+from market_timers.errors import ConfigError, Problems
+from market_timers.job_config import Job, check_unique_names, parse_job
+from market_timers.retries import check_order_groups
 
 DEFAULT_PATH = "/etc/market-timers/market-timers.toml"
 ENV_VAR = "MARKET_TIMERS_CONFIG"
@@ -200,20 +200,20 @@ def _top_level(raw: dict, cfg: Config, problems: Problems) -> None:
 
 def _sections(raw: dict, cfg: Config, problems: Problems) -> None:
     """[alerts], [watch], [metrics], [events] and [cluster]: each parsed by its own module."""
-    from .alerts.config import parse_alerts
+    from market_timers.alerts.config import parse_alerts
 
     cfg.alerts = parse_alerts(raw.get("alerts"), problems)
-    from .watch.config import parse_watch
+    from market_timers.watch.config import parse_watch
 
     cfg.watch = parse_watch(raw.get("watch"), problems)
-    from .metrics_config import parse_metrics
+    from market_timers.metrics_config import parse_metrics
 
     cfg.metrics = parse_metrics(raw.get("metrics"), problems)
-    from .events.config import events_of_config
+    from market_timers.events.config import events_of_config
 
     cfg.events = events_of_config(raw, problems)
 
-    from .cluster_config import check_against_jobs, parse_cluster
+    from market_timers.cluster_config import check_against_jobs, parse_cluster
 
     cfg.cluster = parse_cluster(raw.get("cluster"), problems)
     check_against_jobs(cfg.cluster, cfg.jobs, problems)

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .errors import did_you_mean
-from .instants import iso
-from .job_config import EVENTS
+from market_timers.errors import did_you_mean
+from market_timers.instants import iso
+from market_timers.job_config import EVENTS
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
@@ -157,7 +157,7 @@ def _calendar(name: str, start: date, end: date):
     """The calendar for start..end (a week's margin either side: a fire near the window's edge
     may belong to a session just outside it), built by calendars.py under the same range rule
     and data limits as `plan`."""
-    from . import calendars
+    from market_timers import calendars
 
     try:
         calendars.resolve(name)
@@ -242,7 +242,7 @@ def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: in
 
 
 def to_json(result: CronCheckResult) -> dict:
-    from .durations import format_offset
+    from market_timers.durations import format_offset
 
     return {
         "expr": result.expr,
@@ -273,7 +273,7 @@ def to_json(result: CronCheckResult) -> dict:
 
 
 def format_text(result: CronCheckResult) -> str:
-    from .durations import format_offset
+    from market_timers.durations import format_offset
 
     r = result
     lines = [
@@ -302,7 +302,7 @@ def command(args: argparse.Namespace) -> int:
     """
     import json
 
-    from .durations import parse_offset
+    from market_timers.durations import parse_offset
 
     try:
         offset_seconds = parse_offset(args.offset)

@@ -23,9 +23,9 @@ import sys
 from datetime import date, datetime
 from pathlib import Path
 
-from . import ledger, unitname
-from .exitcodes import FAILURE, USAGE
-from .instants import iso
+from market_timers import ledger, unitname
+from market_timers.exitcodes import FAILURE, USAGE
+from market_timers.instants import iso
 
 RUNTIME_UNIT_DIR = Path("/run/systemd/system")
 
@@ -57,10 +57,10 @@ def _owner(config) -> tuple[int, int] | None:
 
 def command(config, job_name: str, session: date, force: bool, *, now: datetime | None = None,
             systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR) -> int:
-    from . import atomicfile, plan, render
-    from .calendars import CalendarError
-    from .config import default_runner
-    from .systemctl import Systemctl, SystemctlError
+    from market_timers import atomicfile, plan, render
+    from market_timers.calendars import CalendarError
+    from market_timers.config import default_runner
+    from market_timers.systemctl import Systemctl, SystemctlError
 
     jobs = {j.name: j for j in config.jobs}
     if job_name not in jobs:

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
-from . import calendars, periodic, unitname
-from .config import Config, Job
-from .durations import format_offset
-from .instants import iso
+from market_timers import calendars, periodic, unitname
+from market_timers.config import Config, Job
+from market_timers.durations import format_offset
+from market_timers.instants import iso
 
 DAILY = "at"
 _offset_text = lru_cache(maxsize=1024)(format_offset)  # a job's offset, once per plan, not per fire  # the event of a job at a fixed UTC time; its calendar is "UTC"

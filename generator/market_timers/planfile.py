@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import atomicfile, safefs
-from .instants import iso
+from market_timers import atomicfile, safefs
+from market_timers.instants import iso
 
 FILE = "plan.json"
 

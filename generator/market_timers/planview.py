@@ -10,9 +10,9 @@ import json
 from collections.abc import Collection, Iterable
 from typing import TextIO
 
-from .durations import format_offset
-from .instants import iso
-from .plan import Fire
+from market_timers.durations import format_offset
+from market_timers.instants import iso
+from market_timers.plan import Fire
 
 HEADER = ("JOB", "CALENDAR", "SESSION", "EVENT", "UTC", "EXCHANGE LOCAL")
 EMPTY = "no fires planned in this window"

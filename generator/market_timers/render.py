@@ -16,13 +16,13 @@ from pathlib import Path
 
 import jinja2
 
-from . import atomicfile, metrics_config, unitname
-from .cluster_config import DSN_CREDENTIAL
-from .config import Config, Job, default_runner
-from .durations import format_offset
-from .instants import iso
-from .plan import Fire
-from .unitescape import (  # noqa: F401  (render.quote_arg... for callers and tests)
+from market_timers import atomicfile, metrics_config, unitname
+from market_timers.cluster_config import DSN_CREDENTIAL
+from market_timers.config import Config, Job, default_runner
+from market_timers.durations import format_offset
+from market_timers.instants import iso
+from market_timers.plan import Fire
+from market_timers.unitescape import (  # noqa: F401  (render.quote_arg... for callers and tests)
     UnsafeValue,
     comment,
     plain,
@@ -212,7 +212,7 @@ def retry_settings(job: Job) -> dict | None:
     """Restart=/StartLimit*= values for job.service.j2, or None (no retries)."""
     if not job.retries:
         return None
-    from .retries import REFUSALS, window
+    from market_timers.retries import REFUSALS, window
 
     interval = window(job.grace, job.timeout, job.retries, job.retry_delay, job.retry_delay_max)
     return {"delay": f"{job.retry_delay}s", "burst": job.retries + 2, "prevent": REFUSALS,

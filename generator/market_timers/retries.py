@@ -72,7 +72,7 @@ def marker_path(state_dir: str, job: str, session: str) -> str:
 
 
 def write_marker(state_dir: str, job: str, session: str, text: str) -> None:
-    from . import atomicfile  # here, not on top: only --record writes, the start reads
+    from market_timers import atomicfile  # here, not on top: only --record writes, the start reads
 
     atomicfile.write(marker_path(state_dir, job, session), text + "\n", mode=0o640,
                      sync=atomicfile.DURABLE, make_dirs=True)
@@ -110,7 +110,7 @@ def take_marker(state_dir: str, job: str, session: str) -> tuple[str, int, str] 
 
 def retry_fields(t: dict, path: str, problems) -> dict:
     """The retry keys of one [[job]] table, validated; defaults when absent."""
-    from .durations import parse_duration
+    from market_timers.durations import parse_duration
 
     out = {"retries": 0, "retry_delay": 30, "retry_delay_max": 600, "orders": False}
     retries = t.get("retries", 0)
@@ -163,8 +163,8 @@ def check_order_groups(raw_jobs: list, jobs: list, problems) -> None:
 def final_failure(config, job: str, session: str) -> tuple[str, str, dict] | None:
     """(kind, title, details) of a job whose retries are over, from its run record (which keeps
     the last attempt's own result); None when there is no record to tell."""
-    from . import runrecord
-    from .alerts.classify import classify, title
+    from market_timers import runrecord
+    from market_timers.alerts.classify import classify, title
 
     state_dir = getattr(config, "state_dir", None)
     record = runrecord.read(state_dir, job, session) if state_dir and session else None

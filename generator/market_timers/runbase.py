@@ -11,9 +11,9 @@ import os
 import sys
 from datetime import UTC, datetime, timedelta
 
-from . import ledger
-from .exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RUNNER_ERROR
-from .ledger.errors import DatabaseError
+from market_timers import ledger
+from market_timers.exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RUNNER_ERROR
+from market_timers.ledger.errors import DatabaseError
 
 ERR, WARNING, INFO = 3, 4, 6
 
@@ -122,7 +122,7 @@ def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, clai
     drop_capabilities: empty this process's capability sets first (the pre-fire escort's
     CAP_SYS_NICE is never the job's: instant_escort.py)."""
     if drop_capabilities:
-        from .instant_escort import drop_capabilities as drop  # loaded before the wait
+        from market_timers.instant_escort import drop_capabilities as drop  # loaded before the wait
 
         drop(f"the exec of {argv[0]}")
     child_env = dict(env)
@@ -157,7 +157,7 @@ def _refuse(book, key, base: dict, why: str, **fields) -> None:
 
 
 def _local(env: dict):
-    from .ledger.local import LocalLedger
+    from market_timers.ledger.local import LocalLedger
 
     return LocalLedger(env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR)
 

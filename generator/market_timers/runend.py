@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from . import ledger
-from .ledger.errors import DatabaseError
-from .prefire import normal_priority
-from .runbase import WARNING, _local, log, scheduled_instant
-from .runretry import plan_retry
+from market_timers import ledger
+from market_timers.ledger.errors import DatabaseError
+from market_timers.prefire import normal_priority
+from market_timers.runbase import WARNING, _local, log, scheduled_instant
+from market_timers.runretry import plan_retry
 
 
 def record(env: dict) -> int:
@@ -23,7 +23,7 @@ def record(env: dict) -> int:
         _drop_capabilities()
     now = datetime.now(UTC)
     if env.get("MARKET_SLOT_EVERY_SEC"):  # the slot this invocation judged: slotrecords.py
-        from .slotrecords import complete_from_env
+        from market_timers.slotrecords import complete_from_env
 
         return complete_from_env(env, env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR,
                                  job, now)
@@ -43,7 +43,7 @@ def record(env: dict) -> int:
                            session, int(latest.get("attempt") or 1), now)
     except (OSError, ValueError, KeyError, DatabaseError) as e:
         log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
-    from . import metrics  # off the hot path: the job has ended
+    from market_timers import metrics  # off the hot path: the job has ended
 
     metrics.after_run(env)
     return 0
@@ -63,7 +63,7 @@ def _drop_capabilities() -> None:
     capabilities (a root process keeps only what it is given back by an exec)."""
     import os
 
-    from . import instant_escort
+    from market_timers import instant_escort
 
     if os.geteuid() != 0 and instant_escort.has_cap_sys_nice():
         instant_escort.drop_capabilities("the record step")

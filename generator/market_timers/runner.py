@@ -58,11 +58,11 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from . import ledger, slotclock
-from .exitcodes import LEDGER_UNREACHABLE, OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
-from .ledger.errors import DatabaseError
-from .prefire import await_exec_time
-from .runbase import (
+from market_timers import ledger, slotclock
+from market_timers.exitcodes import LEDGER_UNREACHABLE, OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
+from market_timers.ledger.errors import DatabaseError
+from market_timers.prefire import await_exec_time
+from market_timers.runbase import (
     ERR,
     INFO,
     WARNING,
@@ -104,7 +104,7 @@ def run(argv: list[str], env: dict) -> int:
         now = datetime.now(UTC)
         schedule = slotclock.Schedule.from_env(env)  # a periodic job: judge the slot
         if schedule is not None:
-            from .runslot import run_slot
+            from market_timers.runslot import run_slot
 
             try:
                 return run_slot(argv, env, job, grace, now, schedule)
@@ -178,7 +178,7 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
             log(INFO, f"{job} for session {session} started by {by} with `market-timers run"
                       f"{' --force' if how == 'forced' else ''}`")
         if how == "timer" and env.get("MARKET_RETRIES", "0") != "0":  # systemd's restart?
-            from .runretry import retry_start
+            from market_timers.runretry import retry_start
 
             attempt, refused = retry_start(env, env.get("MARKET_STATE_DIR") or
                                            ledger.DEFAULT_STATE_DIR, job, session, scheduled, grace)
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, end="")
         return 0
     if argv[:1] == ["--record"]:
-        from .runend import record
+        from market_timers.runend import record
 
         return record(dict(os.environ))
     return run(argv, dict(os.environ))

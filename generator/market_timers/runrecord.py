@@ -20,8 +20,8 @@ import json
 import os
 from pathlib import Path
 
-from .ledger import Key
-from .ledger.local import LocalLedger
+from market_timers.ledger import Key
+from market_timers.ledger.local import LocalLedger
 
 
 def legacy_path(state_dir: str | os.PathLike, job: str, session: str) -> Path:
@@ -65,12 +65,12 @@ def cluster_book(config):
     Connects lazily: the first read raises DatabaseError when it cannot be reached."""
     if getattr(config, "cluster", None) is None:
         return None
-    from .ledger import for_config
+    from market_timers.ledger import for_config
 
     try:
         return for_config(config)
     except Exception as e:  # e.g. no DSN credential: every read fails the same way
-        from .ledger.errors import DatabaseError
+        from market_timers.ledger.errors import DatabaseError
 
         return _Broken(e if isinstance(e, DatabaseError) else DatabaseError(str(e)))
 
@@ -92,7 +92,7 @@ class _Broken:
 
 def _legacy(path: Path, state_dir) -> dict | None:
     """Root (deadman, status, sync) reads these: no symlink is followed (safefs)."""
-    from .safefs import read_bytes
+    from market_timers.safefs import read_bytes
 
     try:
         record = json.loads(read_bytes(path, base=state_dir))
@@ -102,7 +102,7 @@ def _legacy(path: Path, state_dir) -> dict | None:
 
 
 def _names(directory: Path, state_dir) -> list[str]:
-    from .safefs import listdir
+    from market_timers.safefs import listdir
 
     try:
         return listdir(directory, base=state_dir)

@@ -8,9 +8,9 @@ import os
 import time
 from datetime import datetime
 
-from . import ledger, slotclock
-from .exitcodes import OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
-from .runbase import (
+from market_timers import ledger, slotclock
+from market_timers.exitcodes import OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
+from market_timers.runbase import (
     ERR,
     WARNING,
     LockError,

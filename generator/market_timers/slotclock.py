@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from . import flatjson
+from market_timers import flatjson
 
 
 def record_path(state_dir: str, job: str, key: str) -> str:
@@ -63,7 +63,9 @@ class Schedule:
     def from_plan(cls, entry) -> Schedule:
         """From a periodic job's plan.json entry (a planfile.PlanEntry, or its dict)."""
         if isinstance(entry, dict):
-            from .planfile import PlanEntry  # not on the runner's path: it never reads the plan
+            from market_timers.planfile import (  # not on the runner's path: it never reads the plan
+                PlanEntry,
+            )
 
             entry = PlanEntry.from_json(entry)
         if not entry.every:

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from . import atomicfile, unitname
-from .slotclock import (
+from market_timers import atomicfile, unitname
+from market_timers.slotclock import (
     Schedule,
     parse_z,
     pointer_path,
@@ -51,7 +51,7 @@ def session_dir(state_dir, job: str, session: str) -> Path:
 
 def read_slots(state_dir, job: str, session: str) -> dict[str, dict]:
     """slot instant (Z text) -> its record, for every readable record of the session."""
-    from . import safefs
+    from market_timers import safefs
 
     out = {}
     directory = session_dir(state_dir, job, session)
@@ -66,7 +66,7 @@ def read_slots(state_dir, job: str, session: str) -> dict[str, dict]:
 
 
 def read_slot(state_dir, job: str, key: str) -> dict | None:
-    from . import safefs
+    from market_timers import safefs
 
     record = safefs.read_json(record_path(os.fspath(state_dir), job, key), base=state_dir)
     return record if isinstance(record, dict) else None
@@ -232,7 +232,7 @@ def complete_from_env(env: dict, state_dir: str, job: str, now: datetime) -> int
 
 def _finish_in_ledger(env: dict, job: str, key: str, invocation: str, fields: dict) -> None:
     """How the slot's attempt (or refused start) ended, in the run ledger too."""
-    from . import ledger
+    from market_timers import ledger
 
     session, _, slot = key.partition("/")
     try:
@@ -261,7 +261,7 @@ def warn_once(config, job: str, session: str, summary: Summary, job_severity: st
         return False
     os.close(fd)
     if raise_alert is None:
-        from .alerts.api import raise_alert
+        from market_timers.alerts.api import raise_alert
     severity = "info" if job_severity == "info" else "warning"
     text = (summary.text(job) + f". A slot that comes while the previous run is still going is "
             "dropped (never a second copy); the count is kept in the digest and in "
@@ -332,7 +332,7 @@ def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
 
 def periodic_digest_lines(state_dir, session: str, now: datetime | None = None) -> list[str]:
     """The digest's per-session count of each periodic job's slots (from plan.json)."""
-    from . import planfile
+    from market_timers import planfile
 
     try:
         plan = planfile.read(state_dir)

@@ -24,14 +24,21 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from . import atomicfile, ledger, metrics, planfile, runrecord, safefs, unitname
-from . import plan as planning
-from .alerts import credunits
-from .config import Config
-from .instants import iso
-from .render import Installed, is_generated, last_elapse, read_installed, render_all, write_atomic
-from .syncreport import Change, Dropped, SyncResult
-from .systemctl import Systemctl
+from market_timers import atomicfile, ledger, metrics, planfile, runrecord, safefs, unitname
+from market_timers import plan as planning
+from market_timers.alerts import credunits
+from market_timers.config import Config
+from market_timers.instants import iso
+from market_timers.render import (
+    Installed,
+    is_generated,
+    last_elapse,
+    read_installed,
+    render_all,
+    write_atomic,
+)
+from market_timers.syncreport import Change, Dropped, SyncResult
+from market_timers.systemctl import Systemctl
 
 STAMP_DIR = Path("/var/lib/systemd/timers")
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written
@@ -149,7 +156,7 @@ def _already_started(config: Config, fires: list[planning.Fire]) -> dict[tuple[s
     execs the job (a second start exits 173). It is even the usual case: market-refresh.service
     runs sync with PrivateNetwork=yes and no DSN credential, so only an operator's `sync` (root,
     /etc/credstore) withdraws timers of sessions another node already ran."""
-    from .ledger.errors import DatabaseError
+    from market_timers.ledger.errors import DatabaseError
 
     try:
         book = ledger.for_config(config)
@@ -181,7 +188,7 @@ def _already_started(config: Config, fires: list[planning.Fire]) -> dict[tuple[s
 
 
 def _local_after(config: Config, error: Exception):
-    from .ledger.local import LocalLedger
+    from market_timers.ledger.local import LocalLedger
 
     if getattr(config, "cluster", None) is not None:
         print(f"market-timers sync: note: the cluster run ledger cannot be reached ({error}); "
@@ -215,8 +222,8 @@ def _moved(installed: dict[str, Installed], fires: list[planning.Fire], written:
 
 def _write_alert_snapshot(config: Config, now: datetime) -> None:
     """The last-good copy of what alerting needs, used while the live config is broken."""
-    from .alerts import snapshot
-    from .alerts.config import print_route_warnings
+    from market_timers.alerts import snapshot
+    from market_timers.alerts.config import print_route_warnings
 
     print_route_warnings(config)
     try:

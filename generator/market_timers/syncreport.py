@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import ledger
-from . import plan as planning
+from market_timers import ledger
+from market_timers import plan as planning
 
 
 @dataclass

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from . import atomicfile, unitname
-from . import plan as planning
-from .config import Config, default_runner
-from .instants import iso
-from .render import job_units, write_atomic
+from market_timers import atomicfile, unitname
+from market_timers import plan as planning
+from market_timers.config import Config, default_runner
+from market_timers.instants import iso
+from market_timers.render import job_units, write_atomic
 
 RUNTIME_UNIT_DIR = Path("/run/systemd/system")
 
@@ -62,7 +62,7 @@ def start_try(config: Config, job_name: str, now: datetime, delay: int, systemct
     _refuse_overlap(config, job, now, at)
     try_id = f"try-{at:%Y%m%dT%H%M%SZ}"
     if job.is_session_job:
-        from .calendars import resolve
+        from market_timers.calendars import resolve
 
         fire = planning.Fire(at, job.name, resolve(job.calendar), at.date(), job.event,
                              job.offset)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import ConfigError
-from ..exitcodes import USAGE
-from .commands import COMMANDS, UsageError
-from .parser import CRON_QUOTE_HINT, build_parser
+from market_timers.cli.commands import COMMANDS, UsageError
+from market_timers.cli.parser import CRON_QUOTE_HINT, build_parser
+from market_timers.errors import ConfigError
+from market_timers.exitcodes import USAGE
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main"]
 

@@ -1,5 +1,5 @@
 import sys
 
-from . import main
+from market_timers.cli import main
 
 sys.exit(main())

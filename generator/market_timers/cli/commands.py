@@ -11,8 +11,8 @@ import os
 import sys
 from datetime import datetime
 
-from ..errors import ConfigError
-from ..exitcodes import FAILURE
+from market_timers.errors import ConfigError
+from market_timers.exitcodes import FAILURE
 
 
 class UsageError(Exception):
@@ -20,25 +20,27 @@ class UsageError(Exception):
 
 
 def _config(args, check_calendars: bool = True):
-    from .. import config
+    from market_timers import config
 
     path = config.config_path(args.config)
     if not check_calendars:
         return config.load(path)
-    from .. import calendar_checks  # imports exchange_calendars: only the commands that plan
+    from market_timers import (  # imports exchange_calendars: only the commands that plan
+        calendar_checks,
+    )
 
     return calendar_checks.load(path)
 
 
 def _now(args) -> datetime:
-    from ..plan import utcnow
+    from market_timers.plan import utcnow
 
     return args.now or utcnow()
 
 
 def cmd_plan(args) -> int:
-    from .. import calendars, plan, planview
-    from ..alerts.config import print_route_warnings
+    from market_timers import calendars, plan, planview
+    from market_timers.alerts.config import print_route_warnings
 
     cfg = _config(args)
     print_route_warnings(cfg)
@@ -73,7 +75,7 @@ def _report_failures(command: str, failures) -> int:
 
 
 def _calendar_call(fn, *a):
-    from ..calendars import CalendarError
+    from market_timers.calendars import CalendarError
 
     try:
         return fn(*a)
@@ -82,7 +84,7 @@ def _calendar_call(fn, *a):
 
 
 def cmd_render(args) -> int:
-    from .. import plan, render, sync
+    from market_timers import plan, render, sync
 
     cfg = _config(args)
     planned = plan.plan_ahead_partial(cfg, _now(args) + sync.MIN_LEAD)
@@ -102,7 +104,7 @@ def cmd_render(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from ..verify import verify
+    from market_timers.verify import verify
 
     if not args.directory.is_dir():
         raise UsageError(f"not a directory: {args.directory}")
@@ -117,8 +119,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_sync(args) -> int:
-    from .. import sync
-    from ..systemctl import SystemctlError
+    from market_timers import sync
+    from market_timers.systemctl import SystemctlError
 
     cfg = _config(args)
     try:
@@ -135,8 +137,8 @@ def cmd_sync(args) -> int:
 
 
 def cmd_try(args) -> int:
-    from .. import trial
-    from ..systemctl import Systemctl, SystemctlError
+    from market_timers import trial
+    from market_timers.systemctl import Systemctl, SystemctlError
 
     cfg = _config(args)
     try:
@@ -152,7 +154,7 @@ def cmd_try(args) -> int:
 
 
 def cmd_check_cron(args) -> int:
-    from .. import cron_check
+    from market_timers import cron_check
 
     try:
         return cron_check.command(args)
@@ -161,7 +163,7 @@ def cmd_check_cron(args) -> int:
 
 
 def _as_service_user(cfg):
-    from ..privileges import become_service_user
+    from market_timers.privileges import become_service_user
 
     become_service_user(cfg)
     return cfg
@@ -169,8 +171,8 @@ def _as_service_user(cfg):
 
 def _alert_config(args):
     """The alert path's config: a broken file falls back to the last good snapshot."""
-    from .. import config
-    from ..alerts import snapshot
+    from market_timers import config
+    from market_timers.alerts import snapshot
 
     return snapshot.load(config.config_path(args.config))
 
@@ -193,15 +195,15 @@ def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
 
 
 def cmd_refresh(args) -> int:
-    from .. import config
-    from ..watch import refresh
+    from market_timers import config
+    from market_timers.watch import refresh
 
     # The refresh loads the config itself: a broken config must alert, not just exit 2.
     return refresh.main_from_path(config.config_path(args.config), args.now)
 
 
 def cmd_outbox(args) -> int:
-    from ..alerts import commands
+    from market_timers.alerts import commands
 
     cfg = _as_service_user(_alert_config(args))
     if args.action == "list":
@@ -210,7 +212,7 @@ def cmd_outbox(args) -> int:
 
 
 def cmd_digest(args) -> int:
-    from ..alerts import commands
+    from market_timers.alerts import commands
 
     # Run as the built-in digest job, the runner hands over the session in $MARKET_SESSION.
     session = args.session.isoformat() if args.session else os.environ.get("MARKET_SESSION")
@@ -218,7 +220,7 @@ def cmd_digest(args) -> int:
 
 
 def cmd_cluster(args) -> int:
-    from .. import cluster
+    from market_timers import cluster
 
     cfg = _config(args, check_calendars=False)
     if args.action == "init":
@@ -227,14 +229,14 @@ def cmd_cluster(args) -> int:
 
 
 def cmd_fence(args) -> int:
-    from .. import cluster
+    from market_timers import cluster
 
     return cluster.fence_check(_config(args, check_calendars=False), args.dsn_file)
 
 
 def cmd_event(args) -> int:
-    from .. import config
-    from ..events import process
+    from market_timers import config
+    from market_timers.events import process
 
     try:  # the spool directory comes from the config; a broken one must not lose the event
         cfg = config.load(config.config_path(args.config))
@@ -246,7 +248,7 @@ def cmd_event(args) -> int:
 
 
 def cmd_incidents(args) -> int:
-    from ..events import process
+    from market_timers.events import process
 
     try:
         cfg = _as_service_user(_config(args, check_calendars=False))

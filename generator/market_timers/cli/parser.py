@@ -10,7 +10,7 @@ import argparse
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from .. import __version__
+from market_timers import __version__
 
 EPILOG = """\
 exit status: 0 ok; 1 failure; 2 bad command line or bad config (nothing was changed).
@@ -126,7 +126,7 @@ def _add_check_cron(command) -> None:
 def _add_alert_commands(command) -> None:
     """alert, alert-handler, outbox, ack, digest and deadman: the alert layer."""
     s = command("alert", "send a test alert through a channel")
-    from ..alerts.channels import NAMES as CHANNELS
+    from market_timers.alerts.channels import NAMES as CHANNELS
 
     s.add_argument("--test", required=True, metavar="CHANNEL", help=" | ".join(CHANNELS))
 

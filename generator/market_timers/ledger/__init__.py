@@ -121,11 +121,11 @@ def open_ledger(env) -> Ledger:
     """The runner's backend, from the unit's environment."""
     kind = env.get("MARKET_LEDGER") or "local"
     if kind == "local":
-        from .local import LocalLedger
+        from market_timers.ledger.local import LocalLedger
 
         return LocalLedger(env.get("MARKET_STATE_DIR") or DEFAULT_STATE_DIR)
     if kind == "postgresql":  # libpq through ctypes: a few ms, see ledger/libpq.py
-        from .postgresql import PostgresLedger, read_dsn
+        from market_timers.ledger.postgresql import PostgresLedger, read_dsn
 
         return PostgresLedger(read_dsn(env), env.get("MARKET_NODE") or os.uname().nodename)
     raise ValueError(f"MARKET_LEDGER={kind!r}: unknown ledger backend (known: local, postgresql)")
@@ -134,10 +134,10 @@ def open_ledger(env) -> Ledger:
 def for_config(config) -> Ledger:
     """The readers' backend (sync, status, deadman, `run`), from the config."""
     if getattr(config, "cluster", None) is not None:
-        from .postgresql import PostgresLedger, read_dsn
+        from market_timers.ledger.postgresql import PostgresLedger, read_dsn
 
         return PostgresLedger(read_dsn(os.environ), config.cluster.node)
-    from .local import LocalLedger
+    from market_timers.ledger.local import LocalLedger
 
     return LocalLedger(os.fspath(config.state_dir))
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import errno
 import os
 
-from . import Claim, Key, Ledger, format_fields, parse_fields
+from market_timers.ledger import Claim, Key, Ledger, format_fields, parse_fields
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -108,7 +108,7 @@ class LocalLedger(Ledger):
     @staticmethod
     def _replace(name: str, dir_fd: int, text: str) -> None:
         # Imported here: only finish() (ExecStopPost=) replaces; the runner's claim path creates.
-        from .. import atomicfile
+        from market_timers import atomicfile
 
         atomicfile.write_at(dir_fd, name, text, mode=0o640, sync=atomicfile.DURABLE)
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import os
 
-from . import Claim, Key, Ledger, format_fields, parse_fields
-from .errors import DatabaseError, Unreachable
-from .libpq import UNIQUE_VIOLATION, Connection
+from market_timers.ledger import Claim, Key, Ledger, format_fields, parse_fields
+from market_timers.ledger.errors import DatabaseError, Unreachable
+from market_timers.ledger.libpq import UNIQUE_VIOLATION, Connection
 
 HOLDER_DEATH_BOUND_SEC = 20
 # Per-session server settings: how fast PostgreSQL notices a dead node (see module doc), and

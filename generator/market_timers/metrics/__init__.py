@@ -31,12 +31,12 @@ import os
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from .. import atomicfile
-from ..metrics_config import metrics_of
-from .families import FAMILIES, OUTBOX_STATES, collect
-from .records import exit_status_number, run_kind
-from .state import SUBDIR, State, catch_up
-from .textformat import PREFIX, Family, render
+from market_timers import atomicfile
+from market_timers.metrics.families import FAMILIES, OUTBOX_STATES, collect
+from market_timers.metrics.records import exit_status_number, run_kind
+from market_timers.metrics.state import SUBDIR, State, catch_up
+from market_timers.metrics.textformat import PREFIX, Family, render
+from market_timers.metrics_config import metrics_of
 
 __all__ = [
     "FAMILIES", "OUTBOX_STATES", "PREFIX", "SUBDIR", "Family", "State", "after_deadman",
@@ -95,7 +95,7 @@ def _as_state_owner(state_dir: Path, fn) -> None:
     if os.geteuid() != 0 or st is None or st.st_uid == 0:
         fn()
         return
-    from ..privileges import run_as
+    from market_timers.privileges import run_as
 
     def failed(e: BaseException) -> None:
         log.warning("metrics: cannot write as uid %d: %s: %s", st.st_uid, type(e).__name__, e)
@@ -119,8 +119,8 @@ def _safely(what: str, fn) -> Path | None:
 
 def after_run(env: dict) -> Path | None:
     """From `market-timers-run --record` (ExecStopPost=): loads the config itself."""
-    from .. import config as config_mod
-    from ..errors import ConfigError
+    from market_timers import config as config_mod
+    from market_timers.errors import ConfigError
 
     def go() -> Path | None:
         try:
@@ -138,7 +138,7 @@ def after_sync(config, now: datetime | None = None) -> Path | None:
     def go() -> Path | None:
         if not wanted(config):
             return None
-        from .. import calendars
+        from market_timers import calendars
 
         ends = {}
         for name in {calendars.resolve(j.calendar) for j in config.jobs if j.is_session_job}:

@@ -10,11 +10,17 @@ from collections import Counter
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
-from .. import planfile
-from . import scan
-from .records import epoch_seconds, exit_status_number, is_finished, result_kinds, run_kind
-from .state import State, catch_up
-from .textformat import Family
+from market_timers import planfile
+from market_timers.metrics import scan
+from market_timers.metrics.records import (
+    epoch_seconds,
+    exit_status_number,
+    is_finished,
+    result_kinds,
+    run_kind,
+)
+from market_timers.metrics.state import State, catch_up
+from market_timers.metrics.textformat import Family
 
 OUTBOX_STATES = ("pending", "undeliverable")
 
@@ -154,8 +160,10 @@ def _next_fires(plan: planfile.PlanDoc, configured: set[str], now: datetime) -> 
 
 
 def _outbox(config, f: dict[str, Family]) -> None:
-    from ..alerts.channels import NAMES  # the channel registry: every channel has its series
-    from ..alerts.outbox import Outbox
+    from market_timers.alerts.channels import (  # the channel registry: every channel has its series
+        NAMES,
+    )
+    from market_timers.alerts.outbox import Outbox
 
     count = {(c, s): 0 for c in NAMES for s in OUTBOX_STATES}
     oldest: dict[tuple[str, str], float] = {}

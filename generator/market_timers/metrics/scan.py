@@ -30,9 +30,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .. import runrecord
-from ..ledger.local import LocalLedger
-from .records import is_finished
+from market_timers import runrecord
+from market_timers.ledger.local import LocalLedger
+from market_timers.metrics.records import is_finished
 
 NAME = "scan.json"
 VERSION = 1

@@ -10,10 +10,10 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from .. import atomicfile, planfile
-from .history import NAME as HISTORY
-from .history import History, entries
-from .records import is_finished, run_key, run_kind
+from market_timers import atomicfile, planfile
+from market_timers.metrics.history import NAME as HISTORY
+from market_timers.metrics.history import History, entries
+from market_timers.metrics.records import is_finished, run_key, run_kind
 
 SUBDIR = "metrics"
 
@@ -26,7 +26,7 @@ class State:
         self.dir = self.state_dir / SUBDIR
 
     def lock(self) -> atomicfile.flock:
-        from ..safefs import lock
+        from market_timers.safefs import lock
 
         return lock(self.dir / "lock", base=self.state_dir)
 
@@ -53,8 +53,8 @@ def catch_up(config, state: State, view, plan: planfile.PlanDoc, now: datetime) 
     """Append to the history what it does not have yet: the finished runs among those the ledger
     scan read (`view`: scan.LedgerView), the sessions now missed. Returns the history (its
     tallies; the caller saves and closes it)."""
-    from ..watch.config import watch_of
-    from ..watch.fires import deadline
+    from market_timers.watch.config import watch_of
+    from market_timers.watch.fires import deadline
 
     history = History(state, reread=view.full)
     try:

@@ -19,7 +19,7 @@ def send_alert(config, *, kind: str, key: str, text: str, job: str = "", session
                severity: str | None = None, job_severity: str | None = None,
                title: str | None = None, now: datetime | None = None,
                env: dict | None = None, deliver: bool = True) -> object:
-    from ..alerts.api import raise_alert
+    from market_timers.alerts.api import raise_alert
 
     clock: Callable[[], datetime] | None = (lambda: now) if now is not None else None
     try:

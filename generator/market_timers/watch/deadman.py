@@ -37,17 +37,17 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from .. import atomicfile, logsetup, metrics, runrecord, safefs
-from ..instants import iso, parse_iso
-from ..ledger import Key
-from ..ledger.errors import DatabaseError
-from ..systemctl import Systemctl
-from . import findings, reported, slots
-from .alert import send_alert
-from .config import WatchConfig, watch_of
-from .findings import UNREACHABLE_KEY, PassResult
-from .fires import PLAN_FILE, deadline, read_plan, timer_state
-from .heartbeat import heartbeat
+from market_timers import atomicfile, logsetup, metrics, runrecord, safefs
+from market_timers.instants import iso, parse_iso
+from market_timers.ledger import Key
+from market_timers.ledger.errors import DatabaseError
+from market_timers.systemctl import Systemctl
+from market_timers.watch import findings, reported, slots
+from market_timers.watch.alert import send_alert
+from market_timers.watch.config import WatchConfig, watch_of
+from market_timers.watch.findings import UNREACHABLE_KEY, PassResult
+from market_timers.watch.fires import PLAN_FILE, deadline, read_plan, timer_state
+from market_timers.watch.heartbeat import heartbeat
 
 REFRESH_OVERDUE = timedelta(hours=26)  # market-refresh.timer runs daily (and at boot)
 log = logging.getLogger("market_timers.watch")
@@ -194,8 +194,8 @@ def _sync_running(state_dir: Path) -> bool:
 def command(config, now: datetime | None = None) -> int:
     """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
     logsetup.setup()
-    from ..alerts.snapshot import announce
-    from ..plan import utcnow
+    from market_timers.alerts.snapshot import announce
+    from market_timers.plan import utcnow
 
     now = now or utcnow()
     try:  # a broken live config is a critical alert of its own (once per content)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..instants import iso
-from .config import WatchConfig
+from market_timers.instants import iso
+from market_timers.watch.config import WatchConfig
 
 UNREACHABLE_KEY = "ledger-unreachable"
 

@@ -39,16 +39,16 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
-from .. import config as config_mod
-from .. import logsetup, metrics
-from ..errors import ConfigError, Problems
-from ..exitcodes import FAILURE, USAGE
-from ..privileges import run_as
-from .alert import send_alert
-from .calendar_warnings import calendar_end_warnings, data_age_warning
-from .changes import describe_changes, grouped
-from .config import watch_of
-from .oncedaily import first_today
+from market_timers import config as config_mod
+from market_timers import logsetup, metrics
+from market_timers.errors import ConfigError, Problems
+from market_timers.exitcodes import FAILURE, USAGE
+from market_timers.privileges import run_as
+from market_timers.watch.alert import send_alert
+from market_timers.watch.calendar_warnings import calendar_end_warnings, data_age_warning
+from market_timers.watch.changes import describe_changes, grouped
+from market_timers.watch.config import watch_of
+from market_timers.watch.oncedaily import first_today
 
 log = logging.getLogger("market_timers.watch")
 
@@ -96,9 +96,9 @@ def command(config, now: datetime | None = None, *, systemctl=None, alert=send_a
 def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
                 stamp_dir: Path | None = None, data_vintage=None,
                 last_session_of=None) -> RefreshResult:
-    from .. import calendar_checks
-    from .. import sync as sync_mod
-    from ..plan import utcnow
+    from market_timers import calendar_checks
+    from market_timers import sync as sync_mod
+    from market_timers.plan import utcnow
 
     now = now or utcnow()
     result = RefreshResult()
@@ -225,7 +225,7 @@ def _drop_to(config):
 def _lenient_config(path, problems=()) -> config_mod.Config:
     """Enough of a broken config to route its alert: the last good snapshot of what alerting
     needs (alerts/snapshot.py), else the file's own [alerts], state and spool dirs."""
-    from ..alerts import snapshot
+    from market_timers.alerts import snapshot
 
     try:
         return snapshot.degraded(path, tuple(problems))

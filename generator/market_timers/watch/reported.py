@@ -11,8 +11,8 @@ import json
 import logging
 from pathlib import Path
 
-from .. import atomicfile, safefs
-from .findings import UNREACHABLE_KEY
+from market_timers import atomicfile, safefs
+from market_timers.watch.findings import UNREACHABLE_KEY
 
 log = logging.getLogger("market_timers.watch")
 

@@ -40,12 +40,12 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from .. import planfile, runrecord
-from ..instants import iso, parse_iso
-from ..systemctl import Systemctl
-from .calendar_warnings import status_warnings
-from .config import watch_of
-from .fires import deadline, read_plan, timer_state
+from market_timers import planfile, runrecord
+from market_timers.instants import iso, parse_iso
+from market_timers.systemctl import Systemctl
+from market_timers.watch.calendar_warnings import status_warnings
+from market_timers.watch.config import watch_of
+from market_timers.watch.fires import deadline, read_plan, timer_state
 
 # The alert layer's session events for an alert: spooled and sent at once ("alert"), kept for the
 # digest, folded into an earlier one (dedup window), or recorded only (no [alerts] / kind off).
@@ -55,7 +55,7 @@ ALERT_EVENTS = ("alert", "digest", "deduplicated", "silent")
 def collect(config, session=None, now: datetime | None = None, *,
             systemctl: Systemctl | None = None) -> dict | None:
     """The status document, or None when sync has never written a plan."""
-    from ..plan import utcnow
+    from market_timers.plan import utcnow
 
     now = now or utcnow()
     state_dir = Path(config.state_dir)
@@ -110,7 +110,7 @@ def collect(config, session=None, now: datetime | None = None, *,
 
 def _read(state_dir: Path, entry: dict, book):
     """The record (any node's, in cluster mode), None, or the DatabaseError that stopped it."""
-    from ..ledger.errors import DatabaseError
+    from market_timers.ledger.errors import DatabaseError
 
     try:
         return runrecord.read(state_dir, entry["job"], entry["session"], book)
@@ -120,8 +120,8 @@ def _read(state_dir: Path, entry: dict, book):
 
 def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
     """`slots`: total, ran, skipped (by cause), ahead; `result` says it in a few words."""
-    from ..slotclock import Schedule
-    from ..slotrecords import account
+    from market_timers.slotclock import Schedule
+    from market_timers.slotrecords import account
 
     try:
         s = account(state_dir, entry["job"], entry["session"], Schedule.from_plan(entry),
@@ -145,7 +145,7 @@ def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
 
 def _incidents(config, session: str) -> dict:
     """The session's incidents and counted events (events of the trading system)."""
-    from ..events.report import session_doc
+    from market_timers.events.report import session_doc
 
     return session_doc(config.state_dir, session)
 
@@ -173,7 +173,7 @@ def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
 
 def _alert_events(config):
     try:
-        from ..alerts.state import AlertState
+        from market_timers.alerts.state import AlertState
 
         state = AlertState(Path(config.state_dir))
     except Exception:
@@ -197,7 +197,7 @@ def _alert_events(config):
 
 def _outbox(config) -> dict:
     try:
-        from ..alerts.commands import outbox_summary
+        from market_timers.alerts.commands import outbox_summary
 
         return outbox_summary(config)
     except Exception:
@@ -235,7 +235,7 @@ def table(doc: dict) -> str:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [head, *rows]]
-    from ..events.report import count_line, incident_line
+    from market_timers.events.report import count_line, incident_line
 
     for s in doc["sessions"]:
         for line in [*map(incident_line, s.get("incidents", [])),
