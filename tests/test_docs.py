@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import cli, config, exitcodes, job_config
+from market_timers import cli, config, job_config
+from market_timers.contracts import exitcodes
 from market_timers.errors import Problems
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import exitcodes, slotclock, slotrecords
+from market_timers import slotclock, slotrecords
+from market_timers.contracts import exitcodes
 from market_timers.slotclock import Schedule
 
 RUNNER = [sys.executable, "-m", "market_timers.runner"]

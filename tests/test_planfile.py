@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from tests.test_sync import SIGNAL, WED, RecordingSystemctl, names
 
-from market_timers import config, planfile, render, sync
+from market_timers import config, render, sync
+from market_timers.contracts import planfile
 from market_timers.watch import fires
 
 # A plan.json as the version before planfile.py wrote it (no timer_last_utc), one-shot, daily
@@ -181,7 +182,7 @@ def test_planfile_imports_no_pandas():
     import subprocess
     import sys
 
-    code = ("import sys, market_timers.planfile; "
+    code = ("import sys, market_timers.contracts.planfile; "
             "print(sorted(m for m in ('pandas', 'numpy', 'exchange_calendars', 'jinja2') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

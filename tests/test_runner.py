@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import exitcodes, runrecord
+from market_timers import runrecord
+from market_timers.contracts import exitcodes
 
 RUNNER = [sys.executable, "-m", "market_timers.runner"]
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import job_config, unitname
+from market_timers import job_config
+from market_timers.contracts import unitname
 
 GOLDEN = Path(__file__).parent / "golden" / "units"
 AT = datetime(2025, 11, 26, 20, 45, 0, tzinfo=UTC)

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from market_timers.exitcodes import FAILURE, OK, USAGE
+from market_timers.contracts.exitcodes import FAILURE, OK, USAGE
 from market_timers.ledger import postgresql as pg
 from market_timers.ledger.libpq import DatabaseError
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from market_timers.contracts.instants import iso
 from market_timers.errors import did_you_mean
-from market_timers.instants import iso
 from market_timers.job_config import EVENTS
 
 if TYPE_CHECKING:  # pragma: no cover

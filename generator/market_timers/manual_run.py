@@ -23,9 +23,10 @@ import sys
 from datetime import date, datetime
 from pathlib import Path
 
-from market_timers import ledger, unitname
-from market_timers.exitcodes import FAILURE, USAGE
-from market_timers.instants import iso
+from market_timers import ledger
+from market_timers.contracts import unitname
+from market_timers.contracts.exitcodes import FAILURE, USAGE
+from market_timers.contracts.instants import iso
 
 RUNTIME_UNIT_DIR = Path("/run/systemd/system")
 

@@ -10,8 +10,8 @@ import json
 from collections.abc import Collection, Iterable
 from typing import TextIO
 
+from market_timers.contracts.instants import iso
 from market_timers.durations import format_offset
-from market_timers.instants import iso
 from market_timers.plan import Fire
 
 HEADER = ("JOB", "CALENDAR", "SESSION", "EVENT", "UTC", "EXCHANGE LOCAL")

@@ -12,7 +12,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from market_timers import ledger
-from market_timers.exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RUNNER_ERROR
+from market_timers.contracts.exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RUNNER_ERROR
 from market_timers.ledger.errors import DatabaseError
 
 ERR, WARNING, INFO = 3, 4, 6

@@ -59,7 +59,12 @@ import time
 from datetime import UTC, datetime
 
 from market_timers import ledger, slotclock
-from market_timers.exitcodes import LEDGER_UNREACHABLE, OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
+from market_timers.contracts.exitcodes import (
+    LEDGER_UNREACHABLE,
+    OVERLAP_SKIPPED,
+    RUNNER_ERROR,
+    STALE_START,
+)
 from market_timers.ledger.errors import DatabaseError
 from market_timers.prefire import await_exec_time
 from market_timers.runbase import (

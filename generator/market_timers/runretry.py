@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from market_timers.exitcodes import RETRIES_OVER
+from market_timers.contracts.exitcodes import RETRIES_OVER
 from market_timers.runbase import ERR, INFO, _utc, log, scheduled_instant
 
 

@@ -9,7 +9,7 @@ import time
 from datetime import datetime
 
 from market_timers import ledger, slotclock
-from market_timers.exitcodes import OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
+from market_timers.contracts.exitcodes import OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
 from market_timers.runbase import (
     ERR,
     WARNING,

@@ -63,7 +63,7 @@ class Schedule:
     def from_plan(cls, entry) -> Schedule:
         """From a periodic job's plan.json entry (a planfile.PlanEntry, or its dict)."""
         if isinstance(entry, dict):
-            from market_timers.planfile import (  # not on the runner's path: it never reads the plan
+            from market_timers.contracts.planfile import (  # not on the runner's path: it never reads the plan
                 PlanEntry,
             )
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from market_timers import atomicfile, unitname
+from market_timers import atomicfile
+from market_timers.contracts import unitname
 from market_timers.slotclock import (
     Schedule,
     parse_z,
@@ -332,7 +333,7 @@ def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
 
 def periodic_digest_lines(state_dir, session: str, now: datetime | None = None) -> list[str]:
     """The digest's per-session count of each periodic job's slots (from plan.json)."""
-    from market_timers import planfile
+    from market_timers.contracts import planfile
 
     try:
         plan = planfile.read(state_dir)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.fakes.pgserver import free_port
 
-from market_timers import exitcodes
+from market_timers.contracts import exitcodes
 from market_timers.ledger import Key
 from market_timers.ledger import postgresql as pg
 

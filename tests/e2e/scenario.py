@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
-from market_timers import unitname
+from market_timers.contracts import unitname
 
 from .container import Container
 

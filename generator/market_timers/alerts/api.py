@@ -16,7 +16,7 @@ from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import send_direct, try_now
 from market_timers.alerts.model import Alert, make_id
 from market_timers.alerts.router import chain_for, effective_severity
-from market_timers.instants import iso
+from market_timers.contracts.instants import iso
 
 log = logging.getLogger("market_timers.alerts")
 

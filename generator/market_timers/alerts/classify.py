@@ -11,7 +11,7 @@ SuccessExitStatus=.
 
 from __future__ import annotations
 
-from market_timers import exitcodes
+from market_timers.contracts import exitcodes
 
 FAILURE_KINDS = ("failed", "killed", "watchdog", "timeout", "stale-start", "runner-error",
                  "ledger-unreachable")

@@ -24,7 +24,7 @@ from market_timers.alerts.channels.base import DeliveryError
 from market_timers.alerts.config import CHANNELS
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.model import UNDELIVERABLE, Alert, make_id
-from market_timers.instants import iso
+from market_timers.contracts.instants import iso
 
 log = logging.getLogger("market_timers.alerts")
 ID_RE = re.compile(r"[0-9]{4}-[0-9a-f]{8}")  # model.make_id

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from market_timers.alerts.channels.base import DeliveryError
 from market_timers.alerts.model import PENDING, UNDELIVERABLE, Alert, parse_iso
-from market_timers.instants import iso
+from market_timers.contracts.instants import iso
 
 log = logging.getLogger("market_timers.alerts")
 

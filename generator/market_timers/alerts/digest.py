@@ -16,7 +16,7 @@ from pathlib import Path
 
 from market_timers import runrecord
 from market_timers.alerts.model import Alert, make_id
-from market_timers.instants import iso
+from market_timers.contracts.instants import iso
 
 RECENT = 10
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from market_timers import atomicfile, safefs
 from market_timers.alerts.model import PENDING, Alert, parse_iso
 from market_timers.alerts.outbox import Outbox
-from market_timers.instants import iso
+from market_timers.contracts.instants import iso
 
 
 class Escalations:

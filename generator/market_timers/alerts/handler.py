@@ -15,9 +15,9 @@ import shlex
 import subprocess
 from collections.abc import Callable
 
-from market_timers import unitname
 from market_timers.alerts.api import raise_alert, record_success
 from market_timers.alerts.classify import classify
+from market_timers.contracts import unitname
 
 log = logging.getLogger("market_timers.alerts")
 

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
-from market_timers import instants
+from market_timers.contracts import instants
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from market_timers import atomicfile, safefs
 from market_timers.alerts.model import parse_iso
-from market_timers.instants import iso
+from market_timers.contracts.instants import iso
 
 
 def _safe(name: str) -> str:

@@ -12,8 +12,8 @@ import sys
 
 from market_timers.cli.commands import COMMANDS, UsageError
 from market_timers.cli.parser import CRON_QUOTE_HINT, build_parser
+from market_timers.contracts.exitcodes import USAGE
 from market_timers.errors import ConfigError
-from market_timers.exitcodes import USAGE
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main"]
 

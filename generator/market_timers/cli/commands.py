@@ -11,8 +11,8 @@ import os
 import sys
 from datetime import datetime
 
+from market_timers.contracts.exitcodes import FAILURE
 from market_timers.errors import ConfigError
-from market_timers.exitcodes import FAILURE
 
 
 class UsageError(Exception):

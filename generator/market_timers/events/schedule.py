@@ -30,7 +30,8 @@ class Schedule:
     def from_state(cls, state_dir: str | Path, jobs: set[str] | None = None) -> Schedule:
         state_dir = Path(state_dir)
         fires: list[tuple[str, str, datetime]] = []
-        from market_timers import planfile, runrecord  # the one reader of each
+        from market_timers import runrecord
+        from market_timers.contracts import planfile
 
         try:
             plan = planfile.read(state_dir)

@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
-from market_timers import planfile
+from market_timers.contracts import planfile
 from market_timers.metrics import scan
 from market_timers.metrics.records import (
     epoch_seconds,

@@ -10,7 +10,8 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from market_timers import atomicfile, planfile
+from market_timers import atomicfile
+from market_timers.contracts import planfile
 from market_timers.metrics.history import NAME as HISTORY
 from market_timers.metrics.history import History, entries
 from market_timers.metrics.records import is_finished, run_key, run_kind

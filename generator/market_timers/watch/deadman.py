@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from market_timers import atomicfile, logsetup, metrics, runrecord, safefs
-from market_timers.instants import iso, parse_iso
+from market_timers.contracts.instants import iso, parse_iso
 from market_timers.ledger import Key
 from market_timers.ledger.errors import DatabaseError
 from market_timers.systemctl import Systemctl

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from market_timers.instants import iso
+from market_timers.contracts.instants import iso
 from market_timers.watch.config import WatchConfig
 
 UNREACHABLE_KEY = "ledger-unreachable"

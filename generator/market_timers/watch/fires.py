@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import planfile
-from market_timers.instants import parse_iso
+from market_timers.contracts import planfile
+from market_timers.contracts.instants import parse_iso
 
 PLAN_FILE = planfile.FILE
 

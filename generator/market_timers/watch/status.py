@@ -40,8 +40,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from market_timers import planfile, runrecord
-from market_timers.instants import iso, parse_iso
+from market_timers import runrecord
+from market_timers.contracts import planfile
+from market_timers.contracts.instants import iso, parse_iso
 from market_timers.systemctl import Systemctl
 from market_timers.watch.calendar_warnings import status_warnings
 from market_timers.watch.config import watch_of

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from market_timers import atomicfile, safefs
-from market_timers.instants import iso
+from market_timers.contracts.instants import iso
 
 FILE = "plan.json"
 
