@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import atomicfile, safefs
+from market_timers.files import atomicfile, safefs
 
 
 def names(directory: Path) -> list[str]:
@@ -299,7 +299,7 @@ def test_the_runners_start_path_does_not_import_it():
     atomicfile only where they replace a file (after the job), never on the start path."""
     code = ("import sys, market_timers.runner, market_timers.ledger.local, "
             "market_timers.retries, market_timers.slotclock\n"
-            "print([m for m in ('market_timers.atomicfile', 'market_timers.safefs') "
+            "print([m for m in ('market_timers.files.atomicfile', 'market_timers.files.safefs') "
             "if m in sys.modules])\n")
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import errno
 import os
 
-from market_timers import atomicfile, cli, render
+from market_timers import cli, render
+from market_timers.files import atomicfile
 
 JOBS = """
 calendar = "XNYS"

@@ -400,7 +400,7 @@ def test_units_are_written_as_one_batch_made_durable_before_systemd_is_told(setu
     """Each unit file is atomic (temp + rename); the batch is flushed once (syncfs + directory
     fsync), not one fsync + directory fsync per file, and before any start or reload, so
     systemd never loads a unit a power cut could still take away."""
-    from market_timers import atomicfile
+    from market_timers.files import atomicfile
 
     _, cfg = setup()
     sc = RecordingSystemctl()

@@ -72,7 +72,9 @@ def marker_path(state_dir: str, job: str, session: str) -> str:
 
 
 def write_marker(state_dir: str, job: str, session: str, text: str) -> None:
-    from market_timers import atomicfile  # here, not on top: only --record writes, the start reads
+    from market_timers.files import (  # here, not on top: only --record writes, the start reads
+        atomicfile,
+    )
 
     atomicfile.write(marker_path(state_dir, job, session), text + "\n", mode=0o640,
                      sync=atomicfile.DURABLE, make_dirs=True)

@@ -92,7 +92,7 @@ class _Broken:
 
 def _legacy(path: Path, state_dir) -> dict | None:
     """Root (deadman, status, sync) reads these: no symlink is followed (safefs)."""
-    from market_timers.safefs import read_bytes
+    from market_timers.files.safefs import read_bytes
 
     try:
         record = json.loads(read_bytes(path, base=state_dir))
@@ -102,7 +102,7 @@ def _legacy(path: Path, state_dir) -> dict | None:
 
 
 def _names(directory: Path, state_dir) -> list[str]:
-    from market_timers.safefs import listdir
+    from market_timers.files.safefs import listdir
 
     try:
         return listdir(directory, base=state_dir)

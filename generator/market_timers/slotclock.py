@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from market_timers import flatjson
+from market_timers.files import flatjson
 
 
 def record_path(state_dir: str, job: str, key: str) -> str:

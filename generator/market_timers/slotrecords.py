@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from market_timers import atomicfile
 from market_timers.contracts import unitname
+from market_timers.files import atomicfile
 from market_timers.slotclock import (
     Schedule,
     parse_z,
@@ -52,7 +52,7 @@ def session_dir(state_dir, job: str, session: str) -> Path:
 
 def read_slots(state_dir, job: str, session: str) -> dict[str, dict]:
     """slot instant (Z text) -> its record, for every readable record of the session."""
-    from market_timers import safefs
+    from market_timers.files import safefs
 
     out = {}
     directory = session_dir(state_dir, job, session)
@@ -67,7 +67,7 @@ def read_slots(state_dir, job: str, session: str) -> dict[str, dict]:
 
 
 def read_slot(state_dir, job: str, key: str) -> dict | None:
-    from market_timers import safefs
+    from market_timers.files import safefs
 
     record = safefs.read_json(record_path(os.fspath(state_dir), job, key), base=state_dir)
     return record if isinstance(record, dict) else None

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import atomicfile
 from market_timers import plan as planning
 from market_timers.config import Config, default_runner
 from market_timers.contracts import unitname
 from market_timers.contracts.instants import iso
+from market_timers.files import atomicfile
 from market_timers.render import job_units, write_atomic
 
 RUNTIME_UNIT_DIR = Path("/run/systemd/system")

@@ -12,9 +12,9 @@ import os
 
 import pytest
 
-from market_timers import atomicfile
 from market_timers.alerts.api import raise_alert
 from market_timers.alerts.context import AlertContext
+from market_timers.files import atomicfile
 
 
 def leftovers(directory) -> list[str]:

@@ -94,7 +94,7 @@ def sync_dropins(config, dry_run: bool = False) -> bool:
     """Make the drop-ins match the config; True when one changed (a daemon-reload is due).
 
     A file of that name that sync did not write (no header) is left alone, with a warning."""
-    from market_timers import atomicfile
+    from market_timers.files import atomicfile
     from market_timers.render import write_atomic
 
     changed = False

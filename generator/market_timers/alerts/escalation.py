@@ -15,10 +15,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import atomicfile, safefs
 from market_timers.alerts.model import PENDING, Alert, parse_iso
 from market_timers.alerts.outbox import Outbox
 from market_timers.contracts.instants import iso
+from market_timers.files import atomicfile, safefs
 
 
 class Escalations:

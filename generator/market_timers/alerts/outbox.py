@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from market_timers import atomicfile, safefs
 from market_timers.alerts.model import SEVERITY_RANK, Alert
+from market_timers.files import atomicfile, safefs
 
 QUARANTINE = "quarantine"
 _ID_RE = re.compile(r"[0-9]{4}-[0-9a-f]{8}")  # model.make_id

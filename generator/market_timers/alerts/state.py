@@ -14,9 +14,9 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import atomicfile, safefs
 from market_timers.alerts.model import parse_iso
 from market_timers.contracts.instants import iso
+from market_timers.files import atomicfile, safefs
 
 
 def _safe(name: str) -> str:

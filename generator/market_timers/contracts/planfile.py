@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from market_timers import atomicfile, safefs
 from market_timers.contracts.instants import iso
+from market_timers.files import atomicfile, safefs
 
 FILE = "plan.json"
 

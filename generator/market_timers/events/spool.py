@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 
-from market_timers import atomicfile, flatjson
+from market_timers.files import atomicfile, flatjson
 
 DEFAULT_DIR = "/var/spool/market-timers/events"
 FALLBACK_DIR = "/run/market-timers/events"

@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from market_timers import atomicfile
+from market_timers.files import atomicfile
 
 COUNT_SESSIONS = 5  # sessions whose counts stay in state.json (their summaries stay in sessions/)
 SEEN_KEEP = 2000  # event ids remembered: a crash between routing and unlinking is not a repeat

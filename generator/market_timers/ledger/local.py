@@ -108,7 +108,7 @@ class LocalLedger(Ledger):
     @staticmethod
     def _replace(name: str, dir_fd: int, text: str) -> None:
         # Imported here: only finish() (ExecStopPost=) replaces; the runner's claim path creates.
-        from market_timers import atomicfile
+        from market_timers.files import atomicfile
 
         atomicfile.write_at(dir_fd, name, text, mode=0o640, sync=atomicfile.DURABLE)
 

@@ -31,7 +31,7 @@ import os
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from market_timers import atomicfile
+from market_timers.files import atomicfile
 from market_timers.metrics.families import FAMILIES, OUTBOX_STATES, collect
 from market_timers.metrics.records import exit_status_number, run_kind
 from market_timers.metrics.state import SUBDIR, State, catch_up

@@ -10,8 +10,8 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from market_timers import atomicfile
 from market_timers.contracts import planfile
+from market_timers.files import atomicfile
 from market_timers.metrics.history import NAME as HISTORY
 from market_timers.metrics.history import History, entries
 from market_timers.metrics.records import is_finished, run_key, run_kind
@@ -27,7 +27,7 @@ class State:
         self.dir = self.state_dir / SUBDIR
 
     def lock(self) -> atomicfile.flock:
-        from market_timers.safefs import lock
+        from market_timers.files.safefs import lock
 
         return lock(self.dir / "lock", base=self.state_dir)
 

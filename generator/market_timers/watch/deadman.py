@@ -37,8 +37,9 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import atomicfile, logsetup, metrics, runrecord, safefs
+from market_timers import logsetup, metrics, runrecord
 from market_timers.contracts.instants import iso, parse_iso
+from market_timers.files import atomicfile, safefs
 from market_timers.ledger import Key
 from market_timers.ledger.errors import DatabaseError
 from market_timers.systemctl import Systemctl

@@ -13,7 +13,7 @@ import os
 from datetime import date
 from pathlib import Path
 
-from market_timers import atomicfile
+from market_timers.files import atomicfile
 
 log = logging.getLogger("market_timers.watch")
 

@@ -11,7 +11,7 @@ import json
 import logging
 from pathlib import Path
 
-from market_timers import atomicfile, safefs
+from market_timers.files import atomicfile, safefs
 from market_timers.watch.findings import UNREACHABLE_KEY
 
 log = logging.getLogger("market_timers.watch")

@@ -20,7 +20,7 @@ import os
 import stat
 from pathlib import Path
 
-from market_timers import atomicfile
+from market_timers.files import atomicfile
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
