@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from market_timers import calendar_checks, cli, config
-from market_timers.errors import ConfigError
+from market_timers.schema.problems import ConfigError
 
 GOOD_JOB = """
 [[job]]

@@ -19,7 +19,7 @@ import pytest
 
 from market_timers import cli, config, job_config
 from market_timers.contracts import exitcodes
-from market_timers.errors import Problems
+from market_timers.schema.problems import Problems
 
 ROOT = Path(__file__).resolve().parents[1]
 MAN1 = ROOT / "man" / "market-timers.1"

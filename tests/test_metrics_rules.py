@@ -142,7 +142,7 @@ def _family_names(metrics) -> set[str]:
     from datetime import UTC, datetime
 
     from market_timers import config
-    from market_timers.errors import Problems
+    from market_timers.schema.problems import Problems
 
     cfg = config.parse({"state_dir": "/nonexistent", "spool_dir": "/nonexistent"},
                        Problems("x"))

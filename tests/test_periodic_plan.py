@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from market_timers import cli, config, plan
-from market_timers.errors import ConfigError
+from market_timers.schema.problems import ConfigError
 
 CYCLE = """
 calendar = "XNYS"

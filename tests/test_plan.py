@@ -168,7 +168,7 @@ def test_email_digest_is_planned_after_each_close(write_config):
 def test_job_named_digest_is_refused_when_the_digest_is_built_in(write_config):
     import pytest
 
-    from market_timers.errors import ConfigError
+    from market_timers.schema.problems import ConfigError
 
     text = 'calendar = "XNYS"\n' + SIGNAL.replace('"signal"', '"digest"') + DIGEST_ALERTS
     with pytest.raises(ConfigError, match="reserved for the session digest"):

@@ -27,7 +27,7 @@ from market_timers.calendars import (
     supported_range,
 )
 from market_timers.config import Config, Override
-from market_timers.errors import ConfigError, Problems
+from market_timers.schema.problems import ConfigError, Problems
 
 
 def load(path: str | os.PathLike) -> Config:

@@ -27,8 +27,8 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from market_timers.config import Override
-from market_timers.errors import did_you_mean
 from market_timers.job_config import EVENTS
+from market_timers.schema.problems import did_you_mean
 
 FIRST_DAY = date(1990, 1, 1)
 YEARS_AHEAD = 5

@@ -15,8 +15,8 @@ import re
 import socket
 from dataclasses import dataclass
 
-from market_timers.durations import parse_duration
-from market_timers.errors import Problems
+from market_timers.schema.durations import parse_duration
+from market_timers.schema.problems import Problems
 
 DSN_CREDENTIAL = "market-timers.cluster-dsn"
 KEYS = ("node", "standby_delay", "on_db_unreachable")

@@ -20,7 +20,11 @@ from datetime import date, time
 from pathlib import Path
 from typing import Any
 
-from market_timers.config_values import (
+from market_timers.job_config import Job, check_unique_names, parse_job
+from market_timers.retries import check_order_groups
+from market_timers.schema.durations import MAX_OFFSET
+from market_timers.schema.problems import ConfigError, Problems
+from market_timers.schema.values import (
     AT_TIME,
     dates,
     nonempty_str,
@@ -29,10 +33,6 @@ from market_timers.config_values import (
     time_of_day,
     whole_number,
 )
-from market_timers.durations import MAX_OFFSET
-from market_timers.errors import ConfigError, Problems
-from market_timers.job_config import Job, check_unique_names, parse_job
-from market_timers.retries import check_order_groups
 
 DEFAULT_PATH = "/etc/market-timers/market-timers.toml"
 ENV_VAR = "MARKET_TIMERS_CONFIG"

@@ -34,8 +34,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from market_timers.contracts.instants import iso
-from market_timers.errors import did_you_mean
 from market_timers.job_config import EVENTS
+from market_timers.schema.problems import did_you_mean
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
@@ -242,7 +242,7 @@ def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: in
 
 
 def to_json(result: CronCheckResult) -> dict:
-    from market_timers.durations import format_offset
+    from market_timers.schema.durations import format_offset
 
     return {
         "expr": result.expr,
@@ -273,7 +273,7 @@ def to_json(result: CronCheckResult) -> dict:
 
 
 def format_text(result: CronCheckResult) -> str:
-    from market_timers.durations import format_offset
+    from market_timers.schema.durations import format_offset
 
     r = result
     lines = [
@@ -302,7 +302,7 @@ def command(args: argparse.Namespace) -> int:
     """
     import json
 
-    from market_timers.durations import parse_offset
+    from market_timers.schema.durations import parse_offset
 
     try:
         offset_seconds = parse_offset(args.offset)

@@ -12,11 +12,16 @@ from dataclasses import dataclass
 from datetime import date, time
 from typing import Any
 
-from market_timers.config_values import AT_TIME, dates, normal_path, parsed, unit_safe
-from market_timers.durations import DURATION_EXAMPLE, MAX_OFFSET, parse_duration, parse_offset
-from market_timers.errors import Problems
 from market_timers.periodic import PERIODIC_KEYS, Periodic, parse_periodic
 from market_timers.retries import retry_fields
+from market_timers.schema.durations import (
+    DURATION_EXAMPLE,
+    MAX_OFFSET,
+    parse_duration,
+    parse_offset,
+)
+from market_timers.schema.problems import Problems
+from market_timers.schema.values import AT_TIME, dates, normal_path, parsed, unit_safe
 
 EVENTS = ("open", "close", "break_start", "break_end")  # the one list (calendars, check-cron)
 SEVERITIES = ("critical", "warning", "info")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from market_timers.errors import Problems
+from market_timers.schema.problems import Problems
 
 DEFAULT_TEXTFILE = "/var/lib/prometheus/node-exporter/market_timers.prom"
 KEYS = ("textfile", "enabled")
@@ -76,7 +76,7 @@ def metrics_of(config) -> MetricsConfig:
     metrics = getattr(config, "metrics", None)
     if isinstance(metrics, MetricsConfig):
         return metrics
-    from market_timers.errors import ConfigError
+    from market_timers.schema.problems import ConfigError
 
     problems = Problems(getattr(config, "source", "<config>"))
     metrics = parse_metrics((getattr(config, "raw", None) or {}).get("metrics"), problems)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from market_timers.durations import format_duration, parse_duration, parse_offset
+from market_timers.schema.durations import format_duration, parse_duration, parse_offset
 
 PERIODIC_KEYS = {"every", "from", "until", "during_break", "stall_after"}
 _EDGE = re.compile(r"^\s*(open|close)\s*(?:([+-].*))?$")

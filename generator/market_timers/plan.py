@@ -14,7 +14,7 @@ from market_timers import calendars, periodic
 from market_timers.config import Config, Job
 from market_timers.contracts import unitname
 from market_timers.contracts.instants import iso
-from market_timers.durations import format_offset
+from market_timers.schema.durations import format_offset
 
 DAILY = "at"
 _offset_text = lru_cache(maxsize=1024)(format_offset)  # a job's offset, once per plan, not per fire  # the event of a job at a fixed UTC time; its calendar is "UTC"

@@ -11,8 +11,8 @@ from collections.abc import Collection, Iterable
 from typing import TextIO
 
 from market_timers.contracts.instants import iso
-from market_timers.durations import format_offset
 from market_timers.plan import Fire
+from market_timers.schema.durations import format_offset
 
 HEADER = ("JOB", "CALENDAR", "SESSION", "EVENT", "UTC", "EXCHANGE LOCAL")
 EMPTY = "no fires planned in this window"

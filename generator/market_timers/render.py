@@ -21,9 +21,9 @@ from market_timers.cluster_config import DSN_CREDENTIAL
 from market_timers.config import Config, Job, default_runner
 from market_timers.contracts import unitname
 from market_timers.contracts.instants import iso
-from market_timers.durations import format_offset
 from market_timers.files import atomicfile
 from market_timers.plan import Fire
+from market_timers.schema.durations import format_offset
 from market_timers.unitescape import (  # noqa: F401  (render.quote_arg... for callers and tests)
     UnsafeValue,
     comment,

@@ -112,7 +112,7 @@ def take_marker(state_dir: str, job: str, session: str) -> tuple[str, int, str] 
 
 def retry_fields(t: dict, path: str, problems) -> dict:
     """The retry keys of one [[job]] table, validated; defaults when absent."""
-    from market_timers.durations import parse_duration
+    from market_timers.schema.durations import parse_duration
 
     out = {"retries": 0, "retry_delay": 30, "retry_delay_max": 600, "orders": False}
     retries = t.get("retries", 0)

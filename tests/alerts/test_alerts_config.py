@@ -6,7 +6,7 @@ import tomllib
 
 from market_timers.alerts.config import parse_alerts
 from market_timers.alerts.router import chain_for, effective_severity
-from market_timers.errors import Problems
+from market_timers.schema.problems import Problems
 
 FULL = """
 [alerts]

@@ -12,7 +12,7 @@ import pytest
 from market_timers import config, privileges, sync
 from market_timers.alerts import credunits
 from market_timers.alerts.channels import NAMES, lookup
-from market_timers.errors import ConfigError
+from market_timers.schema.problems import ConfigError
 
 WED = datetime(2025, 11, 26, 12, 0, tzinfo=UTC)
 JOBS = """

@@ -10,7 +10,7 @@ from market_timers.alerts.commands import alert_handler
 from market_timers.alerts.config import parse_alerts
 from market_timers.alerts.context import AlertContext
 from market_timers.alerts.credentials import OVERRIDE
-from market_timers.errors import Problems
+from market_timers.schema.problems import Problems
 
 UNIT = "market-close-report@2026-11-30-205500.service"
 INVOCATION = "0123456789abcdef0123456789abcdef"

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from market_timers import config, plan, render
-from market_timers.errors import ConfigError
+from market_timers.schema.problems import ConfigError
 
 JOB = """
 [[job]]

@@ -151,7 +151,7 @@ def seed_stream() -> list[dict]:
     from tests.events.seed_stream import END, START, build
 
     from market_timers import config, plan
-    from market_timers.errors import Problems
+    from market_timers.schema.problems import Problems
 
     raw = tomllib.loads((repo / "scripts/examples/market-timers.example.toml").read_text())
     return build(plan.plan_between(config.parse(raw, Problems()), START, END))

@@ -13,8 +13,8 @@ import pytest
 from market_timers import config, render, runrecord
 from market_timers.alerts.handler import handle
 from market_timers.contracts import exitcodes
-from market_timers.errors import ConfigError, Problems
 from market_timers.retries import backoff, take_marker, window
+from market_timers.schema.problems import ConfigError, Problems
 
 RUNNER = [sys.executable, "-m", "market_timers.runner"]
 JOB = """

@@ -262,7 +262,7 @@ def test_the_cli_spools_even_with_a_broken_config(tmp_path, monkeypatch, capsys)
      "events.severity.a", "handled by events.incident[0]"),
 ])
 def test_bad_rules_name_the_file_the_key_and_the_value(example, events, key, message):
-    from market_timers.errors import ConfigError
+    from market_timers.schema.problems import ConfigError
 
     with pytest.raises(ConfigError) as e:
         example(events=events)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from market_timers import calendars
-from market_timers.errors import ConfigError
+from market_timers.schema.problems import ConfigError
 from market_timers.watch import refresh, status
 
 XSHG = """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from market_timers.errors import ConfigError, Problems
+from market_timers.schema.problems import ConfigError, Problems
 from market_timers.watch.config import WatchConfig, parse_watch, watch_of
 
 

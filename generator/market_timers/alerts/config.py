@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from market_timers.alerts.channels import NAMES
 from market_timers.alerts.channels import lookup as channel_spec
-from market_timers.errors import Problems
+from market_timers.schema.problems import Problems
 
 SEVERITIES = ("critical", "warning", "info")
 CHANNELS = NAMES

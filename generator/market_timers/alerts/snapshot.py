@@ -27,8 +27,8 @@ from pathlib import Path
 
 from market_timers import config as config_mod
 from market_timers.contracts.instants import iso
-from market_timers.errors import ConfigError, Problems
 from market_timers.files import atomicfile, safefs
+from market_timers.schema.problems import ConfigError, Problems
 
 log = logging.getLogger("market_timers.alerts")
 

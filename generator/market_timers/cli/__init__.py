@@ -13,7 +13,7 @@ import sys
 from market_timers.cli.commands import COMMANDS, UsageError
 from market_timers.cli.parser import CRON_QUOTE_HINT, build_parser
 from market_timers.contracts.exitcodes import USAGE
-from market_timers.errors import ConfigError
+from market_timers.schema.problems import ConfigError
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main"]
 

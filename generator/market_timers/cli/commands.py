@@ -12,7 +12,7 @@ import sys
 from datetime import datetime
 
 from market_timers.contracts.exitcodes import FAILURE
-from market_timers.errors import ConfigError
+from market_timers.schema.problems import ConfigError
 
 
 class UsageError(Exception):

@@ -31,8 +31,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from market_timers.durations import parse_duration
-from market_timers.errors import Problems
+from market_timers.schema.durations import parse_duration
+from market_timers.schema.problems import Problems
 
 KIND = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
 RULE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")

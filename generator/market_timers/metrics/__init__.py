@@ -120,7 +120,7 @@ def _safely(what: str, fn) -> Path | None:
 def after_run(env: dict) -> Path | None:
     """From `market-timers-run --record` (ExecStopPost=): loads the config itself."""
     from market_timers import config as config_mod
-    from market_timers.errors import ConfigError
+    from market_timers.schema.problems import ConfigError
 
     def go() -> Path | None:
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from market_timers.errors import Problems
+from market_timers.schema.problems import Problems
 
 DEFAULT_PING_CREDENTIAL = "market-timers.deadman-ping-url"
 
@@ -91,7 +91,7 @@ def watch_of(config) -> WatchConfig:
     watch = getattr(config, "watch", None)
     if isinstance(watch, WatchConfig):
         return watch
-    from market_timers.errors import ConfigError
+    from market_timers.schema.problems import ConfigError
 
     problems = Problems(getattr(config, "source", "<config>"))
     watch = parse_watch((getattr(config, "raw", None) or {}).get("watch"), problems)

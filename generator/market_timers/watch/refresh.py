@@ -42,8 +42,8 @@ from pathlib import Path
 from market_timers import config as config_mod
 from market_timers import logsetup, metrics
 from market_timers.contracts.exitcodes import FAILURE, USAGE
-from market_timers.errors import ConfigError, Problems
 from market_timers.privileges import run_as
+from market_timers.schema.problems import ConfigError, Problems
 from market_timers.watch.alert import send_alert
 from market_timers.watch.calendar_warnings import calendar_end_warnings, data_age_warning
 from market_timers.watch.changes import describe_changes, grouped

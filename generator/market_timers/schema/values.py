@@ -9,7 +9,7 @@ import re
 from datetime import date, time
 from typing import Any
 
-from market_timers.errors import Problems
+from market_timers.schema.problems import Problems
 
 # Characters no value may carry into a unit file: C0 controls (a newline starts a new directive),
 # DEL and C1. A tab is allowed only where the renderer escapes it (command arguments, environment).
