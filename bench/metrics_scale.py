@@ -70,7 +70,8 @@ def build(base: Path, years: int):
     """A state directory with `years` of finished runs, counted in the history; every key
     directory older than an hour, as a ledger is between two runs. Returns (config, history
     lines, a function that records one more finished run of daily-0)."""
-    from market_timers import config, metrics
+    from market_timers import metrics
+    from market_timers.config import loader as config
     from market_timers.ledger import Key
     from market_timers.ledger.local import LocalLedger
 

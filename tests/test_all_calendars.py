@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from market_timers import calendars, config, plan
+from market_timers import calendars, plan
+from market_timers.config import loader as config
 
 
 def job_name(calendar: str, event: str) -> str:

@@ -6,7 +6,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from market_timers import calendars, cli, config, plan
+from market_timers import calendars, cli, plan
+from market_timers.config import loader as config
 
 SIGNAL = """
 calendar = "XNYS"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from market_timers import calendar_checks, cli, config
+from market_timers import calendar_checks, cli
+from market_timers.config import loader as config
 from market_timers.schema.problems import ConfigError
 
 GOOD_JOB = """
@@ -442,7 +443,7 @@ def test_config_load_never_imports_the_calendars(write_config):
     import sys
 
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB)
-    code = ("import sys, market_timers.config as c; c.load(sys.argv[1]); "
+    code = ("import sys, market_timers.config.loader as c; c.load(sys.argv[1]); "
             "print(sorted(m for m in sys.modules if 'calendars' in m or 'calendar_' in m))")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
                          text=True, check=True).stdout

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import cli, config, job_config
+from market_timers import cli
+from market_timers.config import jobs as job_config
+from market_timers.config import loader as config
 from market_timers.contracts import exitcodes
 from market_timers.schema.problems import Problems
 
@@ -146,7 +148,7 @@ def test_the_refused_keys_and_events_are_named():
 
 
 def test_the_watch_keys_are_described():
-    from market_timers.watch import config as watch_config  # a wrong path fails, never skips
+    from market_timers.config import watch as watch_config  # a wrong path fails, never skips
 
     missing = sorted(set(watch_config.KEYS) - set(tags(source(MAN5))))
     assert not missing, f"[watch] keys without a .TP entry in {MAN5.name}: {missing}"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import cli, config, ledger, manual_run, runrecord
+from market_timers import cli, ledger, manual_run, runrecord
+from market_timers.config import loader as config
 from market_timers.contracts import exitcodes
 from market_timers.ledger.local import LocalLedger
 

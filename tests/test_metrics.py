@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from market_timers import config, metrics, runrecord
+from market_timers import metrics, runrecord
 from market_timers.alerts.model import Alert
 from market_timers.alerts.outbox import Outbox
+from market_timers.config import loader as config
 from market_timers.ledger import Key
 from market_timers.ledger.local import LocalLedger
 
@@ -431,7 +432,7 @@ def test_unknown_metrics_keys_and_bad_enabled_are_refused(write_config, capsys):
 
 
 def test_the_metrics_keys_are_in_the_man_page():
-    from market_timers import metrics_config
+    from market_timers.config import metrics as metrics_config
     from test_docs import MAN5, source, tags
 
     missing = sorted(set(metrics_config.KEYS) - set(tags(source(MAN5))))

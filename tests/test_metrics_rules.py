@@ -141,7 +141,7 @@ def test_the_rules_use_metrics_the_package_writes():
 def _family_names(metrics) -> set[str]:
     from datetime import UTC, datetime
 
-    from market_timers import config
+    from market_timers.config import loader as config
     from market_timers.schema.problems import Problems
 
     cfg = config.parse({"state_dir": "/nonexistent", "spool_dir": "/nonexistent"},

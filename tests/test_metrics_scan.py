@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from market_timers import config, metrics
+from market_timers import metrics
+from market_timers.config import loader as config
 from market_timers.ledger import Key
 from market_timers.ledger.local import LocalLedger
 from market_timers.metrics import scan

@@ -14,7 +14,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from market_timers import cli, config, plan
+from market_timers import cli, plan
+from market_timers.config import loader as config
 from market_timers.schema.problems import ConfigError
 
 CYCLE = """

@@ -11,7 +11,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from market_timers import config, plan, render
+from market_timers import plan, render
+from market_timers.config import loader as config
 from market_timers.periodic import calendar_lines
 
 needs_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None and

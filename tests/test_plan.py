@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, date, datetime
 
-from market_timers import cli, config, plan
+from market_timers import cli, plan
+from market_timers.config import loader as config
 
 SIGNAL = """
 [[job]]

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import calendars, cli, config, plan, planview
+from market_timers import calendars, cli, plan, planview
+from market_timers.config import loader as config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plan_scale"
 CONFIG = FIXTURES / "config.toml"

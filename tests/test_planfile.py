@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from tests.test_sync import SIGNAL, WED, RecordingSystemctl, names
 
-from market_timers import config, render, sync
+from market_timers import render, sync
+from market_timers.config import loader as config
 from market_timers.contracts import planfile
 from market_timers.watch import fires
 

@@ -21,7 +21,6 @@ import pytest
 from market_timers import (
     calendar_checks,
     cli,
-    config,
     instant_escort,
     instant_wait,
     jobnotify,
@@ -30,6 +29,7 @@ from market_timers import (
     runner,
     sync,
 )
+from market_timers.config import loader as config
 from market_timers.plan import plan_ahead
 
 WED = datetime(2025, 11, 26, 12, 0, tzinfo=UTC)

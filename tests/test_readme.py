@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from market_timers import config
+from market_timers.config import loader as config
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

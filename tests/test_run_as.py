@@ -88,7 +88,8 @@ def test_root_metrics_are_written_as_the_state_dirs_owner(shared_dir, monkeypatc
     """sync and the refresh run as root: the metrics' files must stay the package user's."""
     from datetime import UTC, datetime
 
-    from market_timers import config, metrics
+    from market_timers import metrics
+    from market_timers.config import loader as config
 
     nobody = pwd.getpwnam("nobody")
     state, prom = shared_dir / "state", shared_dir / "prom"

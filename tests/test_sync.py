@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import config, sync
+from market_timers import sync
+from market_timers.config import loader as config
 
 SIGNAL = """
 calendar = "XNYS"

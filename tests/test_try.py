@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from tests.test_render import parse_unit, values
 
-from market_timers import cli, config, systemctl, trial
+from market_timers import cli, systemctl, trial
+from market_timers.config import loader as config
 
 CONFIG = """
 calendar = "XNYS"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import job_config
+from market_timers.config import jobs as job_config
 from market_timers.contracts import unitname
 
 GOLDEN = Path(__file__).parent / "golden" / "units"

@@ -15,7 +15,6 @@ import os
 from datetime import date, time
 from zoneinfo import ZoneInfo
 
-from market_timers import config as config_mod
 from market_timers.calendars import (
     CalendarError,
     _local,
@@ -26,7 +25,8 @@ from market_timers.calendars import (
     resolve,
     supported_range,
 )
-from market_timers.config import Config, Override
+from market_timers.config import loader as config_mod
+from market_timers.config.loader import Config, Override
 from market_timers.schema.problems import ConfigError, Problems
 
 

@@ -26,8 +26,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-from market_timers.config import Override
-from market_timers.job_config import EVENTS
+from market_timers.config.jobs import EVENTS
+from market_timers.config.loader import Override
 from market_timers.schema.problems import did_you_mean
 
 FIRST_DAY = date(1990, 1, 1)

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from market_timers.config.jobs import EVENTS
 from market_timers.contracts.instants import iso
-from market_timers.job_config import EVENTS
 from market_timers.schema.problems import did_you_mean
 
 if TYPE_CHECKING:  # pragma: no cover

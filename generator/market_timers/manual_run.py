@@ -60,7 +60,7 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
             systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR) -> int:
     from market_timers import plan, render
     from market_timers.calendars import CalendarError
-    from market_timers.config import default_runner
+    from market_timers.config.loader import default_runner
     from market_timers.files import atomicfile
     from market_timers.systemctl import Systemctl, SystemctlError
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import jinja2
 
-from market_timers import metrics_config
-from market_timers.cluster_config import DSN_CREDENTIAL
-from market_timers.config import Config, Job, default_runner
+from market_timers.config import metrics as metrics_config
+from market_timers.config.cluster import DSN_CREDENTIAL
+from market_timers.config.loader import Config, Job, default_runner
 from market_timers.contracts import unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile

@@ -27,7 +27,7 @@ from pathlib import Path
 from market_timers import ledger, metrics, runrecord
 from market_timers import plan as planning
 from market_timers.alerts import credunits
-from market_timers.config import Config
+from market_timers.config.loader import Config
 from market_timers.contracts import planfile, unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
@@ -225,7 +225,7 @@ def _moved(installed: dict[str, Installed], fires: list[planning.Fire], written:
 def _write_alert_snapshot(config: Config, now: datetime) -> None:
     """The last-good copy of what alerting needs, used while the live config is broken."""
     from market_timers.alerts import snapshot
-    from market_timers.alerts.config import print_route_warnings
+    from market_timers.config.alerts import print_route_warnings
 
     print_route_warnings(config)
     try:

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from market_timers import plan as planning
-from market_timers.config import Config, default_runner
+from market_timers.config.loader import Config, default_runner
 from market_timers.contracts import unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile

@@ -15,9 +15,9 @@ for p in (str(ROOT), str(ROOT / "generator")):
 
 from tests.fakes.http_api import FakeApi  # noqa: E402
 
-from market_timers.alerts.config import parse_alerts  # noqa: E402
 from market_timers.alerts.context import AlertContext  # noqa: E402
 from market_timers.alerts.credentials import OVERRIDE  # noqa: E402
+from market_timers.config.alerts import parse_alerts  # noqa: E402
 from market_timers.schema.problems import Problems  # noqa: E402
 
 TOKEN = "123456:FAKE-telegram-token-for-tests"

@@ -13,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from market_timers import config as config_mod
 from market_timers.alerts import snapshot
 from market_timers.alerts.credentials import OVERRIDE
 from market_timers.cli import main
+from market_timers.config import loader as config_mod
 
 UNIT = "market-signal@2026-11-30-204500.service"
 

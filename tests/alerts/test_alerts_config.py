@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tomllib
 
-from market_timers.alerts.config import parse_alerts
 from market_timers.alerts.router import chain_for, effective_severity
+from market_timers.config.alerts import parse_alerts
 from market_timers.schema.problems import Problems
 
 FULL = """
@@ -124,8 +124,8 @@ def test_severity_rules_job_kind_and_override():
 
 def test_a_default_route_to_an_unconfigured_channel_is_a_warning(tmp_path, capsys):
     """[alerts.slack] only: critical alerts default to telegram and silently fell back."""
-    from market_timers.alerts.config import route_warnings
     from market_timers.cli import main
+    from market_timers.config.alerts import route_warnings
 
     problems = Problems()
     cfg = parse_alerts({"slack": {}}, problems)

@@ -15,9 +15,9 @@ for p in (str(ROOT), str(ROOT / "generator")):
 
 from tests.fakes.http_api import FakeApi  # noqa: E402
 
-from market_timers import config as config_mod  # noqa: E402
 from market_timers.alerts.context import AlertContext  # noqa: E402
 from market_timers.alerts.credentials import OVERRIDE  # noqa: E402
+from market_timers.config import loader as config_mod  # noqa: E402
 from market_timers.schema.problems import ConfigError, Problems  # noqa: E402
 
 EXAMPLE = ROOT / "scripts" / "examples" / "market-timers.example.toml"

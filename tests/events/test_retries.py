@@ -10,8 +10,9 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from market_timers import config, render, runrecord
+from market_timers import render, runrecord
 from market_timers.alerts.handler import handle
+from market_timers.config import loader as config
 from market_timers.contracts import exitcodes
 from market_timers.retries import backoff, take_marker, window
 from market_timers.schema.problems import ConfigError, Problems

@@ -91,7 +91,7 @@ def test_jobnotify_event_is_import_light_and_never_raises_for_the_disk(tmp_path)
     code = ("import sys\nfrom market_timers import jobnotify\n"
             "ok = jobnotify.event('slippage_high', key='AAPL', value=4.5)\n"
             "heavy = [m for m in ('json', 'tomllib', 'pandas', 'exchange_calendars', "
-            "'market_timers.alerts', 'market_timers.config') if m in sys.modules]\n"
+            "'market_timers.alerts', 'market_timers.config.loader') if m in sys.modules]\n"
             "print(ok, heavy)\n")
     env = {**os.environ, spool.DIR_ENV: str(d), "MARKET_JOB": "signal",
            "MARKET_SESSION": "2025-11-28", "PYTHONPATH": str(ROOT / "generator")}

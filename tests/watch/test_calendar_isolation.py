@@ -8,7 +8,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from market_timers import calendars, cli, config, plan, sync
+from market_timers import calendars, cli, plan, sync
+from market_timers.config import loader as config
 
 from .conftest import AlertRecorder, FakeSystemctl
 

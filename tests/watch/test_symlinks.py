@@ -111,7 +111,7 @@ def test_run_records_behind_symlinks_are_not_read(tmp_path, precious):
 
 
 def ctx_for(tmp_path) -> AlertContext:
-    from market_timers.alerts.config import parse_alerts
+    from market_timers.config.alerts import parse_alerts
     from market_timers.schema.problems import Problems
 
     return AlertContext(parse_alerts({"webhook": {}}, Problems()), tmp_path / "state",

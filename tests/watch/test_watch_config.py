@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from market_timers.config.watch import WatchConfig, parse_watch, watch_of
 from market_timers.schema.problems import ConfigError, Problems
-from market_timers.watch.config import WatchConfig, parse_watch, watch_of
 
 
 def parse(raw):

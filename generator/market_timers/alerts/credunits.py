@@ -46,13 +46,13 @@ def needed(config) -> dict[str, list[str]]:
     out = {unit: _unique(channel) for unit in CHANNEL_UNITS}
     watch = getattr(config, "watch", None)
     if watch is not None:
-        from market_timers.watch.config import DEFAULT_PING_CREDENTIAL
+        from market_timers.config.watch import DEFAULT_PING_CREDENTIAL
 
         ping = getattr(watch, "ping_credential", "") or ""
         if ping and ping != DEFAULT_PING_CREDENTIAL:
             out[DEADMAN] = _unique([*out[DEADMAN], ping])
     if getattr(config, "cluster", None) is not None:  # the deadman reads the cluster ledger
-        from market_timers.cluster_config import DSN_CREDENTIAL
+        from market_timers.config.cluster import DSN_CREDENTIAL
 
         out[DEADMAN] = _unique([*out[DEADMAN], DSN_CREDENTIAL])
     for unit, names in out.items():

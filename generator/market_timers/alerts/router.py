@@ -9,8 +9,8 @@ the event waits for the session's email digest.
 
 from __future__ import annotations
 
-from market_timers.alerts.config import DIGEST, SEVERITIES, AlertsConfig
 from market_timers.alerts.model import SEVERITY_RANK
+from market_timers.config.alerts import DIGEST, SEVERITIES, AlertsConfig
 
 
 def effective_severity(cfg: AlertsConfig, kind: str, job: str = "",

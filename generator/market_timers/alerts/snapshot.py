@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from market_timers import config as config_mod
+from market_timers.config import loader as config_mod
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
 from market_timers.schema.problems import ConfigError, Problems
@@ -158,7 +158,7 @@ def _merge(into: dict, doc: dict) -> None:
 def _valid_alone(raw: dict, table: str) -> bool:
     problems = Problems()
     if table == "alerts":
-        from market_timers.alerts.config import parse_alerts
+        from market_timers.config.alerts import parse_alerts
 
         parse_alerts(raw.get("alerts"), problems)
     return not problems
@@ -168,8 +168,8 @@ def _read_snapshot(state_dir: Path):
     doc = safefs.read_json(state_dir / SNAPSHOT, base=state_dir)
     if not isinstance(doc, dict) or doc.get("version") != VERSION:
         return None
-    from market_timers.alerts.config import parse_alerts
-    from market_timers.watch.config import parse_watch
+    from market_timers.config.alerts import parse_alerts
+    from market_timers.config.watch import parse_watch
 
     problems = Problems(str(state_dir / SNAPSHOT))
     try:

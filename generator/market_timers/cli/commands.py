@@ -20,7 +20,7 @@ class UsageError(Exception):
 
 
 def _config(args, check_calendars: bool = True):
-    from market_timers import config
+    from market_timers.config import loader as config
 
     path = config.config_path(args.config)
     if not check_calendars:
@@ -40,7 +40,7 @@ def _now(args) -> datetime:
 
 def cmd_plan(args) -> int:
     from market_timers import calendars, plan, planview
-    from market_timers.alerts.config import print_route_warnings
+    from market_timers.config.alerts import print_route_warnings
 
     cfg = _config(args)
     print_route_warnings(cfg)
@@ -171,8 +171,8 @@ def _as_service_user(cfg):
 
 def _alert_config(args):
     """The alert path's config: a broken file falls back to the last good snapshot."""
-    from market_timers import config
     from market_timers.alerts import snapshot
+    from market_timers.config import loader as config
 
     return snapshot.load(config.config_path(args.config))
 
@@ -195,7 +195,7 @@ def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
 
 
 def cmd_refresh(args) -> int:
-    from market_timers import config
+    from market_timers.config import loader as config
     from market_timers.watch import refresh
 
     # The refresh loads the config itself: a broken config must alert, not just exit 2.
@@ -235,7 +235,7 @@ def cmd_fence(args) -> int:
 
 
 def cmd_event(args) -> int:
-    from market_timers import config
+    from market_timers.config import loader as config
     from market_timers.events import process
 
     try:  # the spool directory comes from the config; a broken one must not lose the event

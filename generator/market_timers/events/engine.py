@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from market_timers.alerts.api import raise_alert
 from market_timers.alerts.model import make_id
 from market_timers.alerts.router import chain_for
-from market_timers.events.config import EventsConfig, IncidentRule
+from market_timers.config.events import EventsConfig, IncidentRule
 from market_timers.events.schedule import Schedule, parse_at
 from market_timers.events.store import Store
 

@@ -25,8 +25,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from market_timers.alerts.api import raise_alert
+from market_timers.config.events import KIND, EventsConfig
 from market_timers.events import spool
-from market_timers.events.config import KIND, EventsConfig
 from market_timers.events.engine import Engine, ms
 from market_timers.events.schedule import Schedule, parse_at
 from market_timers.events.store import Store, read_open

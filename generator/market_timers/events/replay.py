@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from market_timers.config.events import EventsConfig
 from market_timers.events import spool
-from market_timers.events.config import EventsConfig
 from market_timers.events.process import drain
 from market_timers.events.schedule import Schedule, parse_at
 

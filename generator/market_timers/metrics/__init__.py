@@ -31,12 +31,12 @@ import os
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+from market_timers.config.metrics import metrics_of
 from market_timers.files import atomicfile
 from market_timers.metrics.families import FAMILIES, OUTBOX_STATES, collect
 from market_timers.metrics.records import exit_status_number, run_kind
 from market_timers.metrics.state import SUBDIR, State, catch_up
 from market_timers.metrics.textformat import PREFIX, Family, render
-from market_timers.metrics_config import metrics_of
 
 __all__ = [
     "FAMILIES", "OUTBOX_STATES", "PREFIX", "SUBDIR", "Family", "State", "after_deadman",
@@ -119,7 +119,7 @@ def _safely(what: str, fn) -> Path | None:
 
 def after_run(env: dict) -> Path | None:
     """From `market-timers-run --record` (ExecStopPost=): loads the config itself."""
-    from market_timers import config as config_mod
+    from market_timers.config import loader as config_mod
     from market_timers.schema.problems import ConfigError
 
     def go() -> Path | None:

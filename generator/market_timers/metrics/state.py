@@ -54,7 +54,7 @@ def catch_up(config, state: State, view, plan: planfile.PlanDoc, now: datetime) 
     """Append to the history what it does not have yet: the finished runs among those the ledger
     scan read (`view`: scan.LedgerView), the sessions now missed. Returns the history (its
     tallies; the caller saves and closes it)."""
-    from market_timers.watch.config import watch_of
+    from market_timers.config.watch import watch_of
     from market_timers.watch.fires import deadline
 
     history = History(state, reread=view.full)

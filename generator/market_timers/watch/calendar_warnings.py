@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from datetime import date, datetime
 
-from market_timers.watch.config import watch_of
+from market_timers.config.watch import watch_of
 
 log = logging.getLogger("market_timers.watch")
 

@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from market_timers import logsetup, metrics, runrecord
+from market_timers.config.watch import WatchConfig, watch_of
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
 from market_timers.ledger import Key
@@ -45,7 +46,6 @@ from market_timers.ledger.errors import DatabaseError
 from market_timers.systemctl import Systemctl
 from market_timers.watch import findings, reported, slots
 from market_timers.watch.alert import send_alert
-from market_timers.watch.config import WatchConfig, watch_of
 from market_timers.watch.findings import UNREACHABLE_KEY, PassResult
 from market_timers.watch.fires import PLAN_FILE, deadline, read_plan, timer_state
 from market_timers.watch.heartbeat import heartbeat

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from market_timers.config.watch import WatchConfig
 from market_timers.contracts.instants import iso
-from market_timers.watch.config import WatchConfig
 
 UNREACHABLE_KEY = "ledger-unreachable"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from market_timers.watch.config import WatchConfig
+from market_timers.config.watch import WatchConfig
 from market_timers.watch.findings import PassResult
 
 log = logging.getLogger("market_timers.watch")

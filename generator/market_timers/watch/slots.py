@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers.watch.config import WatchConfig
+from market_timers.config.watch import WatchConfig
 from market_timers.watch.findings import Finding, PassResult
 
 

@@ -41,11 +41,11 @@ from datetime import datetime
 from pathlib import Path
 
 from market_timers import runrecord
+from market_timers.config.watch import watch_of
 from market_timers.contracts import planfile
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.systemctl import Systemctl
 from market_timers.watch.calendar_warnings import status_warnings
-from market_timers.watch.config import watch_of
 from market_timers.watch.fires import deadline, read_plan, timer_state
 
 # The alert layer's session events for an alert: spooled and sent at once ("alert"), kept for the

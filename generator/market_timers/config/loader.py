@@ -20,7 +20,7 @@ from datetime import date, time
 from pathlib import Path
 from typing import Any
 
-from market_timers.job_config import Job, check_unique_names, parse_job
+from market_timers.config.jobs import Job, check_unique_names, parse_job
 from market_timers.retries import check_order_groups
 from market_timers.schema.durations import MAX_OFFSET
 from market_timers.schema.problems import ConfigError, Problems
@@ -200,20 +200,20 @@ def _top_level(raw: dict, cfg: Config, problems: Problems) -> None:
 
 def _sections(raw: dict, cfg: Config, problems: Problems) -> None:
     """[alerts], [watch], [metrics], [events] and [cluster]: each parsed by its own module."""
-    from market_timers.alerts.config import parse_alerts
+    from market_timers.config.alerts import parse_alerts
 
     cfg.alerts = parse_alerts(raw.get("alerts"), problems)
-    from market_timers.watch.config import parse_watch
+    from market_timers.config.watch import parse_watch
 
     cfg.watch = parse_watch(raw.get("watch"), problems)
-    from market_timers.metrics_config import parse_metrics
+    from market_timers.config.metrics import parse_metrics
 
     cfg.metrics = parse_metrics(raw.get("metrics"), problems)
-    from market_timers.events.config import events_of_config
+    from market_timers.config.events import events_of_config
 
     cfg.events = events_of_config(raw, problems)
 
-    from market_timers.cluster_config import check_against_jobs, parse_cluster
+    from market_timers.config.cluster import check_against_jobs, parse_cluster
 
     cfg.cluster = parse_cluster(raw.get("cluster"), problems)
     check_against_jobs(cfg.cluster, cfg.jobs, problems)
