@@ -208,7 +208,7 @@ def channel_entry(text: str, name: str) -> str:
 
 
 def registered_channels():
-    from market_timers.alerts.channels import specs
+    from market_timers.channels import specs
 
     return specs()
 

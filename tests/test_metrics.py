@@ -240,7 +240,7 @@ def test_outbox_pending_and_undeliverable_by_channel(setup):
     assert value(fams, "market_timers_outbox_alerts", channel="telegram", state="pending") == 2
     assert value(fams, "market_timers_outbox_alerts", channel="slack", state="undeliverable") == 1
     assert value(fams, "market_timers_outbox_alerts", channel="email", state="pending") == 0
-    from market_timers.alerts.channels import NAMES
+    from market_timers.channels import NAMES
 
     # every channel of the registry has its zero series, so an alerting rule on it (`outbox
     # stuck`) has a series to watch before the first alert of that channel

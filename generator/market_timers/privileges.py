@@ -22,14 +22,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from market_timers.alerts.credentials import OVERRIDE
+from market_timers.channels.credentials import OVERRIDE
 
 CREDSTORES = ("/etc/credstore", "/run/credstore", "/usr/lib/credstore")
 
 
 def credential_names(config) -> list[str]:
     """The credentials the configured channels (from the channel registry) and the heartbeat read."""
-    from market_timers.alerts.channels import NAMES, lookup
+    from market_timers.channels import NAMES, lookup
 
     names = []
     alerts = getattr(config, "alerts", None)

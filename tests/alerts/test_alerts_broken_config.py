@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from market_timers.alerts import snapshot
-from market_timers.alerts.credentials import OVERRIDE
+from market_timers.channels.credentials import OVERRIDE
 from market_timers.cli import main
 from market_timers.config import loader as config_mod
 

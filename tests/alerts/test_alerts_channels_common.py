@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from tests.fakes.misbehaving import RedirectServer, TrickleServer
 
-from market_timers.alerts.channels import NAMES, make_channel
-from market_timers.alerts.channels.base import DeliveryError
 from market_timers.alerts.model import Alert
+from market_timers.channels import NAMES, make_channel
+from market_timers.channels.base import DeliveryError
 
 SMTP = {"email"}  # not HTTP: tests/alerts/test_alerts_email.py and test_alerts_http.py
 

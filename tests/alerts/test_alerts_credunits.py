@@ -11,7 +11,7 @@ import pytest
 
 from market_timers import privileges, sync
 from market_timers.alerts import credunits
-from market_timers.alerts.channels import NAMES, lookup
+from market_timers.channels import NAMES, lookup
 from market_timers.config import loader as config
 from market_timers.schema.problems import ConfigError
 

@@ -9,9 +9,9 @@ from tests.fakes.misbehaving import RedirectServer, TrickleServer
 
 from market_timers.alerts import delivery
 from market_timers.alerts.api import raise_alert
-from market_timers.alerts.channels import make_channel
-from market_timers.alerts.channels.base import DeliveryError
 from market_timers.alerts.model import Alert
+from market_timers.channels import make_channel
+from market_timers.channels.base import DeliveryError
 
 
 def _alert():
@@ -72,7 +72,7 @@ def test_a_url_with_a_control_character_is_never_echoed(make_ctx, creds, caplog)
 
 
 def test_a_trickling_smtp_server_cannot_hold_an_email_past_its_timeout(make_ctx):
-    from market_timers.alerts.channels.email import SPEC, EmailChannel
+    from market_timers.channels.email import SPEC, EmailChannel
 
     with TrickleServer(every=0.3, wait_request=False) as server:
         port = int(server.url.rsplit(":", 1)[1])

@@ -9,9 +9,9 @@ from tests.alerts.conftest import NTFY_TOPIC
 
 from market_timers.alerts import delivery
 from market_timers.alerts.api import raise_alert, record_success
-from market_timers.alerts.channels import make_channel
-from market_timers.alerts.channels.base import DeliveryError
 from market_timers.alerts.model import Alert
+from market_timers.channels import make_channel
+from market_timers.channels.base import DeliveryError
 
 EMOJI = "\U0001F4A5"
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from market_timers.alerts.channels import slack, specs, telegram
 from market_timers.alerts.model import Alert
-from market_timers.alerts.textfit import JOURNAL_LABEL, fit_parts, utf16_len
+from market_timers.channels import slack, specs, telegram
+from market_timers.channels.textfit import JOURNAL_LABEL, fit_parts, utf16_len
 
 EMOJI = "\U0001F4A5\U0001F680\u26a0\ufe0f"  # two astral (2 UTF-16 units each) and a BMP one
 

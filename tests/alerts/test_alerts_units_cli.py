@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from market_timers.alerts.credentials import OVERRIDE
+from market_timers.channels.credentials import OVERRIDE
 from market_timers.cli import main
 
 UNITS = Path(__file__).resolve().parents[2] / "units"

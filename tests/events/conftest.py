@@ -16,7 +16,7 @@ for p in (str(ROOT), str(ROOT / "generator")):
 from tests.fakes.http_api import FakeApi  # noqa: E402
 
 from market_timers.alerts.context import AlertContext  # noqa: E402
-from market_timers.alerts.credentials import OVERRIDE  # noqa: E402
+from market_timers.channels.credentials import OVERRIDE  # noqa: E402
 from market_timers.config import loader as config_mod  # noqa: E402
 from market_timers.schema.problems import ConfigError, Problems  # noqa: E402
 

@@ -305,7 +305,7 @@ class FakeTime:
 
 def test_the_service_waits_for_a_threshold_under_a_minute_then_lingers_and_exits(
         feed, api, creds, monkeypatch):
-    from market_timers.alerts.credentials import OVERRIDE
+    from market_timers.channels.credentials import OVERRIDE
     from market_timers.events.process import LINGER, process
 
     monkeypatch.setenv(OVERRIDE, str(creds))

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from market_timers.alerts.channels import make_channel
 from market_timers.alerts.escalation import Escalations
 from market_timers.alerts.outbox import Outbox
 from market_timers.alerts.state import AlertState
+from market_timers.channels import make_channel
 from market_timers.config.alerts import AlertsConfig
 
 DEFAULT_STATE_DIR = "/var/lib/market-timers"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from market_timers.alerts.channels.spec import CREDENTIAL_NAME
+from market_timers.channels.spec import CREDENTIAL_NAME
 
 CHANNEL_UNITS = ("market-alert-failure@.service", "market-alert-success@.service",
                  "market-outbox.service", "market-deadman.service")

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from market_timers.alerts.channels.base import DeliveryError
 from market_timers.alerts.model import PENDING, UNDELIVERABLE, Alert, parse_iso
+from market_timers.channels.base import DeliveryError
 from market_timers.contracts.instants import iso
 
 log = logging.getLogger("market_timers.alerts")

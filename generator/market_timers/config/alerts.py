@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from market_timers.alerts.channels import NAMES
-from market_timers.alerts.channels import lookup as channel_spec
+from market_timers.channels import NAMES
+from market_timers.channels import lookup as channel_spec
 from market_timers.schema.problems import Problems
 
 SEVERITIES = ("critical", "warning", "info")

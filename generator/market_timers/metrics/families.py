@@ -160,10 +160,8 @@ def _next_fires(plan: planfile.PlanDoc, configured: set[str], now: datetime) -> 
 
 
 def _outbox(config, f: dict[str, Family]) -> None:
-    from market_timers.alerts.channels import (  # the channel registry: every channel has its series
-        NAMES,
-    )
     from market_timers.alerts.outbox import Outbox
+    from market_timers.channels import NAMES  # the channel registry: every channel has its series
 
     count = {(c, s): 0 for c in NAMES for s in OUTBOX_STATES}
     oldest: dict[tuple[str, str], float] = {}

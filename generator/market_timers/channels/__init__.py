@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import importlib
 
-from market_timers.alerts.channels.base import Channel, DeliveryError
-from market_timers.alerts.channels.spec import ChannelSpec
+from market_timers.channels.base import Channel, DeliveryError
+from market_timers.channels.spec import ChannelSpec
 
 NAMES = ("telegram", "slack", "email", "webhook", "pagerduty", "ntfy")
 

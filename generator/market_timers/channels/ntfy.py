@@ -16,8 +16,8 @@ import json
 import re
 from urllib.parse import urlsplit
 
-from market_timers.alerts.channels import spec
-from market_timers.alerts.channels.base import Channel, DeliveryError, retry_after_header
+from market_timers.channels import spec
+from market_timers.channels.base import Channel, DeliveryError, retry_after_header
 
 LIMIT = 4096  # bytes of `message` (ntfy's default message-size-limit)
 TITLE_LIMIT = 250

@@ -4,8 +4,8 @@ permanent; 5xx and network errors are transient."""
 
 from __future__ import annotations
 
-from market_timers.alerts.channels import spec
-from market_timers.alerts.channels.base import Channel, retry_after_header
+from market_timers.channels import spec
+from market_timers.channels.base import Channel, retry_after_header
 
 
 class WebhookChannel(Channel):

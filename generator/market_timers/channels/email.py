@@ -15,9 +15,9 @@ import ssl
 from email.message import EmailMessage
 from email.utils import formatdate
 
-from market_timers.alerts.channels import spec
-from market_timers.alerts.channels.base import Channel, DeliveryError
-from market_timers.alerts.httppost import _Deadline
+from market_timers.channels import spec
+from market_timers.channels.base import Channel, DeliveryError
+from market_timers.channels.httppost import _Deadline
 
 log = logging.getLogger("market_timers.alerts")
 

@@ -7,9 +7,9 @@ network errors are transient. The URL is the secret: it is never logged.
 
 from __future__ import annotations
 
-from market_timers.alerts.channels import spec
-from market_timers.alerts.channels.base import Channel, retry_after_header
-from market_timers.alerts.textfit import utf16_len
+from market_timers.channels import spec
+from market_timers.channels.base import Channel, retry_after_header
+from market_timers.channels.textfit import utf16_len
 
 LIMIT = 3900  # Slack truncates `text` beyond 40,000 characters but advises under 4,000
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 
-from market_timers.alerts.channels import spec
-from market_timers.alerts.channels.base import Channel, DeliveryError
-from market_timers.alerts.textfit import utf16_len
+from market_timers.channels import spec
+from market_timers.channels.base import Channel, DeliveryError
+from market_timers.channels.textfit import utf16_len
 
 LIMIT = 4096
 

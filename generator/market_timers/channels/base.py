@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from market_timers.alerts import httppost
-from market_timers.alerts.credentials import read_credential, redact
+from market_timers.channels import httppost
+from market_timers.channels.credentials import read_credential, redact
 
 
 class DeliveryError(Exception):
