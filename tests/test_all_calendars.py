@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from market_timers import calendars, plan
 from market_timers.config import loader as config
+from market_timers.schedule import calendars, plan
 
 
 def job_name(calendar: str, event: str) -> str:

@@ -6,8 +6,9 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from market_timers import calendars, cli, plan
+from market_timers import cli
 from market_timers.config import loader as config
+from market_timers.schedule import calendars, plan
 
 SIGNAL = """
 calendar = "XNYS"

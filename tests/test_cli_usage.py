@@ -121,7 +121,7 @@ def test_render_into_a_read_only_directory_is_an_error_message(write_config, tmp
                                                               monkeypatch):
     import errno
 
-    from market_timers import render
+    from market_timers.schedule import render
 
     def read_only(path, text, mode=0o644, **_):
         raise OSError(errno.EROFS, "Read-only file system", str(path))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from market_timers import calendar_checks, cli
+from market_timers import cli
 from market_timers.config import loader as config
+from market_timers.schedule import calendar_checks
 from market_timers.schema.problems import ConfigError
 
 GOOD_JOB = """

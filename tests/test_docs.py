@@ -121,7 +121,7 @@ def test_every_exit_code_is_documented():
 
 
 def test_the_unit_names_and_header_are_documented():
-    from market_timers.render import GENERATED_MARK
+    from market_timers.schedule.render import GENERATED_MARK
 
     text = source(MAN1)
     assert GENERATED_MARK in text

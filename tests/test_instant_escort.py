@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import calendar_checks, instant_escort, prefire, render
-from market_timers.plan import plan_ahead
+from market_timers import instant_escort, prefire
+from market_timers.schedule import calendar_checks, render
+from market_timers.schedule.plan import plan_ahead
 
 ROOT = pytest.mark.skipif(os.geteuid() != 0 and os.environ.get("CI") != "true",
                           reason="raising another process to SCHED_FIFO needs CAP_SYS_NICE")

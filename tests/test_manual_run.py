@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import cli, ledger, manual_run, runrecord
+from market_timers import cli, ledger, runrecord
 from market_timers.config import loader as config
 from market_timers.contracts import exitcodes
 from market_timers.ledger.local import LocalLedger
+from market_timers.schedule import manual_run
 
 CONFIG = """
 calendar = "XNYS"
@@ -117,7 +118,7 @@ def test_run_force_records_a_forced_second_attempt(cfg, tmp_path):
 
 def test_a_timer_fired_start_never_carries_the_force(cfg, tmp_path):
     """The planned units have no ticket; the run unit's is used by its own start only."""
-    from market_timers import plan, render
+    from market_timers.schedule import plan, render
 
     claim(cfg)
     run_cmd(cfg, tmp_path, force=True)

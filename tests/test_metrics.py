@@ -370,7 +370,7 @@ class QuietSystemctl:
 
 
 def test_sync_and_refresh_write_the_plan_and_the_calendar_data_end(setup):
-    from market_timers import calendars, sync
+    from market_timers.schedule import calendars, sync
     from market_timers.watch import refresh
 
     cfg = setup(CONFIG + '[[job]]\nname = "shanghai"\ncalendar = "XSHG"\nevent = "open"\n'

@@ -14,8 +14,9 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from market_timers import cli, plan
+from market_timers import cli
 from market_timers.config import loader as config
+from market_timers.schedule import plan
 from market_timers.schema.problems import ConfigError
 
 CYCLE = """

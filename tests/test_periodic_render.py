@@ -11,9 +11,9 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from market_timers import plan, render
 from market_timers.config import loader as config
-from market_timers.periodic import calendar_lines
+from market_timers.schedule import plan, render
+from market_timers.schedule.periodic import calendar_lines
 
 needs_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None and
                                    os.environ.get("CI") != "true",
@@ -126,7 +126,7 @@ def test_calendar_lines_for_a_whole_nyse_day_are_three():
 
 @needs_analyze
 def test_verify_does_not_call_a_running_periodic_timer_past():
-    from market_timers.verify import check_calendar
+    from market_timers.schedule.verify import check_calendar
 
     got = check_calendar({"2020-01-01 10:00:00 UTC": ["old.timer", "cycle.timer"],
                           "2099-01-01 10:00..59:00 UTC": ["cycle.timer"]})

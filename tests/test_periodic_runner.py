@@ -215,7 +215,8 @@ def test_runner_with_a_periodic_context_imports_nothing_heavy():
 
 def test_try_refuses_when_any_slot_of_a_periodic_job_of_its_lock_group_falls_within_it(
         write_config, tmp_path, monkeypatch, capsys):
-    from market_timers import cli, systemctl, trial
+    from market_timers import cli
+    from market_timers.schedule import systemctl, trial
 
     monkeypatch.setattr(trial, "RUNTIME_UNIT_DIR", tmp_path / "run-systemd")
     monkeypatch.setattr(systemctl, "Systemctl", lambda: type("S", (), {"start": print})())

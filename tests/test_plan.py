@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, date, datetime
 
-from market_timers import cli, plan
+from market_timers import cli
 from market_timers.config import loader as config
+from market_timers.schedule import plan
 
 SIGNAL = """
 [[job]]
@@ -183,7 +184,7 @@ def test_plan_ahead_after_the_last_session_a_calendars_data_holds_is_a_failure_n
     # timers, refresh alerts), it is never just empty.
     from datetime import time, timedelta
 
-    from market_timers import calendars
+    from market_timers.schedule import calendars
 
     last = calendars.data_limits("XSHG")[1]
     assert last is not None

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import calendars, cli, plan, planview
+from market_timers import cli
 from market_timers.config import loader as config
+from market_timers.schedule import calendars, plan, planview
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plan_scale"
 CONFIG = FIXTURES / "config.toml"

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from tests.test_sync import SIGNAL, WED, RecordingSystemctl, names
 
-from market_timers import render, sync
 from market_timers.config import loader as config
 from market_timers.contracts import planfile
+from market_timers.schedule import render, sync
 from market_timers.watch import fires
 
 # A plan.json as the version before planfile.py wrote it (no timer_last_utc), one-shot, daily

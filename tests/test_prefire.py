@@ -18,19 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import (
-    calendar_checks,
-    cli,
-    instant_escort,
-    instant_wait,
-    jobnotify,
-    prefire,
-    render,
-    runner,
-    sync,
-)
+from market_timers import cli, instant_escort, instant_wait, jobnotify, prefire, runner
 from market_timers.config import loader as config
-from market_timers.plan import plan_ahead
+from market_timers.schedule import calendar_checks, render, sync
+from market_timers.schedule.plan import plan_ahead
 
 WED = datetime(2025, 11, 26, 12, 0, tzinfo=UTC)
 SIGNAL = """

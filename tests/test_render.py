@@ -120,7 +120,7 @@ def test_render_is_deterministic_and_idempotent(tmp_path: Path, monkeypatch):
 
 # --- issue 9: each value escaped for the directive it lands in --------------------------------
 
-from market_timers import render  # noqa: E402
+from market_timers.schedule import render  # noqa: E402
 
 
 def test_environment_value_keeps_dollar_and_escapes_percent():

@@ -7,8 +7,9 @@ from __future__ import annotations
 import errno
 import os
 
-from market_timers import cli, render
+from market_timers import cli
 from market_timers.files import atomicfile
+from market_timers.schedule import render
 
 JOBS = """
 calendar = "XNYS"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import sync
 from market_timers.config import loader as config
+from market_timers.schedule import sync
 
 SIGNAL = """
 calendar = "XNYS"
@@ -379,7 +379,8 @@ def test_cli_sync_warns_on_stderr_about_a_hand_made_unit(setup, tmp_path, capsys
 def test_read_only_unit_dir_is_a_clear_error(setup, tmp_path, capsys, monkeypatch):
     import errno
 
-    from market_timers import cli, render
+    from market_timers import cli
+    from market_timers.schedule import render
 
     def read_only(path, text, mode=0o644, **_):
         if path.parent == cfg.unit_dir:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from tests.test_render import parse_unit, values
 
-from market_timers import cli, systemctl, trial
+from market_timers import cli
 from market_timers.config import loader as config
+from market_timers.schedule import systemctl, trial
 
 CONFIG = """
 calendar = "XNYS"

@@ -40,7 +40,7 @@ from market_timers.slotclock import (
     z,
 )
 
-log = logging.getLogger("market_timers.periodic")
+log = logging.getLogger("market_timers.schedule.periodic")
 
 WARNED = ".warned-skips"  # in the session's record directory: the session's warning went out
 ACCOUNT_MARGIN = timedelta(seconds=2)  # beyond grace, before a slot with no record is "skipped"

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from market_timers import plan, render
 from market_timers.config import loader as config
+from market_timers.schedule import plan, render
 from market_timers.schema.problems import ConfigError
 
 JOB = """

@@ -12,10 +12,10 @@ import pytest
 from tests.fakes.pgserver import free_port
 from tests.watch.conftest import THANKSGIVING_CONFIG, AlertRecorder, FakeSystemctl, utc
 
-from market_timers import sync as sync_mod
 from market_timers.config import loader as config_mod
 from market_timers.ledger import Key
 from market_timers.ledger import postgresql as pg
+from market_timers.schedule import sync as sync_mod
 from market_timers.watch import deadman, status
 
 SESSION = "2025-11-25"  # signal due 20:45 UTC, missed after 20:52:30

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from market_timers import calendars
+from market_timers.schedule import calendars
 
 from .scenario import UNIT_DIR, Job, Scenario, instant_in
 

@@ -150,8 +150,8 @@ def seed_stream() -> list[dict]:
 
     from tests.events.seed_stream import END, START, build
 
-    from market_timers import plan
     from market_timers.config import loader as config
+    from market_timers.schedule import plan
     from market_timers.schema.problems import Problems
 
     raw = tomllib.loads((repo / "scripts/examples/market-timers.example.toml").read_text())

@@ -10,11 +10,12 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from market_timers import render, runrecord
+from market_timers import runrecord
 from market_timers.alerts.handler import handle
 from market_timers.config import loader as config
 from market_timers.contracts import exitcodes
 from market_timers.retries import backoff, take_marker, window
+from market_timers.schedule import render
 from market_timers.schema.problems import ConfigError, Problems
 
 RUNNER = [sys.executable, "-m", "market_timers.runner"]
@@ -148,7 +149,7 @@ def test_the_final_alert_names_the_attempts_and_the_last_status(tmp_path, monkey
 def test_units_of_a_job_with_retries(tmp_path, write_config):
     cfg = config.load(write_config(JOB + 'retries = 2\nretry_delay = "10s"\n'
                                    'retry_delay_max = "30s"\n'))
-    from market_timers.plan import plan_between
+    from market_timers.schedule.plan import plan_between
 
     day = date(2025, 11, 28)
     fire = plan_between(cfg, day, day)[0]

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import plan
 from market_timers.alerts import digest
 from market_timers.events.replay import replay
 from market_timers.events.schedule import Schedule
 from market_timers.events.store import read_open, read_session
+from market_timers.schedule import plan
 
 from .seed_stream import CUTS, END, START, build
 

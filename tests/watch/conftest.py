@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import render
 from market_timers.config import loader as config_mod
+from market_timers.schedule import render
 
 THANKSGIVING_CONFIG = """\
 calendar = "XNYS"

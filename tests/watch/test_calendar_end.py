@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import calendars
+from market_timers.schedule import calendars
 from market_timers.schema.problems import ConfigError
 from market_timers.watch import refresh, status
 

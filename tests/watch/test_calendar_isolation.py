@@ -8,8 +8,9 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from market_timers import calendars, cli, plan, sync
+from market_timers import cli
 from market_timers.config import loader as config
+from market_timers.schedule import calendars, plan, sync
 
 from .conftest import AlertRecorder, FakeSystemctl
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from market_timers import runrecord
-from market_timers import sync as sync_mod
+from market_timers.schedule import sync as sync_mod
 from market_timers.watch import deadman
 
 from .conftest import THANKSGIVING_CONFIG, utc

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from market_timers import slotclock, slotrecords
-from market_timers import sync as sync_mod
+from market_timers.schedule import sync as sync_mod
 from market_timers.watch import deadman, status
 
 from .conftest import utc

@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from market_timers import calendars
+from market_timers.schedule import calendars
 from market_timers.watch import calendar_warnings, refresh
 
 from .conftest import THANKSGIVING_CONFIG, utc

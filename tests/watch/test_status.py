@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 
 from market_timers import runrecord
-from market_timers import sync as sync_mod
+from market_timers.schedule import sync as sync_mod
 from market_timers.watch import status
 
 from .conftest import utc

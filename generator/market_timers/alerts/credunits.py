@@ -95,7 +95,7 @@ def sync_dropins(config, dry_run: bool = False) -> bool:
 
     A file of that name that sync did not write (no header) is left alone, with a warning."""
     from market_timers.files import atomicfile
-    from market_timers.render import write_atomic
+    from market_timers.schedule.render import write_atomic
 
     changed = False
     for unit, text in render(config).items():

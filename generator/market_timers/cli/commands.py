@@ -25,7 +25,7 @@ def _config(args, check_calendars: bool = True):
     path = config.config_path(args.config)
     if not check_calendars:
         return config.load(path)
-    from market_timers import (  # imports exchange_calendars: only the commands that plan
+    from market_timers.schedule import (  # imports exchange_calendars: only the commands that plan
         calendar_checks,
     )
 
@@ -33,14 +33,14 @@ def _config(args, check_calendars: bool = True):
 
 
 def _now(args) -> datetime:
-    from market_timers.plan import utcnow
+    from market_timers.schedule.plan import utcnow
 
     return args.now or utcnow()
 
 
 def cmd_plan(args) -> int:
-    from market_timers import calendars, plan, planview
     from market_timers.config.alerts import print_route_warnings
+    from market_timers.schedule import calendars, plan, planview
 
     cfg = _config(args)
     print_route_warnings(cfg)
@@ -75,7 +75,7 @@ def _report_failures(command: str, failures) -> int:
 
 
 def _calendar_call(fn, *a):
-    from market_timers.calendars import CalendarError
+    from market_timers.schedule.calendars import CalendarError
 
     try:
         return fn(*a)
@@ -84,7 +84,7 @@ def _calendar_call(fn, *a):
 
 
 def cmd_render(args) -> int:
-    from market_timers import plan, render, sync
+    from market_timers.schedule import plan, render, sync
 
     cfg = _config(args)
     planned = plan.plan_ahead_partial(cfg, _now(args) + sync.MIN_LEAD)
@@ -104,7 +104,7 @@ def cmd_render(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from market_timers.verify import verify
+    from market_timers.schedule.verify import verify
 
     if not args.directory.is_dir():
         raise UsageError(f"not a directory: {args.directory}")
@@ -119,8 +119,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_sync(args) -> int:
-    from market_timers import sync
-    from market_timers.systemctl import SystemctlError
+    from market_timers.schedule import sync
+    from market_timers.schedule.systemctl import SystemctlError
 
     cfg = _config(args)
     try:
@@ -137,8 +137,8 @@ def cmd_sync(args) -> int:
 
 
 def cmd_try(args) -> int:
-    from market_timers import trial
-    from market_timers.systemctl import Systemctl, SystemctlError
+    from market_timers.schedule import trial
+    from market_timers.schedule.systemctl import Systemctl, SystemctlError
 
     cfg = _config(args)
     try:
@@ -154,7 +154,7 @@ def cmd_try(args) -> int:
 
 
 def cmd_check_cron(args) -> int:
-    from market_timers import cron_check
+    from market_timers.schedule import cron_check
 
     try:
         return cron_check.command(args)

@@ -138,7 +138,7 @@ def after_sync(config, now: datetime | None = None) -> Path | None:
     def go() -> Path | None:
         if not wanted(config):
             return None
-        from market_timers import calendars
+        from market_timers.schedule import calendars
 
         ends = {}
         for name in {calendars.resolve(j.calendar) for j in config.jobs if j.is_session_job}:

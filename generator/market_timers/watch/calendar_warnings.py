@@ -23,7 +23,7 @@ YEARLY_TABLE_CALENDAR = "XSHG"
 def calendar_end_warnings(config, now: datetime, last_session_of=None, warn_days: int = 45,
                           skip=frozenset()) -> list[tuple[str, str]]:
     """(calendar, text) for each calendar of the config whose data ends within `warn_days`."""
-    from market_timers import calendars
+    from market_timers.schedule import calendars
 
     last_session_of = last_session_of or calendars.last_session
     out = []
@@ -47,7 +47,7 @@ def end_warning(cal: str, last: date | None, today: date, warn_days: int) -> str
     with `status`."""
     if last is None or warn_days <= 0 or (last - today).days > warn_days:
         return None
-    from market_timers import calendars
+    from market_timers.schedule import calendars
 
     when = "has passed" if last < today else f"is in {(last - today).days} day(s)"
     return (f"calendar {cal}: the installed exchange_calendars {calendars.version()} has "
@@ -65,7 +65,7 @@ def data_vintage() -> tuple[date, str] | None:
     announced, around December of Y-1. That is the estimate; the end of the table is the
     calendar's public bound (calendars.data_limits).
     """
-    from market_timers import calendars
+    from market_timers.schedule import calendars
 
     try:
         end = calendars.data_limits(YEARLY_TABLE_CALENDAR)[1]
@@ -99,7 +99,7 @@ def status_warnings(config, now: datetime) -> list[str]:
     """The data-end warning for each calendar of the config ([watch] calendar_warn_days), for
     `status`: unlike the refresh's, a calendar that does not build says so. Never breaks status."""
     try:
-        from market_timers import calendars
+        from market_timers.schedule import calendars
 
         warn_days = watch_of(config).calendar_warn_days
         names = {j.calendar for j in config.jobs if j.is_session_job and j.calendar}

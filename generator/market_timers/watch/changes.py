@@ -18,8 +18,8 @@ def _hms(text: str) -> str:
 
 def describe_changes(config, changes) -> list[tuple[str, str, str]]:
     """(calendar, session, line) for each Change sync reported, worded for people."""
-    from market_timers import calendars
-    from market_timers.plan import _override
+    from market_timers.schedule import calendars
+    from market_timers.schedule.plan import _override
 
     jobs = {j.name: j for j in config.jobs}
     closed: dict[tuple[str, str], list[str]] = defaultdict(list)

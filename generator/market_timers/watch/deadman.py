@@ -43,7 +43,7 @@ from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
 from market_timers.ledger import Key
 from market_timers.ledger.errors import DatabaseError
-from market_timers.systemctl import Systemctl
+from market_timers.schedule.systemctl import Systemctl
 from market_timers.watch import findings, reported, slots
 from market_timers.watch.alert import send_alert
 from market_timers.watch.findings import UNREACHABLE_KEY, PassResult
@@ -196,7 +196,7 @@ def command(config, now: datetime | None = None) -> int:
     """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
     logsetup.setup()
     from market_timers.alerts.snapshot import announce
-    from market_timers.plan import utcnow
+    from market_timers.schedule.plan import utcnow
 
     now = now or utcnow()
     try:  # a broken live config is a critical alert of its own (once per content)

@@ -44,7 +44,7 @@ from market_timers import runrecord
 from market_timers.config.watch import watch_of
 from market_timers.contracts import planfile
 from market_timers.contracts.instants import iso, parse_iso
-from market_timers.systemctl import Systemctl
+from market_timers.schedule.systemctl import Systemctl
 from market_timers.watch.calendar_warnings import status_warnings
 from market_timers.watch.fires import deadline, read_plan, timer_state
 
@@ -56,7 +56,7 @@ ALERT_EVENTS = ("alert", "digest", "deduplicated", "silent")
 def collect(config, session=None, now: datetime | None = None, *,
             systemctl: Systemctl | None = None) -> dict | None:
     """The status document, or None when sync has never written a plan."""
-    from market_timers.plan import utcnow
+    from market_timers.schedule.plan import utcnow
 
     now = now or utcnow()
     state_dir = Path(config.state_dir)

@@ -58,11 +58,11 @@ def _owner(config) -> tuple[int, int] | None:
 
 def command(config, job_name: str, session: date, force: bool, *, now: datetime | None = None,
             systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR) -> int:
-    from market_timers import plan, render
-    from market_timers.calendars import CalendarError
     from market_timers.config.loader import default_runner
     from market_timers.files import atomicfile
-    from market_timers.systemctl import Systemctl, SystemctlError
+    from market_timers.schedule import plan, render
+    from market_timers.schedule.calendars import CalendarError
+    from market_timers.schedule.systemctl import Systemctl, SystemctlError
 
     jobs = {j.name: j for j in config.jobs}
     if job_name not in jobs:

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import plan as planning
 from market_timers.config.loader import Config, default_runner
 from market_timers.contracts import unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile
-from market_timers.render import job_units, write_atomic
+from market_timers.schedule import plan as planning
+from market_timers.schedule.render import job_units, write_atomic
 
 RUNTIME_UNIT_DIR = Path("/run/systemd/system")
 
@@ -63,7 +63,7 @@ def start_try(config: Config, job_name: str, now: datetime, delay: int, systemct
     _refuse_overlap(config, job, now, at)
     try_id = f"try-{at:%Y%m%dT%H%M%SZ}"
     if job.is_session_job:
-        from market_timers.calendars import resolve
+        from market_timers.schedule.calendars import resolve
 
         fire = planning.Fire(at, job.name, resolve(job.calendar), at.date(), job.event,
                              job.offset)

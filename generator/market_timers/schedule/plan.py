@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
-from market_timers import calendars, periodic
 from market_timers.config.loader import Config, Job
 from market_timers.contracts import unitname
 from market_timers.contracts.instants import iso
+from market_timers.schedule import calendars, periodic
 from market_timers.schema.durations import format_offset
 
 DAILY = "at"

@@ -25,13 +25,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from market_timers import ledger, metrics, runrecord
-from market_timers import plan as planning
 from market_timers.alerts import credunits
 from market_timers.config.loader import Config
 from market_timers.contracts import planfile, unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
-from market_timers.render import (
+from market_timers.schedule import plan as planning
+from market_timers.schedule.render import (
     Installed,
     is_generated,
     last_elapse,
@@ -39,8 +39,8 @@ from market_timers.render import (
     render_all,
     write_atomic,
 )
-from market_timers.syncreport import Change, Dropped, SyncResult
-from market_timers.systemctl import Systemctl
+from market_timers.schedule.syncreport import Change, Dropped, SyncResult
+from market_timers.schedule.systemctl import Systemctl
 
 STAMP_DIR = Path("/var/lib/systemd/timers")
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written

@@ -15,7 +15,9 @@ import os
 from datetime import date, time
 from zoneinfo import ZoneInfo
 
-from market_timers.calendars import (
+from market_timers.config import loader as config_mod
+from market_timers.config.loader import Config, Override
+from market_timers.schedule.calendars import (
     CalendarError,
     _local,
     _utc,
@@ -25,8 +27,6 @@ from market_timers.calendars import (
     resolve,
     supported_range,
 )
-from market_timers.config import loader as config_mod
-from market_timers.config.loader import Config, Override
 from market_timers.schema.problems import ConfigError, Problems
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from market_timers import ledger
-from market_timers import plan as planning
+from market_timers.schedule import plan as planning
 
 
 @dataclass

@@ -157,7 +157,7 @@ def _calendar(name: str, start: date, end: date):
     """The calendar for start..end (a week's margin either side: a fire near the window's edge
     may belong to a session just outside it), built by calendars.py under the same range rule
     and data limits as `plan`."""
-    from market_timers import calendars
+    from market_timers.schedule import calendars
 
     try:
         calendars.resolve(name)

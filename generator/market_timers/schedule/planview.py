@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable
 from typing import TextIO
 
 from market_timers.contracts.instants import iso
-from market_timers.plan import Fire
+from market_timers.schedule.plan import Fire
 from market_timers.schema.durations import format_offset
 
 HEADER = ("JOB", "CALENDAR", "SESSION", "EVENT", "UTC", "EXCHANGE LOCAL")
