@@ -298,7 +298,7 @@ def test_the_runners_start_path_does_not_import_it():
     """The runner keeps its own lock (runner.take_lock); the ledger and the retries marker import
     atomicfile only where they replace a file (after the job), never on the start path."""
     code = ("import sys, market_timers.runner, market_timers.ledger.local, "
-            "market_timers.retries, market_timers.slotclock\n"
+            "market_timers.runner.retries, market_timers.runner.slotclock\n"
             "print([m for m in ('market_timers.files.atomicfile', 'market_timers.files.safefs') "
             "if m in sys.modules])\n")
     root = Path(__file__).resolve().parents[1]

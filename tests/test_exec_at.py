@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import instant_escort, prefire
 from market_timers.contracts.exitcodes import RUNNER_ERROR
+from market_timers.runner import prefire
+from market_timers.runner import realtime as instant_escort
 
 EXEC_AT = Path(sys.executable).parent / prefire.EXEC_AT
 pytestmark = pytest.mark.skipif(not os.access(EXEC_AT, os.X_OK) and os.environ.get("CI") != "true",

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import instant_escort, prefire
+from market_timers.runner import prefire
+from market_timers.runner import realtime as instant_escort
 from market_timers.schedule import calendar_checks, render
 from market_timers.schedule.plan import plan_ahead
 
@@ -173,7 +174,7 @@ def as_unit_user(shared_dir: Path, env: dict, instant: int) -> list[str]:
                 MARKET_SCHEDULED_UTC=scheduled, MARKET_GRACE_SEC="60",
                 MARKET_STATE_DIR=str(shared_dir / "state"),
                 MARKET_LOCK_DIR=str(shared_dir / "run"),
-                PYTHONPATH=str(Path(instant_escort.__file__).parents[1]), **env)
+                PYTHONPATH=str(Path(instant_escort.__file__).parents[2]), **env)
     full.pop("JOURNAL_STREAM", None)
     out = subprocess.run(
         ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
@@ -231,7 +232,7 @@ def test_a_start_by_hand_long_before_is_not_escorted_but_still_drops(monkeypatch
 
 
 def test_exec_job_drops_the_capabilities_only_when_told(monkeypatch):
-    from market_timers import runbase
+    from market_timers.runner import start as runbase
 
     dropped = []
     monkeypatch.setattr(instant_escort, "drop_capabilities", dropped.append)
@@ -321,7 +322,7 @@ def test_the_record_step_drops_the_capability_too(shared_dir):
         ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
          "--inh-caps=+sys_nice", "--ambient-caps=+sys_nice", sys.executable, "-c", probe],
         capture_output=True, text=True, timeout=20,
-        env=dict(os.environ, PYTHONPATH=str(Path(instant_escort.__file__).parents[1])))
+        env=dict(os.environ, PYTHONPATH=str(Path(instant_escort.__file__).parents[2])))
     assert out.returncode == 0, out.stderr
     got = {k: int(v, 16) for k, v in (line.split(":\t") for line in out.stdout.splitlines()
                                         if line.startswith("Cap"))}

@@ -336,7 +336,7 @@ def test_a_broken_metrics_directory_never_fails_the_record_step(setup, tmp_path)
     env = dict(MARKET_TIMERS_CONFIG=cfg.source, MARKET_JOB="signal", MARKET_SESSION="2025-11-26",
                MARKET_SCHEDULED_UTC="2025-11-26T20:45:00Z", MARKET_STATE_DIR=str(cfg.state_dir),
                SERVICE_RESULT="success", EXIT_CODE="exited", EXIT_STATUS="0")
-    from market_timers import runend
+    from market_timers.runner import record as runend
 
     os.environ["MARKET_TIMERS_CONFIG"] = cfg.source
     try:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import slotclock, slotrecords
 from market_timers.contracts import exitcodes
-from market_timers.slotclock import Schedule
+from market_timers.runner import slotclock, slotrecords
+from market_timers.runner.slotclock import Schedule
 
 RUNNER = [sys.executable, "-m", "market_timers.runner"]
 SESSION = "2026-12-23"

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import cli, instant_escort, instant_wait, jobnotify, prefire, runner
+from market_timers import cli, jobnotify, runner
 from market_timers.config import loader as config
+from market_timers.runner import instant_wait, prefire
+from market_timers.runner import realtime as instant_escort
 from market_timers.schedule import calendar_checks, render, sync
 from market_timers.schedule.plan import plan_ahead
 

@@ -397,8 +397,8 @@ def test_a_claim_that_cannot_be_written_or_was_lost_closes_the_lock_and_never_ru
     """The claim is the last step before the exec (one-shot and periodic starts share it): a
     full disk is 172 ("it could run twice"), a lost race 173; either way the lock group is
     released at once, not held by a start that will not run."""
-    from market_timers import runbase
     from market_timers.ledger import Key
+    from market_timers.runner import start as runbase
 
     fd = os.open(tmp_path / "orders.lock", os.O_RDWR | os.O_CREAT)
     result = runbase.claim_start(book, Key("signal", "2025-11-28"), "timer", {}, fd,

@@ -64,7 +64,7 @@ def wait_for_instant() -> float | None:
         return None
     from datetime import UTC, datetime
 
-    from market_timers.instant_wait import sleep_until
+    from market_timers.runner.instant_wait import sleep_until
 
     instant = datetime.fromisoformat(text.removesuffix("Z")).replace(tzinfo=UTC).timestamp()
     return sleep_until(instant)

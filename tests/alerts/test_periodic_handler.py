@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from market_timers import slotclock, slotrecords
 from market_timers.alerts.commands import alert_handler
 from market_timers.channels.credentials import OVERRIDE
+from market_timers.runner import slotclock, slotrecords
 
 UNIT = "market-cycle@2026-11-30-142000-abcdef.service"
 INVOCATION = "0123456789abcdef0123456789abcdef"

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from market_timers import slotclock, slotrecords
+from market_timers.runner import slotclock, slotrecords
 from market_timers.schedule import sync as sync_mod
 from market_timers.watch import deadman, status
 

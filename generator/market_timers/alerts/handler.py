@@ -101,7 +101,7 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     session = info.get("MARKET_SESSION", "")
     kind = classify(result, exit_code, status, success=(mode == "success"))
     if info.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: skipped slots are counted, not alerted
-        from market_timers.slotrecords import on_handler
+        from market_timers.runner.slotrecords import on_handler
 
         if on_handler(config, info, kind, now=now):
             return 0
@@ -120,7 +120,7 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
         return 0
     title = None
     if status == "174" or result == "start-limit-hit":  # the last of a job's retries failed
-        from market_timers.retries import final_failure
+        from market_timers.runner.retries import final_failure
 
         if (last := final_failure(config, job, session)) is not None:
             kind, title, extra = last

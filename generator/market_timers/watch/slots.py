@@ -18,8 +18,8 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
                   result: PassResult, alert) -> None:
     """A periodic job's session: record the skipped slots, the session's one skip warning, and a
     finding when no slot has started for stall_after (or none at all in the session)."""
-    from market_timers.slotclock import Schedule
-    from market_timers.slotrecords import account, stall, warn_once
+    from market_timers.runner.slotclock import Schedule
+    from market_timers.runner.slotrecords import account, stall, warn_once
 
     schedule = Schedule.from_plan(entry)
     job = next((j for j in config.jobs if j.name == entry["job"]), None)
@@ -51,7 +51,7 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
 
 def prune_records(config, state_dir: Path, now: datetime) -> None:
     """Periodic jobs' slot records older than retention_days go (hundreds per session)."""
-    from market_timers.slotrecords import prune
+    from market_timers.runner.slotrecords import prune
 
     before = (now - timedelta(days=config.retention_days + 1)).date().isoformat()
     for job in config.jobs:

@@ -122,7 +122,9 @@ def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, clai
     drop_capabilities: empty this process's capability sets first (the pre-fire escort's
     CAP_SYS_NICE is never the job's: instant_escort.py)."""
     if drop_capabilities:
-        from market_timers.instant_escort import drop_capabilities as drop  # loaded before the wait
+        from market_timers.runner.realtime import (  # loaded before the wait
+            drop_capabilities as drop,
+        )
 
         drop(f"the exec of {argv[0]}")
     child_env = dict(env)

@@ -58,7 +58,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from market_timers import ledger, slotclock
+from market_timers import ledger
 from market_timers.contracts.exitcodes import (
     LEDGER_UNREACHABLE,
     OVERLAP_SKIPPED,
@@ -66,8 +66,9 @@ from market_timers.contracts.exitcodes import (
     STALE_START,
 )
 from market_timers.ledger.errors import DatabaseError
-from market_timers.prefire import await_exec_time
-from market_timers.runbase import (
+from market_timers.runner import slotclock
+from market_timers.runner.prefire import await_exec_time
+from market_timers.runner.start import (
     ERR,
     INFO,
     WARNING,
@@ -109,7 +110,7 @@ def run(argv: list[str], env: dict) -> int:
         now = datetime.now(UTC)
         schedule = slotclock.Schedule.from_env(env)  # a periodic job: judge the slot
         if schedule is not None:
-            from market_timers.runslot import run_slot
+            from market_timers.runner.slot import run_slot
 
             try:
                 return run_slot(argv, env, job, grace, now, schedule)
@@ -183,7 +184,7 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
             log(INFO, f"{job} for session {session} started by {by} with `market-timers run"
                       f"{' --force' if how == 'forced' else ''}`")
         if how == "timer" and env.get("MARKET_RETRIES", "0") != "0":  # systemd's restart?
-            from market_timers.runretry import retry_start
+            from market_timers.runner.retry import retry_start
 
             attempt, refused = retry_start(env, env.get("MARKET_STATE_DIR") or
                                            ledger.DEFAULT_STATE_DIR, job, session, scheduled, grace)
@@ -238,11 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, end="")
         return 0
     if argv[:1] == ["--record"]:
-        from market_timers.runend import record
+        from market_timers.runner.record import record
 
         return record(dict(os.environ))
     return run(argv, dict(os.environ))
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ import sys
 import time
 from datetime import datetime
 
-from market_timers.runbase import WARNING, log
+from market_timers.runner.start import WARNING, log
 
 EXEC_AT = "market-timers-exec-at"  # built from generator/exec_at.c into the venv's bin/
 
@@ -29,7 +29,7 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool
     lead = int(env.get("MARKET_LEAD_SEC") or 0)
     if lead <= 0:
         return False, []
-    from market_timers import instant_escort
+    from market_timers.runner import realtime as instant_escort
 
     capable = instant_escort.has_cap_sys_nice()
     instant = scheduled.timestamp()
@@ -45,7 +45,7 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool
         helper = exec_at_program()
         if helper is not None:  # it waits, returns to nice 0 and execs the job
             return capable, [helper, str(round(target))]
-        from market_timers.instant_wait import sleep_until
+        from market_timers.runner.instant_wait import sleep_until
 
         # Back to nice 0 as the sleep ends, SPIN before the instant, not at it: lowering the
         # running task's priority makes the kernel reschedule at once (see normal_priority).

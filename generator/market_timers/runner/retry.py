@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from market_timers.contracts.exitcodes import RETRIES_OVER
-from market_timers.runbase import ERR, INFO, _utc, log, scheduled_instant
+from market_timers.runner.start import ERR, INFO, _utc, log, scheduled_instant
 
 
 def retry_start(env: dict, state_dir: str, job: str, session: str, scheduled: datetime,
@@ -20,7 +20,7 @@ def retry_start(env: dict, state_dir: str, job: str, session: str, scheduled: da
     systemd's restart: it claims the ledger's next attempt as "retry" (no "already ran", no grace
     check: its bound is scheduled + grace + timeout) after waiting the exponential part of the
     backoff. An `over` marker ends the retries."""
-    from market_timers import retries
+    from market_timers.runner import retries
 
     marker = retries.take_marker(state_dir, job, session)
     if marker is None:
@@ -47,7 +47,7 @@ def plan_retry(env: dict, state_dir: str, job: str, session: str, attempt: int,
                now: datetime) -> None:
     """After an attempt: leave the marker that tells the next start (systemd's restart) what it
     is: `retry N`, or `over N REASON` (see retries.py)."""
-    from market_timers import retries
+    from market_timers.runner import retries
 
     status = env.get("EXIT_STATUS", "")
     if env.get("SERVICE_RESULT") == "success" or status in ("170", "171", "172", "173", "174",

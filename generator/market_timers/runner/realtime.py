@@ -37,8 +37,8 @@ import ctypes
 import os
 import time
 
-from market_timers.instant_wait import sleep_until
-from market_timers.runbase import WARNING, log
+from market_timers.runner.instant_wait import sleep_until
+from market_timers.runner.start import WARNING, log
 
 BEFORE = 0.05  # seconds before the instant: the run is still asleep, before its last-ms spin
 HOLD = 0.1  # seconds after it: the exec, and a warm job's action (e.g. its orders), real-time

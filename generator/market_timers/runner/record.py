@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 from market_timers import ledger
 from market_timers.ledger.errors import DatabaseError
-from market_timers.prefire import normal_priority
-from market_timers.runbase import WARNING, _local, log, scheduled_instant
-from market_timers.runretry import plan_retry
+from market_timers.runner.prefire import normal_priority
+from market_timers.runner.retry import plan_retry
+from market_timers.runner.start import WARNING, _local, log, scheduled_instant
 
 
 def record(env: dict) -> int:
@@ -23,7 +23,7 @@ def record(env: dict) -> int:
         _drop_capabilities()
     now = datetime.now(UTC)
     if env.get("MARKET_SLOT_EVERY_SEC"):  # the slot this invocation judged: slotrecords.py
-        from market_timers.slotrecords import complete_from_env
+        from market_timers.runner.slotrecords import complete_from_env
 
         return complete_from_env(env, env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR,
                                  job, now)
@@ -63,7 +63,7 @@ def _drop_capabilities() -> None:
     capabilities (a root process keeps only what it is given back by an exec)."""
     import os
 
-    from market_timers import instant_escort
+    from market_timers.runner import realtime as instant_escort
 
     if os.geteuid() != 0 and instant_escort.has_cap_sys_nice():
         instant_escort.drop_capabilities("the record step")

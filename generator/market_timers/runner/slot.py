@@ -8,9 +8,10 @@ import os
 import time
 from datetime import datetime
 
-from market_timers import ledger, slotclock
+from market_timers import ledger
 from market_timers.contracts.exitcodes import OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
-from market_timers.runbase import (
+from market_timers.runner import slotclock
+from market_timers.runner.start import (
     ERR,
     WARNING,
     LockError,

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from market_timers.contracts import unitname
 from market_timers.files import atomicfile
-from market_timers.slotclock import (
+from market_timers.runner.slotclock import (
     Schedule,
     parse_z,
     pointer_path,
