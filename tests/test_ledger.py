@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from market_timers import ledger, runrecord
+from market_timers import ledger
+from market_timers.ledger import runrecord
 from market_timers.ledger.local import LocalLedger
 
 KEY = ledger.Key("closing-orders", "2025-11-26")

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from market_timers import metrics, runrecord
+from market_timers import metrics
 from market_timers.alerts.model import Alert
 from market_timers.alerts.outbox import Outbox
 from market_timers.config import loader as config
-from market_timers.ledger import Key
+from market_timers.ledger import Key, runrecord
 from market_timers.ledger.local import LocalLedger
 
 NOW = datetime(2025, 11, 26, 21, 30, tzinfo=UTC)

@@ -147,7 +147,7 @@ def run_runner(tmp_path: Path, scheduled: float, nice: int = 0, **env) -> tuple[
     out = subprocess.run([sys.executable, "-m", "market_timers.runner", "--", str(job)],
                          env=full, capture_output=True, text=True, check=True,
                          preexec_fn=(lambda: os.nice(nice)) if nice else None).stdout
-    from market_timers import runrecord
+    from market_timers.ledger import runrecord
 
     record = runrecord.read(tmp_path / "state", "signal", "2025-11-26")
     record["job_nice"] = int(out.split()[2])

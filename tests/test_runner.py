@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from market_timers import runrecord
 from market_timers.contracts import exitcodes
+from market_timers.ledger import runrecord
 
 RUNNER = [sys.executable, "-m", "market_timers.runner"]
 

@@ -107,7 +107,7 @@ def test_a_dead_preferred_node_is_reported_by_the_standby(nodes, dsn):
 
 
 def test_a_run_that_fell_back_to_the_local_ledger_is_not_a_miss(nodes, dsn):
-    from market_timers import runrecord
+    from market_timers.ledger import runrecord
 
     a, b = nodes
     claim_on(dsn, "ny4-a", "2025-11-24")

@@ -10,10 +10,10 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from market_timers import runrecord
 from market_timers.alerts.handler import handle
 from market_timers.config import loader as config
 from market_timers.contracts import exitcodes
+from market_timers.ledger import runrecord
 from market_timers.runner.retries import backoff, take_marker, window
 from market_timers.schedule import render
 from market_timers.schema.problems import ConfigError, Problems

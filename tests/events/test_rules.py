@@ -272,7 +272,7 @@ def test_bad_rules_name_the_file_the_key_and_the_value(example, events, key, mes
 
 
 def test_a_run_record_of_the_job_makes_its_event_expected(feed, api):
-    from market_timers import runrecord
+    from market_timers.ledger import runrecord
 
     f = feed(schedule=None)
     f.schedule = None  # the processor reads plan.json and the run records itself

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from market_timers import runrecord
+from market_timers.ledger import runrecord
 from market_timers.schedule import sync as sync_mod
 from market_timers.watch import deadman
 

@@ -14,9 +14,9 @@ import statistics
 from datetime import datetime
 from pathlib import Path
 
-from market_timers import runrecord
 from market_timers.alerts.model import Alert, make_id
 from market_timers.contracts.instants import iso
+from market_timers.ledger import runrecord
 
 RECENT = 10
 

@@ -30,8 +30,8 @@ class Schedule:
     def from_state(cls, state_dir: str | Path, jobs: set[str] | None = None) -> Schedule:
         state_dir = Path(state_dir)
         fires: list[tuple[str, str, datetime]] = []
-        from market_timers import runrecord
         from market_timers.contracts import planfile
+        from market_timers.ledger import runrecord
 
         try:
             plan = planfile.read(state_dir)

@@ -30,7 +30,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from market_timers import runrecord
+from market_timers.ledger import runrecord
 from market_timers.ledger.local import LocalLedger
 from market_timers.metrics.records import is_finished
 

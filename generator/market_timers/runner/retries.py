@@ -165,8 +165,8 @@ def check_order_groups(raw_jobs: list, jobs: list, problems) -> None:
 def final_failure(config, job: str, session: str) -> tuple[str, str, dict] | None:
     """(kind, title, details) of a job whose retries are over, from its run record (which keeps
     the last attempt's own result); None when there is no record to tell."""
-    from market_timers import runrecord
     from market_timers.alerts.classify import classify, title
+    from market_timers.ledger import runrecord
 
     state_dir = getattr(config, "state_dir", None)
     record = runrecord.read(state_dir, job, session) if state_dir and session else None

@@ -24,12 +24,13 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import ledger, metrics, runrecord
+from market_timers import ledger, metrics
 from market_timers.alerts import credunits
 from market_timers.config.loader import Config
 from market_timers.contracts import planfile, unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
+from market_timers.ledger import runrecord
 from market_timers.schedule import plan as planning
 from market_timers.schedule.render import (
     Installed,

@@ -37,11 +37,11 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import logsetup, metrics, runrecord
+from market_timers import logsetup, metrics
 from market_timers.config.watch import WatchConfig, watch_of
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
-from market_timers.ledger import Key
+from market_timers.ledger import Key, runrecord
 from market_timers.ledger.errors import DatabaseError
 from market_timers.schedule.systemctl import Systemctl
 from market_timers.watch import findings, reported, slots
