@@ -17,12 +17,12 @@ import logging
 import re
 import sys
 
-from market_timers import logsetup
 from market_timers.alerts import delivery, handler, snapshot
 from market_timers.alerts import digest as digest_mod
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.model import UNDELIVERABLE, Alert, make_id
 from market_timers.channels.base import DeliveryError
+from market_timers.cli import logsetup
 from market_timers.config.alerts import CHANNELS
 from market_timers.contracts.instants import iso
 

@@ -163,7 +163,7 @@ def cmd_check_cron(args) -> int:
 
 
 def _as_service_user(cfg):
-    from market_timers.privileges import become_service_user
+    from market_timers.cli.privileges import become_service_user
 
     become_service_user(cfg)
     return cfg
@@ -220,7 +220,7 @@ def cmd_digest(args) -> int:
 
 
 def cmd_cluster(args) -> int:
-    from market_timers import cluster
+    from market_timers.cli import cluster
 
     cfg = _config(args, check_calendars=False)
     if args.action == "init":
@@ -229,7 +229,7 @@ def cmd_cluster(args) -> int:
 
 
 def cmd_fence(args) -> int:
-    from market_timers import cluster
+    from market_timers.cli import cluster
 
     return cluster.fence_check(_config(args, check_calendars=False), args.dsn_file)
 

@@ -168,8 +168,8 @@ def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep, cloc
     """`market-timers incidents process`: drain, then wait for thresholds due within wait_max.
 
     `now` (--now) runs one pass at that instant; `clock`/`sleep`/`monotonic` are for tests."""
-    from market_timers import logsetup
     from market_timers.alerts.context import context_from
+    from market_timers.cli import logsetup
 
     logsetup.setup()
     if clock is None:

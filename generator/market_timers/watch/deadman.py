@@ -37,7 +37,8 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import logsetup, metrics
+from market_timers import metrics
+from market_timers.cli import logsetup
 from market_timers.config.watch import WatchConfig, watch_of
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs

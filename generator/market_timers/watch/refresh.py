@@ -39,11 +39,12 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
-from market_timers import logsetup, metrics
+from market_timers import metrics
+from market_timers.cli import logsetup
+from market_timers.cli.privileges import run_as
 from market_timers.config import loader as config_mod
 from market_timers.config.watch import watch_of
 from market_timers.contracts.exitcodes import FAILURE, USAGE
-from market_timers.privileges import run_as
 from market_timers.schema.problems import ConfigError, Problems
 from market_timers.watch.alert import send_alert
 from market_timers.watch.calendar_warnings import calendar_end_warnings, data_age_warning
