@@ -70,7 +70,7 @@ def steal():
 """
 WARM_STAMP = """#!/opt/venvs/market-timers/bin/python3
 import os, sys, time
-from market_timers import instant_wait
+from market_timers.runner import instant_wait
 from market_timers.jobnotify import wait_for_instant
 """ + STEAL_SOURCE + """
 

@@ -285,7 +285,7 @@ def test_safefs_lock_refuses_a_planted_lock_symlink(tmp_path):
 
 
 def test_the_module_is_import_light():
-    code = ("import sys\nfrom market_timers import atomicfile\n"
+    code = ("import sys\nfrom market_timers.files import atomicfile\n"
             "print(sorted(m for m in ('json', 'fcntl', 'contextlib', 'tempfile', 'pathlib', "
             "'ctypes') if m in sys.modules))\n")
     root = Path(__file__).resolve().parents[1]
@@ -295,10 +295,10 @@ def test_the_module_is_import_light():
 
 
 def test_the_runners_start_path_does_not_import_it():
-    """The runner keeps its own lock (runner.take_lock); the ledger and the retries marker import
+    """The runner keeps its own lock (runner.take_lock); the ledger and the retry marker import
     atomicfile only where they replace a file (after the job), never on the start path."""
     code = ("import sys, market_timers.runner, market_timers.ledger.local, "
-            "market_timers.runner.retries, market_timers.runner.slotclock\n"
+            "market_timers.runner.retry, market_timers.config.retries, market_timers.runner.slotclock\n"
             "print([m for m in ('market_timers.files.atomicfile', 'market_timers.files.safefs') "
             "if m in sys.modules])\n")
     root = Path(__file__).resolve().parents[1]

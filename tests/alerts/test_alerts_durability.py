@@ -38,7 +38,7 @@ def test_sender_killed_mid_send_loses_nothing_and_resend_keeps_the_id(tmp_path, 
         sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "generator")!r}]
         from datetime import UTC, datetime
         from market_timers.alerts.api import raise_alert
-        from market_timers.alerts.config import parse_alerts
+        from market_timers.config.alerts import parse_alerts
         from market_timers.alerts.context import AlertContext
         from market_timers.schema.problems import Problems
 

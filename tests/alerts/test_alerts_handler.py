@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from market_timers.alerts.api import raise_alert
-from market_timers.alerts.classify import classify
 from market_timers.alerts.commands import alert_handler
 from market_timers.alerts.context import AlertContext
 from market_timers.channels.credentials import OVERRIDE
 from market_timers.config.alerts import parse_alerts
+from market_timers.contracts.outcomes import classify
 from market_timers.schema.problems import Problems
 
 UNIT = "market-close-report@2026-11-30-205500.service"

@@ -286,7 +286,7 @@ calendar_max_age_days = 0
 
     def record_of(self, job: str, session: str) -> dict | None:
         return self._package_python(
-            "from market_timers import runrecord; "
+            "from market_timers.ledger import runrecord; "
             f"print(json.dumps(runrecord.read({STATE_DIR!r}, {job!r}, {session!r})))")
 
     def ledger(self, job: Job) -> dict:

@@ -12,9 +12,10 @@ import pytest
 
 from market_timers.alerts.handler import handle
 from market_timers.config import loader as config
+from market_timers.config.retries import backoff, window
 from market_timers.contracts import exitcodes
 from market_timers.ledger import runrecord
-from market_timers.runner.retries import backoff, take_marker, window
+from market_timers.runner.retry import take_marker
 from market_timers.schedule import render
 from market_timers.schema.problems import ConfigError, Problems
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 
-from market_timers.alerts.classify import FAILURE_KINDS
-from market_timers.alerts.classify import title as default_title
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import send_direct, try_now
 from market_timers.alerts.model import Alert, make_id
 from market_timers.alerts.router import chain_for, effective_severity
 from market_timers.contracts.instants import iso
+from market_timers.contracts.outcomes import FAILURE_KINDS
+from market_timers.contracts.outcomes import title as default_title
 
 log = logging.getLogger("market_timers.alerts")
 

@@ -16,8 +16,9 @@ import subprocess
 from collections.abc import Callable
 
 from market_timers.alerts.api import raise_alert, record_success
-from market_timers.alerts.classify import classify
 from market_timers.contracts import unitname
+from market_timers.contracts.outcomes import classify
+from market_timers.contracts.outcomes import title as run_title
 
 log = logging.getLogger("market_timers.alerts")
 
@@ -120,7 +121,6 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
         return 0
     title = None
     if status == "174" or result == "start-limit-hit":  # the last of a job's retries failed
-        from market_timers.runner.retries import final_failure
 
         if (last := final_failure(config, job, session)) is not None:
             kind, title, extra = last
@@ -133,3 +133,24 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     raise_alert(config, kind=kind, job=job, session=session, details=details, title=title,
                 job_severity=info.get("MARKET_SEVERITY"), now=now, env=env)
     return 0
+
+
+def final_failure(config, job: str, session: str) -> tuple[str, str, dict] | None:
+    """(kind, title, details) of a job whose retries are over, from its run record (which keeps
+    the last attempt's own result); None when there is no record to tell."""
+    from market_timers.ledger import runrecord
+
+    state_dir = getattr(config, "state_dir", None)
+    record = runrecord.read(state_dir, job, session) if state_dir and session else None
+    if not record or not record.get("result"):
+        return None
+    attempts = int(record.get("attempt") or record.get("attempts") or 1)
+    result, code = str(record.get("result") or ""), str(record.get("exit_code") or "")
+    status = str(record.get("exit_status") or "")
+    kind = classify(result, code, status)
+    if kind == "ok":
+        return None
+    head = run_title(kind, job, session, status, result)
+    return kind, f"{head} after {attempts} attempt{'s' if attempts != 1 else ''}", {
+        "attempts": attempts, "status": status, "exit_code": code,
+        "result": ", ".join(x for x in (result, code, status) if x) + f" (attempt {attempts})"}

@@ -20,10 +20,10 @@ import hashlib
 import json
 import socket
 
-from market_timers.alerts.classify import FAILURE_KINDS
 from market_timers.channels import spec
 from market_timers.channels.base import Channel, DeliveryError, retry_after_header
 from market_timers.channels.textfit import cut
+from market_timers.contracts.outcomes import FAILURE_KINDS
 
 LIMIT = 1024  # payload.summary, in characters
 DETAILS_LIMIT = 65536  # custom_details.text, in UTF-8 bytes (the whole event may be 512 KB)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from market_timers.config.jobs import Job, check_unique_names, parse_job
-from market_timers.runner.retries import check_order_groups
+from market_timers.config.retries import check_order_groups
 from market_timers.schema.durations import MAX_OFFSET
 from market_timers.schema.problems import ConfigError, Problems
 from market_timers.schema.values import (

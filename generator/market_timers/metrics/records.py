@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 def result_kinds() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(every kind of result, the failure kinds among them)."""
-    from market_timers.alerts.classify import FAILURE_KINDS
+    from market_timers.contracts.outcomes import FAILURE_KINDS
 
     failures = (*FAILURE_KINDS, "overlap-skipped")
     return ("ok", *failures), failures
@@ -18,7 +18,7 @@ def result_kinds() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def run_kind(record: dict) -> str:
     """ok, one of the alert layer's failure kinds, or overlap-skipped."""
-    from market_timers.alerts.classify import classify
+    from market_timers.contracts.outcomes import classify
 
     refused = record.get("refused")
     if refused in ("stale-start", "overlap-skipped") and not record.get("exit_status"):

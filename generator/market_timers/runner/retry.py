@@ -1,10 +1,12 @@
-"""The runner's two ends of a retry (retries.py has the keys, the backoff and the marker): a start
-that consumes the marker, and the --record step that leaves it. Imported only for a job with
+"""The runner's two ends of a retry (config/retries.py has the keys and the backoff): a start
+that consumes the marker `<state_dir>/runs/<job>/<session>.retry`, and the --record step that
+leaves it (the marker's format: config/retries.py's docstring). Imported only for a job with
 `retries`.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -20,9 +22,9 @@ def retry_start(env: dict, state_dir: str, job: str, session: str, scheduled: da
     systemd's restart: it claims the ledger's next attempt as "retry" (no "already ran", no grace
     check: its bound is scheduled + grace + timeout) after waiting the exponential part of the
     backoff. An `over` marker ends the retries."""
-    from market_timers.runner import retries
+    from market_timers.config import retries
 
-    marker = retries.take_marker(state_dir, job, session)
+    marker = take_marker(state_dir, job, session)
     if marker is None:
         return 1, None
     verb, n, reason = marker
@@ -47,12 +49,12 @@ def plan_retry(env: dict, state_dir: str, job: str, session: str, attempt: int,
                now: datetime) -> None:
     """After an attempt: leave the marker that tells the next start (systemd's restart) what it
     is: `retry N`, or `over N REASON` (see retries.py)."""
-    from market_timers.runner import retries
+    from market_timers.config import retries
 
     status = env.get("EXIT_STATUS", "")
     if env.get("SERVICE_RESULT") == "success" or status in ("170", "171", "172", "173", "174",
                                                                 "175"):
-        retries.clear_marker(state_dir, job, session)  # not restarted (success, or refused)
+        clear_marker(state_dir, job, session)  # not restarted (success, or refused)
         return
     allowed = int(env["MARKET_RETRIES"])
     delay = int(env.get("MARKET_RETRY_DELAY_SEC", "30"))
@@ -66,5 +68,46 @@ def plan_retry(env: dict, state_dir: str, job: str, session: str, attempt: int,
                 "timeout")
     else:
         text = f"retry {attempt + 1}"
-    retries.write_marker(state_dir, job, session, text)
+    write_marker(state_dir, job, session, text)
     log(INFO, f"{job} for session {session}: attempt {attempt} failed; {text}")
+
+
+def marker_path(state_dir: str, job: str, session: str) -> str:
+    return os.path.join(state_dir, "runs", job, f"{session}.retry")
+
+
+def write_marker(state_dir: str, job: str, session: str, text: str) -> None:
+    from market_timers.files import (  # here, not on top: only --record writes, the start reads
+        atomicfile,
+    )
+
+    atomicfile.write(marker_path(state_dir, job, session), text + "\n", mode=0o640,
+                     sync=atomicfile.DURABLE, make_dirs=True)
+
+
+def clear_marker(state_dir: str, job: str, session: str) -> None:
+    try:
+        os.unlink(marker_path(state_dir, job, session))
+    except FileNotFoundError:
+        pass
+
+
+def take_marker(state_dir: str, job: str, session: str) -> tuple[str, int, str] | None:
+    """Consume the marker: ("retry", N, "") or ("over", N, reason); None when there is none."""
+    path = marker_path(state_dir, job, session)
+    taken = f"{path}.taken{os.getpid()}"
+    try:
+        os.rename(path, taken)  # of two starts, one gets it
+    except FileNotFoundError:
+        return None
+    try:
+        with open(taken, encoding="utf-8") as f:
+            words = f.read().split(maxsplit=2)
+    finally:
+        os.unlink(taken)
+    try:
+        verb, n = words[0], int(words[1])
+    except (IndexError, ValueError):
+        return None
+    return (verb, n, words[2].strip() if len(words) > 2 else "") if verb in ("retry", "over") \
+        else None

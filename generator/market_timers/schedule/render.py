@@ -214,7 +214,7 @@ def retry_settings(job: Job) -> dict | None:
     """Restart=/StartLimit*= values for job.service.j2, or None (no retries)."""
     if not job.retries:
         return None
-    from market_timers.runner.retries import REFUSALS, window
+    from market_timers.config.retries import REFUSALS, window
 
     interval = window(job.grace, job.timeout, job.retries, job.retry_delay, job.retry_delay_max)
     return {"delay": f"{job.retry_delay}s", "burst": job.retries + 2, "prevent": REFUSALS,

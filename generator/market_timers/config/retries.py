@@ -1,4 +1,5 @@
-"""Retries of idempotent jobs: the config keys, the backoff, and the marker between attempts.
+"""Retries of idempotent jobs: the config keys and the backoff (the marker between attempts is the
+runner's, runner/retry.py; the final alert's text is alerts/handler.py).
 
     [[job]]
     name = "prices"
@@ -43,13 +44,10 @@ sender can make that sender's run be skipped (the lock is busy: the run is dropp
 queued) at its own instant. So `retries` is refused on a job marked `orders = true` and on any
 job whose lock group contains one.
 
-Import-light (the runner uses `backoff`, `take_marker` and `write_marker`): os only
-(atomicfile, os only too, for the marker's write).
+Import-light (the runner uses `backoff`): nothing at the top.
 """
 
 from __future__ import annotations
-
-import os
 
 MAX_RETRIES = 10
 KEYS = ("retries", "retry_delay", "retry_delay_max", "orders")
@@ -66,49 +64,6 @@ def window(grace: int, timeout: int, retries: int, delay: int, cap: int) -> int:
     waits = sum(backoff(n, delay, cap) for n in range(2, retries + 3))
     return grace + (retries + 1) * timeout + waits + 60
 
-
-def marker_path(state_dir: str, job: str, session: str) -> str:
-    return os.path.join(state_dir, "runs", job, f"{session}.retry")
-
-
-def write_marker(state_dir: str, job: str, session: str, text: str) -> None:
-    from market_timers.files import (  # here, not on top: only --record writes, the start reads
-        atomicfile,
-    )
-
-    atomicfile.write(marker_path(state_dir, job, session), text + "\n", mode=0o640,
-                     sync=atomicfile.DURABLE, make_dirs=True)
-
-
-def clear_marker(state_dir: str, job: str, session: str) -> None:
-    try:
-        os.unlink(marker_path(state_dir, job, session))
-    except FileNotFoundError:
-        pass
-
-
-def take_marker(state_dir: str, job: str, session: str) -> tuple[str, int, str] | None:
-    """Consume the marker: ("retry", N, "") or ("over", N, reason); None when there is none."""
-    path = marker_path(state_dir, job, session)
-    taken = f"{path}.taken{os.getpid()}"
-    try:
-        os.rename(path, taken)  # of two starts, one gets it
-    except FileNotFoundError:
-        return None
-    try:
-        with open(taken, encoding="utf-8") as f:
-            words = f.read().split(maxsplit=2)
-    finally:
-        os.unlink(taken)
-    try:
-        verb, n = words[0], int(words[1])
-    except (IndexError, ValueError):
-        return None
-    return (verb, n, words[2].strip() if len(words) > 2 else "") if verb in ("retry", "over") \
-        else None
-
-
-# config (imported by config.py, job_config.py; not on the runner's path) ----------------------
 
 def retry_fields(t: dict, path: str, problems) -> dict:
     """The retry keys of one [[job]] table, validated; defaults when absent."""
@@ -160,25 +115,3 @@ def check_order_groups(raw_jobs: list, jobs: list, problems) -> None:
                 j.grace, j.timeout, j.retries, j.retry_delay, j.retry_delay_max) >= 86400:
             problems.add(f"job[{index.get(j.name, '?')}].retries", "a daily job's attempts "
                          "(grace + (retries+1) x timeout + delays) must fit in a day", j.retries)
-
-
-def final_failure(config, job: str, session: str) -> tuple[str, str, dict] | None:
-    """(kind, title, details) of a job whose retries are over, from its run record (which keeps
-    the last attempt's own result); None when there is no record to tell."""
-    from market_timers.alerts.classify import classify, title
-    from market_timers.ledger import runrecord
-
-    state_dir = getattr(config, "state_dir", None)
-    record = runrecord.read(state_dir, job, session) if state_dir and session else None
-    if not record or not record.get("result"):
-        return None
-    attempts = int(record.get("attempt") or record.get("attempts") or 1)
-    result, code = str(record.get("result") or ""), str(record.get("exit_code") or "")
-    status = str(record.get("exit_status") or "")
-    kind = classify(result, code, status)
-    if kind == "ok":
-        return None
-    head = title(kind, job, session, status, result)
-    return kind, f"{head} after {attempts} attempt{'s' if attempts != 1 else ''}", {
-        "attempts": attempts, "status": status, "exit_code": code,
-        "result": ", ".join(x for x in (result, code, status) if x) + f" (attempt {attempts})"}
