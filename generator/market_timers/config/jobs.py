@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import date, time
 from typing import Any
 
+from market_timers.config.periodic import PERIODIC_KEYS, Periodic, parse_periodic
 from market_timers.config.retries import retry_fields
-from market_timers.schedule.periodic import PERIODIC_KEYS, Periodic, parse_periodic
 from market_timers.schema.durations import (
     DURATION_EXAMPLE,
     MAX_OFFSET,

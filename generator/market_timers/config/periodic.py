@@ -1,0 +1,158 @@
+"""Periodic jobs: a job that runs `every` period inside a window of each session.
+
+    every = "1min"            # the period: 1-30 s dividing a minute, 1-30 min dividing an hour,
+                              # or 1-12 h dividing a day (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30...)
+    from = "open+5min"        # window start: open | close, with a signed offset (default "open")
+    until = "close-10min"     # window end, inclusive of a slot exactly at it (default "close")
+    during_break = false      # no slot strictly between break_start and break_end (default)
+    stall_after = "5min"      # critical when no slot has started for this long (default 5 periods)
+
+Slots are aligned to the window start: start, start + every, ... up to the end. Everything is
+computed in UTC from the session's own open/close (exchange_calendars), so early closes, late opens,
+overnight sessions and DST follow from the calendar. A session whose window is empty has no slot.
+
+Why the period must divide a minute, an hour or a day: the slots are then on the same seconds (or
+minutes) of every minute (hour) of the window, so one timer needs a handful of `OnCalendar=` lines
+per session (three for a whole NYSE day at 1 min), and `plan` reads like a clock ("every 5 min at
+:35, :40..."). An odd period such as 7 s or 90 s would still be exact but needs dozens of lines.
+
+The keys are checked here (config/jobs.py calls parse_periodic); the slots of a session and their
+OnCalendar= lines are schedule/periodic.py's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from market_timers.schema.durations import format_duration, parse_duration, parse_offset
+
+PERIODIC_KEYS = {"every", "from", "until", "during_break", "stall_after"}
+_EDGE = re.compile(r"^\s*(open|close)\s*(?:([+-].*))?$")
+ALLOWED_PERIODS = sorted({*(s for s in range(1, 61) if 60 % s == 0),
+                          *(60 * m for m in range(1, 61) if 60 % m == 0),
+                          *(3600 * h for h in range(1, 25) if 24 % h == 0 and h <= 12)})
+DEFAULT_STALL_PERIODS = 5
+
+
+@dataclass(frozen=True)
+class Periodic:
+    every: int  # seconds
+    start_event: str = "open"
+    start_offset: int = 0
+    end_event: str = "close"
+    end_offset: int = 0
+    during_break: bool = False
+    stall_after: int = 0  # seconds
+
+
+def describe(p: Periodic) -> str:
+    """`every 1min from open+5min until close-10min`."""
+    def edge(event: str, offset: int) -> str:
+        if not offset:
+            return event
+        return f"{event}{'+' if offset > 0 else '-'}{format_duration(abs(offset))}"
+
+    return (f"every {format_duration(p.every)} from {edge(p.start_event, p.start_offset)} until "
+            f"{edge(p.end_event, p.end_offset)}")
+
+
+def _edge(value: Any, path: str, problems) -> tuple[str, int] | None:
+    m = _EDGE.match(value) if isinstance(value, str) else None
+    if not m:
+        problems.add(path, 'must be "open" or "close" with an optional signed offset, such as '
+                     '"open+5min" or "close-10min"', value)
+        return None
+    try:
+        offset = parse_offset(m.group(2)) if m.group(2) else 0
+    except ValueError as e:
+        problems.add(path, f"the offset: {e}", value)
+        return None
+    return m.group(1), offset
+
+
+def parse_periodic(t: dict, path: str, problems) -> dict | None:
+    """The periodic part of a [[job]] table: None when it has no periodic key.
+
+    Returns the Job keyword arguments (event/offset = the window start, periodic=Periodic), or {}
+    after adding every problem to `problems`, naming the key and the value.
+    """
+    present = sorted(PERIODIC_KEYS & set(t))
+    if not present:
+        return None
+    if "every" not in t:
+        for key in present:
+            problems.add(f"{path}.{key}", "only for a periodic job: set `every` too (e.g. "
+                         'every = "1min")', t[key])
+        return {}
+    for key in ("event", "offset", "at"):
+        if key in t:
+            problems.add(f"{path}.{key}", "a periodic job (`every`) runs inside the window "
+                         "`from`..`until` of each session; remove this key (use from = "
+                         '"close-15min" for a window tied to the close)', t[key])
+    before = len(problems.items)  # from here every problem makes the job unusable
+    every = _every(t, path, problems)
+    start = _edge(t.get("from", "open"), f"{path}.from", problems)
+    end = _edge(t.get("until", "close"), f"{path}.until", problems)
+    if start is not None and end is not None and start[0] == end[0] and end[1] < start[1]:
+        problems.add(f"{path}.until", f"the window ends before it starts (from = "
+                     f"{t.get('from', 'open')!r}): no slot would ever run", t.get("until"))
+    during_break = t.get("during_break", False)
+    if not isinstance(during_break, bool):
+        problems.add(f"{path}.during_break", "must be true or false", during_break)
+    stall_after = _stall_after(t, path, every, problems)
+    _check_grace(t, path, every, problems)
+    if len(problems.items) != before or every is None or start is None or end is None:
+        return {}  # problems reported; {} (not None) keeps "event is required" quiet
+    periodic = Periodic(every=every, start_event=start[0], start_offset=start[1],
+                        end_event=end[0], end_offset=end[1], during_break=during_break,
+                        stall_after=stall_after or DEFAULT_STALL_PERIODS * every)
+    kw: dict[str, Any] = {"event": start[0], "offset": start[1], "periodic": periodic}
+    if "grace" not in t:
+        # misfire grace: half a period, at most the usual 2 min (a later start is refused).
+        kw["grace_default"] = max(1, min(120, every // 2))
+    return kw
+
+
+def _every(t: dict, path: str, problems) -> int | None:
+    """The period in seconds (None: a problem was added); a periodic job has no retries."""
+    if t.get("retries", 0) not in (0, False):
+        problems.add(f"{path}.retries", "a periodic job is not retried: its next slot is the "
+                     "retry (a restarted slot would only be refused as already run)",
+                     t["retries"])
+    try:
+        every = parse_duration(t["every"], 12 * 3600, "the longest period is 12h")
+    except ValueError as e:
+        problems.add(f"{path}.every", str(e), t["every"])
+        return None
+    if every not in ALLOWED_PERIODS:
+        problems.add(f"{path}.every", "the period must divide a minute (1, 2, 3, 4, 5, 6, 10, 12, "
+                     "15, 20, 30 s), an hour (the same in min) or a day (1, 2, 3, 4, 6, 8, 12 h): "
+                     "slots then fall on the same seconds of every minute", t["every"])
+    return every
+
+
+def _stall_after(t: dict, path: str, every: int | None, problems) -> int | None:
+    if "stall_after" not in t:
+        return None
+    try:
+        stall_after = parse_duration(t["stall_after"], 24 * 3600)
+    except ValueError as e:
+        problems.add(f"{path}.stall_after", str(e), t["stall_after"])
+        return None
+    if every and stall_after < every:
+        problems.add(f"{path}.stall_after", f"must be at least one period ({every} s): it "
+                     "is how long no slot may start before a critical alert", t["stall_after"])
+    return stall_after
+
+
+def _check_grace(t: dict, path: str, every: int | None, problems) -> None:
+    if "grace" in t and every:
+        try:
+            grace = parse_duration(t["grace"], 10 ** 9)
+        except ValueError:
+            return  # job_config.py reports it
+        if grace > every:
+            problems.add(f"{path}.grace", f"a periodic job's grace must not exceed its period "
+                         f"({every} s): a run is judged against the latest slot", t["grace"])
