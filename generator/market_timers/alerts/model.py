@@ -13,8 +13,6 @@ from datetime import UTC, datetime
 
 from market_timers.contracts import instants
 
-SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
-
 PENDING = "pending"
 UNDELIVERABLE = "undeliverable"
 

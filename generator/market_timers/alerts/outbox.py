@@ -19,7 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from market_timers.alerts.model import SEVERITY_RANK, Alert
+from market_timers.alerts.model import Alert
+from market_timers.contracts.severities import SEVERITY_RANK
 from market_timers.files import atomicfile, safefs
 
 QUARANTINE = "quarantine"

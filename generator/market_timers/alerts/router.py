@@ -9,8 +9,12 @@ the event waits for the session's email digest.
 
 from __future__ import annotations
 
-from market_timers.alerts.model import SEVERITY_RANK
-from market_timers.config.alerts import DIGEST, SEVERITIES, AlertsConfig
+from market_timers.config.alerts import (  # noqa: F401  (router.chain_for for callers)
+    SEVERITIES,
+    AlertsConfig,
+    chain_for,
+)
+from market_timers.contracts.severities import SEVERITY_RANK
 
 
 def effective_severity(cfg: AlertsConfig, kind: str, job: str = "",
@@ -26,14 +30,3 @@ def effective_severity(cfg: AlertsConfig, kind: str, job: str = "",
     if rule == "off":
         return None
     return job_sev if rule == "job" else rule
-
-
-def chain_for(cfg: AlertsConfig, severity: str) -> list[str]:
-    """Channels to try in order; [] means the digest (or nothing configured at all)."""
-    first = cfg.routes.get(severity, DIGEST)
-    if first == DIGEST:
-        return []
-    configured = set(cfg.configured())
-    chain = [first] if first in configured else []
-    chain += [c for c in cfg.fallback if c in configured and c not in chain]
-    return chain

@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from market_timers import __version__
+from market_timers.contracts.severities import SEVERITIES
 
 EPILOG = """\
 exit status: 0 ok; 1 failure; 2 bad command line or bad config (nothing was changed).
@@ -182,7 +183,7 @@ def _add_event_commands(command) -> None:
                          "(any user of the market-timers group)")
     s.add_argument("kind", metavar="KIND", help="e.g. disconnected, rejected ([a-z][a-z0-9_.-]*)")
     s.add_argument("--key", help="what it is about: connection, order id... (groups incidents)")
-    s.add_argument("--severity", choices=["critical", "warning", "info"],
+    s.add_argument("--severity", choices=list(SEVERITIES),
                    help="used when [events] sets none for KIND")
     s.add_argument("--text", help="one line for the alert or digest")
     s.add_argument("--job", help="the job sending it (default $MARKET_JOB)")

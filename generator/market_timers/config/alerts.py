@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from market_timers.channels import NAMES
 from market_timers.channels import lookup as channel_spec
+from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.problems import Problems
 
-SEVERITIES = ("critical", "warning", "info")
 CHANNELS = NAMES
 DIGEST = "digest"  # pseudo-channel: collected for the session's email digest, never sent at once
 KINDS = (
@@ -173,6 +173,17 @@ def _severities(raw: dict, cfg: AlertsConfig, problems: Problems) -> None:
                                            (*SEVERITIES, "off"))
 
 
+def chain_for(cfg: AlertsConfig, severity: str) -> list[str]:
+    """Channels to try in order; [] means the digest (or nothing configured at all)."""
+    first = cfg.routes.get(severity, DIGEST)
+    if first == DIGEST:
+        return []
+    configured = set(cfg.configured())
+    chain = [first] if first in configured else []
+    chain += [c for c in cfg.fallback if c in configured and c not in chain]
+    return chain
+
+
 def route_warnings(cfg: AlertsConfig | None) -> list[str]:
     """What the [alerts] table routes somewhere it did not say: a default route to a channel that
     is not configured falls back along `fallback` (an explicit one is a config error)."""
@@ -183,8 +194,6 @@ def route_warnings(cfg: AlertsConfig | None) -> list[str]:
         tables = ", ".join(f"[alerts.{name}]" for name in CHANNELS)
         return [f"alerts: no channel is configured (one of {tables}): no alert is sent, they "
                 "are only recorded for `market-timers status` and the digest"]
-    from market_timers.alerts.router import chain_for
-
     out = []
     for sev in SEVERITIES:
         first = cfg.routes.get(sev, DIGEST)

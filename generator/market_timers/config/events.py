@@ -31,12 +31,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.durations import parse_duration
 from market_timers.schema.problems import Problems
 
 KIND = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
 RULE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
-SEVERITIES = ("critical", "warning", "info")
 ROUTINGS = (*SEVERITIES, "digest", "off")
 KIND_HELP = "an event kind is [a-z][a-z0-9_.-]*, at most 40 characters"
 

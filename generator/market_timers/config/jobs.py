@@ -14,6 +14,7 @@ from typing import Any
 
 from market_timers.config.periodic import PERIODIC_KEYS, Periodic, parse_periodic
 from market_timers.config.retries import retry_fields
+from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.durations import (
     DURATION_EXAMPLE,
     MAX_OFFSET,
@@ -24,7 +25,6 @@ from market_timers.schema.problems import Problems
 from market_timers.schema.values import AT_TIME, dates, normal_path, parsed, unit_safe
 
 EVENTS = ("open", "close", "break_start", "break_end")  # the one list (calendars, check-cron)
-SEVERITIES = ("critical", "warning", "info")
 # Job names become part of unit names (market-<job>@<session>-<HHMMSS>.timer) and of journal
 # fields: keep them to a conservative subset of systemd's unit-name characters.
 JOB_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")

@@ -20,13 +20,13 @@ from __future__ import annotations
 import os
 import time
 
+from market_timers.contracts.severities import SEVERITIES
 from market_timers.files import atomicfile, flatjson
 
 DEFAULT_DIR = "/var/spool/market-timers/events"
 FALLBACK_DIR = "/run/market-timers/events"
 DIR_ENV = "MARKET_EVENTS_DIR"  # set in every job unit (render.py): <spool_dir>/events
 FALLBACK_ENV = "MARKET_LOCK_DIR"  # the job unit's runtime_dir; its events/ is the fallback
-SEVERITIES = ("critical", "warning", "info")
 MAX_TEXT = 2000
 MAX_KEY = 200
 _KIND_FIRST = "abcdefghijklmnopqrstuvwxyz"
