@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from market_timers.cli import privileges
+from market_timers.alerts import privileges
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
 

@@ -9,9 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from market_timers.alerts import credunits
+from market_timers.alerts import credunits, privileges
 from market_timers.channels import NAMES, lookup
-from market_timers.cli import privileges
 from market_timers.config import loader as config
 from market_timers.schedule import sync
 from market_timers.schema.problems import ConfigError

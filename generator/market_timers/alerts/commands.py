@@ -22,8 +22,8 @@ from market_timers.alerts import digest as digest_mod
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.model import UNDELIVERABLE, Alert, make_id
 from market_timers.channels.base import DeliveryError
-from market_timers.cli import logsetup
 from market_timers.config.alerts import CHANNELS
+from market_timers.contracts import journal
 from market_timers.contracts.instants import iso
 
 log = logging.getLogger("market_timers.alerts")
@@ -71,7 +71,7 @@ def alert_test(config, channel: str, now=None) -> int:
 
 
 def alert_handler(config, mode: str, unit: str, env=None, run=None, now=None) -> int:
-    logsetup.setup()
+    journal.setup()
     if mode not in ("failure", "success"):
         print(f"market-timers: alert-handler mode must be failure or success, not {mode!r}",
               file=sys.stderr)
@@ -127,7 +127,7 @@ def outbox_list(config, as_json: bool = False) -> int:
 
 
 def outbox_flush(config, now=None) -> int:
-    logsetup.setup()
+    journal.setup()
     _announce(config, now=now)
     ctx = context_from(config, now=now)
     try:
@@ -159,7 +159,7 @@ def ack(config, alert_id: str, now=None) -> int:
 
 
 def digest(config, session: str | None = None, now=None) -> int:
-    logsetup.setup()
+    journal.setup()
     ctx = context_from(config, now=now)
     session = session or ctx.now().date().isoformat()
     alert = digest_mod.digest_alert(ctx, session)

@@ -163,7 +163,7 @@ def cmd_check_cron(args) -> int:
 
 
 def _as_service_user(cfg):
-    from market_timers.cli.privileges import become_service_user
+    from market_timers.alerts.privileges import become_service_user
 
     become_service_user(cfg)
     return cfg

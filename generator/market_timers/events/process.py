@@ -169,9 +169,9 @@ def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep, cloc
 
     `now` (--now) runs one pass at that instant; `clock`/`sleep`/`monotonic` are for tests."""
     from market_timers.alerts.context import context_from
-    from market_timers.cli import logsetup
+    from market_timers.contracts import journal
 
-    logsetup.setup()
+    journal.setup()
     if clock is None:
         clock = (lambda: now) if now is not None else (lambda: datetime.now(UTC))
     ctx = context_from(config, now=clock)

@@ -95,7 +95,7 @@ def _as_state_owner(state_dir: Path, fn) -> None:
     if os.geteuid() != 0 or st is None or st.st_uid == 0:
         fn()
         return
-    from market_timers.cli.privileges import run_as
+    from market_timers.alerts.privileges import run_as
 
     def failed(e: BaseException) -> None:
         log.warning("metrics: cannot write as uid %d: %s: %s", st.st_uid, type(e).__name__, e)

@@ -38,8 +38,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from market_timers import metrics
-from market_timers.cli import logsetup
 from market_timers.config.watch import WatchConfig, watch_of
+from market_timers.contracts import journal
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
 from market_timers.ledger import Key, runrecord
@@ -195,7 +195,7 @@ def _sync_running(state_dir: Path) -> bool:
 
 def command(config, now: datetime | None = None) -> int:
     """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
-    logsetup.setup()
+    journal.setup()
     from market_timers.alerts.snapshot import announce
     from market_timers.schedule.plan import utcnow
 

@@ -40,10 +40,10 @@ from datetime import date, datetime
 from pathlib import Path
 
 from market_timers import metrics
-from market_timers.cli import logsetup
-from market_timers.cli.privileges import run_as
+from market_timers.alerts.privileges import run_as
 from market_timers.config import loader as config_mod
 from market_timers.config.watch import watch_of
+from market_timers.contracts import journal
 from market_timers.contracts.exitcodes import FAILURE, USAGE
 from market_timers.schema.problems import ConfigError, Problems
 from market_timers.watch.alert import send_alert
@@ -69,7 +69,7 @@ class RefreshResult:
 
 def main_from_path(path: str | Path, now: datetime | None = None, **kw) -> int:
     """`market-timers refresh`: load the config here, so that a broken one alerts too."""
-    logsetup.setup()
+    journal.setup()
     try:
         config = config_mod.load(path)
     except ConfigError as e:
@@ -82,7 +82,7 @@ def main_from_path(path: str | Path, now: datetime | None = None, **kw) -> int:
 def command(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
             stamp_dir: Path | None = None, data_vintage=None, last_session_of=None) -> int:
     """Refresh with an already loaded config (checked here against the calendars)."""
-    logsetup.setup()
+    journal.setup()
     result = run_refresh(config, now, systemctl=systemctl, alert=alert, stamp_dir=stamp_dir,
                          data_vintage=data_vintage, last_session_of=last_session_of)
     if not result.ok:

@@ -1,4 +1,5 @@
-"""Logging for the commands that systemd runs (handlers, deadman, refresh, outbox).
+"""The journal lines of the commands that systemd runs (handlers, deadman, refresh, outbox): the
+runner writes the same sd-daemon(3) prefixes itself (runner/start.py `log`), import-light.
 
 Under systemd (stderr connected to the journal, $JOURNAL_STREAM set) each line carries an
 sd-daemon(3) priority prefix, so `journalctl -p warning` finds warnings and errors.
