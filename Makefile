@@ -31,8 +31,10 @@ demo: venv
 	$(VENV)/bin/market-timers --config $(EXAMPLE) render --out build/units
 	$(VENV)/bin/market-timers --config $(EXAMPLE) verify build/units
 
+# ruff, then the import contract (pyproject.toml [tool.importlinter]: the flows' layers).
 lint: venv
 	$(VENV)/bin/ruff check generator tests scripts bench
+	cd generator && ../$(VENV)/bin/lint-imports ../pyproject.toml
 
 test: venv lint
 	$(PY) -m pytest tests

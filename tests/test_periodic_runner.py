@@ -16,7 +16,7 @@ from market_timers.contracts import exitcodes
 from market_timers.runner import slotclock, slotrecords
 from market_timers.runner.slotclock import Schedule
 
-RUNNER = [sys.executable, "-m", "market_timers.runner"]
+RUNNER = [sys.executable, "-m", "market_timers.cli.run"]
 SESSION = "2026-12-23"
 
 
@@ -137,7 +137,7 @@ def test_the_ledger_claims_each_slot_once_a_second_start_is_already_ran_173(tmp_
 
 def test_another_job_of_the_lock_group_running_skips_the_slot(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-m", "market_timers.runner", "--", "/bin/sh", "-c", "echo go; sleep 10"],
+        [sys.executable, "-m", "market_timers.cli.run", "--", "/bin/sh", "-c", "echo go; sleep 10"],
         env={**context(tmp_path, 1), "MARKET_JOB": "orders-open", "MARKET_SLOT_EVERY_SEC": "",
              "MARKET_SCHEDULED_UTC": slotclock.z(datetime.now(UTC))},
         stdout=subprocess.PIPE, text=True)

@@ -144,7 +144,7 @@ def run_runner(tmp_path: Path, scheduled: float, nice: int = 0, **env) -> tuple[
                 MARKET_STATE_DIR=str(tmp_path / "state"), MARKET_LOCK_DIR=str(tmp_path / "run"),
                 **env)
     full.pop("JOURNAL_STREAM", None)
-    out = subprocess.run([sys.executable, "-m", "market_timers.runner", "--", str(job)],
+    out = subprocess.run([sys.executable, "-m", "market_timers.cli.run", "--", str(job)],
                          env=full, capture_output=True, text=True, check=True,
                          preexec_fn=(lambda: os.nice(nice)) if nice else None).stdout
     from market_timers.ledger import runrecord

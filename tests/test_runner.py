@@ -15,7 +15,7 @@ import pytest
 from market_timers.contracts import exitcodes
 from market_timers.ledger import runrecord
 
-RUNNER = [sys.executable, "-m", "market_timers.runner"]
+RUNNER = [sys.executable, "-m", "market_timers.cli.run"]
 
 
 def context(tmp_path: Path, scheduled: datetime | None = None, **extra) -> dict:
@@ -144,7 +144,7 @@ def test_record_completes_the_run_with_how_the_service_ended(tmp_path):
     env = context(tmp_path)
     assert run(env, "/bin/true").returncode == 0
     env.update(SERVICE_RESULT="watchdog", EXIT_CODE="killed", EXIT_STATUS="ABRT")
-    subprocess.run([*RUNNER[:-1], "market_timers.runner", "--record"], env=env, check=True)
+    subprocess.run([*RUNNER[:-1], "market_timers.cli.run", "--record"], env=env, check=True)
     rec = record(tmp_path)
     assert (rec["result"], rec["exit_code"], rec["exit_status"]) == ("watchdog", "killed", "ABRT")
     assert rec["scheduled_utc"] == env["MARKET_SCHEDULED_UTC"] and rec["duration_sec"] >= 0

@@ -1,13 +1,15 @@
 """market-timers: run a trading system's jobs on its exchange's calendar with systemd timers.
 
-The five flows, each in one place:
+The five flows, each in one folder (README, Layout; the import contract in pyproject.toml keeps
+their dependencies one way):
 
-* plan -> units:     config.py (+ job_config.py), calendars.py, plan.py, render.py (sync.py
-                     installs them)
-* timer -> run:      runner.py (hot path: no pandas, no exchange_calendars), jobnotify.py
-* failure -> alert:  alerts/ (handler.py, router.py, outbox.py, channels/)
-* miss -> deadman:   watch/deadman.py (market-deadman.timer, every minute), runrecord.py
-* refresh:           watch/refresh.py (market-refresh.timer, daily), which runs sync.py
+* plan -> units:     schedule/ (config/ read by config/loader.py; sync.py installs the units)
+* timer -> run:      runner/ (hot path: no pandas, no exchange_calendars), jobnotify.py in the job
+* failure -> alert:  alerts/ (handler.py, router.py, outbox.py), channels/
+* miss -> deadman:   watch/deadman.py (market-deadman.timer, every minute), ledger/
+* refresh:           watch/refresh.py (market-refresh.timer, daily), which runs schedule/sync.py
+
+cli/ composes them; contracts/ holds what they agree on.
 """
 
 __version__ = "0.1.0"

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from market_timers.alerts import credunits, privileges
+from market_timers.alerts import privileges
 from market_timers.channels import NAMES, lookup
 from market_timers.config import loader as config
-from market_timers.schedule import sync
+from market_timers.schedule import credunits, sync
 from market_timers.schema.problems import ConfigError
 
 WED = datetime(2025, 11, 26, 12, 0, tzinfo=UTC)

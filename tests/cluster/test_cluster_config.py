@@ -81,7 +81,7 @@ def test_without_cluster_no_ledger_environment(write_config):
 
 
 def test_the_deadman_loads_the_dsn_credential_in_cluster_mode_only(write_config):
-    from market_timers.alerts import credunits
+    from market_timers.schedule import credunits
 
     cfg = load(write_config, 'node = "ny4-a"\n')
     assert "market-timers.cluster-dsn" in credunits.needed(cfg)[credunits.DEADMAN]

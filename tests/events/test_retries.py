@@ -19,7 +19,7 @@ from market_timers.runner.retry import take_marker
 from market_timers.schedule import render
 from market_timers.schema.problems import ConfigError, Problems
 
-RUNNER = [sys.executable, "-m", "market_timers.runner"]
+RUNNER = [sys.executable, "-m", "market_timers.cli.run"]
 JOB = """
 calendar = "XNYS"
 [[job]]

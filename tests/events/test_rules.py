@@ -14,6 +14,7 @@ from market_timers.alerts.commands import ack
 from market_timers.alerts.digest import build
 from market_timers.events import spool
 from market_timers.events.process import drain, incidents_list
+from market_timers.events.report import digest_lines
 from market_timers.events.schedule import Schedule
 from market_timers.events.store import read_open, read_session
 
@@ -88,7 +89,7 @@ def test_a_short_outage_is_one_digest_line(feed, api):
         f.send(t, kind, key="real")
     f.run(3600)
     assert api.received() == []
-    text = build(f.ctx, SESSION)
+    text = build(f.ctx, SESSION, digest_lines)
     assert "connection real: resolved after 42 s (within interrupt_after 60 s" in text
     assert "not interrupting (digest only) (3 events: heartbeat_lost, disconnected, reconnected)" \
         in text
@@ -108,7 +109,7 @@ def test_a_close_with_nothing_open_is_a_digest_line(feed, api):
     f = feed()
     f.send(0, "reconnected", key="real")
     assert api.received() == []
-    assert "reconnected real: no open connection incident" in build(f.ctx, SESSION)
+    assert "reconnected real: no open connection incident" in build(f.ctx, SESSION, digest_lines)
 
 
 def test_a_critical_incident_repeats_until_ack_and_the_recovery_names_it(feed, api):
@@ -152,7 +153,7 @@ def test_twenty_slippage_warnings_are_one_alert_with_count_worst_and_times(feed,
     worst20 = max(values[:20])
     assert msg.startswith(f"[WARNING] slippage_high: 20 events in session {SESSION}")
     assert f"worst {worst20:g} at " in msg and "first 15:00:00Z, last 15:19:00Z" in msg
-    text = build(f.ctx, SESSION)
+    text = build(f.ctx, SESSION, digest_lines)
     assert "slippage_high: 25 events (threshold 20)" in text
 
 
@@ -163,7 +164,7 @@ def test_scheduled_is_not_news_by_time_or_by_sender(feed, api):
     f.send(4000, "disconnected", key="real", job="disconnect")  # sent by the job itself
     f.send(4001, "reconnected", key="real")
     assert api.received() == []
-    assert build(f.ctx, SESSION).count("disconnected real: expected after disconnect") == 2
+    assert build(f.ctx, SESSION, digest_lines).count("disconnected real: expected after disconnect") == 2
     f.send(5000, "disconnected", key="real")  # neither: a cut
     f.run(5100)
     assert len(api.received()) == 1
@@ -177,7 +178,7 @@ def test_per_kind_severity_wins_then_the_events_own_then_the_default(feed, api):
     f.send(3, "odd_thing", key="x")                           # default: warning
     assert heads(api, "telegram") == ["[CRITICAL] rejected R1", "[CRITICAL] margin_call acct"]
     assert heads(api, "slack") == ["[WARNING] odd_thing x"]
-    assert "cancelled R2" in build(f.ctx, SESSION)
+    assert "cancelled R2" in build(f.ctx, SESSION, digest_lines)
 
 
 def test_off_is_recorded_and_never_sent(feed, api):
@@ -282,7 +283,7 @@ def test_a_run_record_of_the_job_makes_its_event_expected(feed, api):
                                  at=(T0 + timedelta(seconds=60)).timestamp()), f.dirs)
     drain(f.ctx, f.cfg.events, f.cfg.state_dir, f.dirs, T0 + timedelta(seconds=120))
     assert api.received() == []
-    assert "disconnected real: expected after disconnect" in build(f.ctx, SESSION)
+    assert "disconnected real: expected after disconnect" in build(f.ctx, SESSION, digest_lines)
 
 
 class FakeTime:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from market_timers.alerts import digest
+from market_timers.events import report
 from market_timers.events.replay import replay
 from market_timers.events.schedule import Schedule
 from market_timers.events.store import read_open, read_session
@@ -104,7 +105,7 @@ def test_the_rest_is_in_the_digest_of_the_right_day(example, ctx_for, dirs, api,
     replay(ctx, cfg.events, cfg.state_dir, stream, dirs, schedule_of(fires))
     routed = Counter()
     for session in sorted({e["at"][:10] for e in stream}):
-        text = digest.build(ctx, session)
+        text = digest.build(ctx, session, report.digest_lines)
         day = [e for e in stream if e["at"][:10] == session]
         # every event of the day is accounted for in that day's digest
         scheduled = [e for e in day if e["kind"] == "disconnected" and "end of session" in e["text"]]

@@ -158,11 +158,11 @@ def ack(config, alert_id: str, now=None) -> int:
     return 2
 
 
-def digest(config, session: str | None = None, now=None) -> int:
+def digest(config, session: str | None = None, now=None, incidents=None) -> int:
     journal.setup()
     ctx = context_from(config, now=now)
     session = session or ctx.now().date().isoformat()
-    alert = digest_mod.digest_alert(ctx, session)
+    alert = digest_mod.digest_alert(ctx, session, incidents)
     if ctx.cfg.email is None:
         print(alert.text)
         print("(no [alerts.email] configured: digest printed, not mailed)", file=sys.stderr)

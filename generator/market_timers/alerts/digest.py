@@ -53,7 +53,9 @@ def _counted(kinds: list[str]) -> str:
     return ", ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items())
 
 
-def build(ctx, session: str) -> str:
+def build(ctx, session: str, incidents=None) -> str:
+    """The digest's text; incidents(state_dir, session): the trading system's incidents as lines
+    (events/report.py, handed in by the command layer: events sit above alerts)."""
     events = ctx.state.events(session)
     durations = run_durations(ctx.state, ctx.state_dir)
     results: dict[str, list[str]] = {}
@@ -103,9 +105,7 @@ def build(ctx, session: str) -> str:
     folded = sum(1 for e in events if e.get("event") == "deduplicated")
     if folded:
         lines.append(f"  + {folded} repeat(s) folded into the alerts above (dedup window)")
-    from market_timers.events.report import digest_lines  # incidents of the trading system
-
-    lines += digest_lines(ctx.state_dir, session)
+    lines += incidents(ctx.state_dir, session) if incidents else []
     lines += ["", "Routed to this digest (info, or no channel configured):", *(notices or ["  (none)"])]
     waiting = [a for a in pending.values() if a.kind != "digest"]
     lines += ["", f"Outbox: {len(waiting)} alert(s) not delivered yet"
@@ -113,9 +113,9 @@ def build(ctx, session: str) -> str:
     return "\n".join(lines)
 
 
-def digest_alert(ctx, session: str) -> Alert:
+def digest_alert(ctx, session: str, incidents=None) -> Alert:
     now = ctx.now()
     return Alert(id=make_id("digest", session, now), kind="digest", severity="info",
                  key=f"digest:{session}", title=f"market-timers digest for session {session}",
-                 text=build(ctx, session), session=session, created=iso(now),
+                 text=build(ctx, session, incidents), session=session, created=iso(now),
                  chain=["email"], channel_since=iso(now))

@@ -102,7 +102,7 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     session = info.get("MARKET_SESSION", "")
     kind = classify(result, exit_code, status, success=(mode == "success"))
     if info.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: skipped slots are counted, not alerted
-        from market_timers.runner.slotrecords import on_handler
+        from market_timers.alerts.skipped_slots import on_handler
 
         if on_handler(config, info, kind, now=now):
             return 0

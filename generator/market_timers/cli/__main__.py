@@ -1,5 +1,5 @@
 import sys
 
-from market_timers.cli import main
+from market_timers.cli.entry import main
 
 sys.exit(main())

@@ -120,11 +120,17 @@ def cmd_verify(args) -> int:
 
 def cmd_sync(args) -> int:
     from market_timers.schedule import sync
+    from market_timers.schedule.plan import utcnow
     from market_timers.schedule.systemctl import SystemctlError
 
     cfg = _config(args)
     try:
-        result = _calendar_call(lambda: sync.sync(cfg, now=args.now, dry_run=args.dry_run))
+        now = args.now or utcnow()
+        result = _calendar_call(lambda: sync.sync(cfg, now=now, dry_run=args.dry_run))
+        if not args.dry_run:  # then the alert snapshot and the metrics: not the schedule's own
+            from market_timers.watch.synced import after_sync
+
+            after_sync(cfg, now)
     except (SystemctlError, sync.SyncError, OSError) as e:  # OSError: also a refused symlink in state_dir
         print(f"market-timers sync: {e}", file=sys.stderr)
         return FAILURE
@@ -177,12 +183,12 @@ def _alert_config(args):
     return snapshot.load(config.config_path(args.config))
 
 
-def _delegate(module: str, function: str, *extra, check_calendars: bool = False,
+def _delegate(module, function: str, *extra, check_calendars: bool = False,
               service_user: bool = False, alert_path: bool = False):
+    """module: a function that imports the command's module (each import stays visible to the
+    import contract, and is made only when the command runs)."""
     def command(args) -> int:
-        import importlib
-
-        mod = importlib.import_module(f"market_timers.{module}")
+        mod = module()
         cfg = _alert_config(args) if alert_path else _config(args, check_calendars)
         if service_user:
             _as_service_user(cfg)
@@ -213,10 +219,12 @@ def cmd_outbox(args) -> int:
 
 def cmd_digest(args) -> int:
     from market_timers.alerts import commands
+    from market_timers.events.report import digest_lines  # the digest composes the two flows
 
     # Run as the built-in digest job, the runner hands over the session in $MARKET_SESSION.
     session = args.session.isoformat() if args.session else os.environ.get("MARKET_SESSION")
-    return commands.digest(_as_service_user(_alert_config(args)), session)
+    return commands.digest(_as_service_user(_alert_config(args)), session,
+                           incidents=digest_lines)
 
 
 def cmd_cluster(args) -> int:
@@ -263,6 +271,30 @@ def cmd_incidents(args) -> int:
     return process.incidents_list(cfg, args.json, now=args.now)
 
 
+def _alert_commands():
+    from market_timers.alerts import commands
+
+    return commands
+
+
+def _deadman():
+    from market_timers.watch import deadman
+
+    return deadman
+
+
+def _status():
+    from market_timers.watch import status
+
+    return status
+
+
+def _manual_run():
+    from market_timers.schedule import manual_run
+
+    return manual_run
+
+
 COMMANDS = {
     "plan": cmd_plan,
     "render": cmd_render,
@@ -270,19 +302,19 @@ COMMANDS = {
     "sync": cmd_sync,
     "try": cmd_try,
     "check-cron": cmd_check_cron,
-    "alert": _delegate("alerts.commands", "alert_test", "test", service_user=True,
+    "alert": _delegate(_alert_commands, "alert_test", "test", service_user=True,
                        alert_path=True),
-    "alert-handler": _delegate("alerts.commands", "alert_handler", "mode", "unit",
+    "alert-handler": _delegate(_alert_commands, "alert_handler", "mode", "unit",
                                alert_path=True),
     "outbox": cmd_outbox,
-    "ack": _delegate("alerts.commands", "ack", "alert_id", service_user=True, alert_path=True),
+    "ack": _delegate(_alert_commands, "ack", "alert_id", service_user=True, alert_path=True),
     "digest": cmd_digest,
     "refresh": cmd_refresh,
-    "deadman": _delegate("watch.deadman", "command", "now", service_user=True, alert_path=True),
-    "status": _delegate("watch.status", "command", "session", "json", "now"),
+    "deadman": _delegate(_deadman, "command", "now", service_user=True, alert_path=True),
+    "status": _delegate(_status, "command", "session", "json", "now"),
     "event": cmd_event,
     "incidents": cmd_incidents,
-    "run": _delegate("manual_run", "command", "job", "session", "force", check_calendars=True),
+    "run": _delegate(_manual_run, "command", "job", "session", "force", check_calendars=True),
     "cluster": cmd_cluster,
     "fence": cmd_fence,
 }

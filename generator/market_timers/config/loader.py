@@ -1,9 +1,9 @@
 """Load and validate market-timers.toml: the top-level keys and `[overrides]` here, the
-`[[job]]` tables in job_config.py, each other table in its own module (alerts/config.py,
-watch/config.py, metrics_config.py, events/config.py, cluster_config.py).
+`[[job]]` tables in jobs.py, each other table in its own module of config/ (alerts.py,
+watch.py, metrics.py, events.py, cluster.py).
 
 All problems are collected and reported together, each naming the file, the key (``job[2].offset``)
-and the bad value (see errors.py). Validation happens before anything is written. What needs the
+and the bad value (see schema/problems.py). Validation happens before anything is written. What needs the
 exchange calendars (calendar names, overrides' dates) is checked by calendar_checks.load(), which
 calls load() here; this module never imports calendars.py, and commands on the hot path (alert
 handlers, records) load the config without it.

@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from market_timers.contracts.instants import iso
+from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
 
 FILE = "plan.json"
@@ -163,3 +163,9 @@ def _text(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {value!r}")
     return value
+
+
+def deadline(entry: dict, slack_sec: int) -> datetime:
+    """When a planned run with no record becomes "missed": instant + grace + timeout + slack."""
+    return parse_iso(entry["fire_utc"]) + timedelta(
+        seconds=int(entry.get("grace_sec", 0)) + int(entry.get("timeout_sec", 0)) + slack_sec)

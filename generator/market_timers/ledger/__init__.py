@@ -35,8 +35,6 @@ Hot path: this module and local.py import nothing but `os` (no json, no dataclas
 the runner imports them before every job.
 """
 
-from __future__ import annotations
-
 import os
 
 DEFAULT_STATE_DIR = "/var/lib/market-timers"

@@ -14,8 +14,6 @@ O_NOFOLLOW relative to its parent's fd: a planted symlink is an error, never fol
 Imports nothing but `os` (and `errno`): the runner calls this before every job.
 """
 
-from __future__ import annotations
-
 import errno
 import os
 

@@ -55,7 +55,7 @@ def catch_up(config, state: State, view, plan: planfile.PlanDoc, now: datetime) 
     scan read (`view`: scan.LedgerView), the sessions now missed. Returns the history (its
     tallies; the caller saves and closes it)."""
     from market_timers.config.watch import watch_of
-    from market_timers.watch.fires import deadline
+    from market_timers.contracts.planfile import deadline
 
     history = History(state, reread=view.full)
     try:

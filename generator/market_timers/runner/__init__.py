@@ -45,13 +45,12 @@ starts past instant + grace + timeout), or exits 174 when the retries are over.
 Hot path: standard library only, never pandas, exchange_calendars or json. Its whole context comes
 from the unit's Environment= lines, written by render.py.
 
-The runner's modules: this one, a session job's start (run, _start, main); runbase.py what every
+The runner's modules: this one, a session job's start (run, _start, main); start.py what every
 start shares (the journal line, the lock group, the exec, the refusal notes); prefire.py the wait
-for the instant; runslot.py a periodic job's slot; runretry.py the retry markers' two ends;
-runend.py the --record step. Only this one, runbase and prefire load on a plain start.
+for the instant (realtime.py its real-time escort); slot.py a periodic job's slot; retry.py the
+retry marker's two ends; record.py the --record step. The entry point, market-timers-run, is
+cli/run.py. Only this one, start.py and prefire.py load on a plain start.
 """
-
-from __future__ import annotations
 
 import os
 import sys
@@ -66,7 +65,6 @@ from market_timers.contracts.exitcodes import (
     STALE_START,
 )
 from market_timers.ledger.errors import DatabaseError
-from market_timers.runner import slotclock
 from market_timers.runner.prefire import await_exec_time
 from market_timers.runner.start import (
     ERR,
@@ -108,10 +106,11 @@ def run(argv: list[str], env: dict) -> int:
         job = env["MARKET_JOB"]
         grace = int(env.get("MARKET_GRACE_SEC", "120"))
         now = datetime.now(UTC)
-        schedule = slotclock.Schedule.from_env(env)  # a periodic job: judge the slot
-        if schedule is not None:
+        if env.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: judge the slot (slotclock.py)
+            from market_timers.runner import slotclock
             from market_timers.runner.slot import run_slot
 
+            schedule = slotclock.Schedule.from_env(env)
             try:
                 return run_slot(argv, env, job, grace, now, schedule)
             except DatabaseError as e:  # the cluster ledger
@@ -234,13 +233,10 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
 
 
 def main(argv: list[str] | None = None) -> int:
+    """A start (`market-timers-run -- COMMAND`); the entry point, with --record, is cli/run.py."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["--help"], ["-h"]):
         print(USAGE, end="")
         return 0
-    if argv[:1] == ["--record"]:
-        from market_timers.runner.record import record
-
-        return record(dict(os.environ))
     return run(argv, dict(os.environ))
 

@@ -16,8 +16,6 @@ CPU per fire, once: the price low-latency trading systems pay for the last milli
 Imports only `time`: the runner is on the hot path.
 """
 
-from __future__ import annotations
-
 import time
 
 MAX_STEP = 0.25  # seconds

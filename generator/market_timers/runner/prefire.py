@@ -4,8 +4,6 @@ On the hot path: os and time only (instant_escort.py and instant_wait.py are loa
 pre-fired wait, before it).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import time

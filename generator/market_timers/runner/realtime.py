@@ -31,8 +31,6 @@ Loaded by the runner only for a pre-fired wait, before it: os, time, instant_wai
 the capset(2) the standard library lacks.
 """
 
-from __future__ import annotations
-
 import ctypes
 import os
 import time

@@ -1,5 +1,6 @@
 """`market-timers-run --record` (ExecStopPost=): how the attempt (or the refusal) ended, in the run
-ledger; the retry marker for the next start; the metrics. Off the hot path: the job has ended.
+ledger, and the retry marker for the next start (the metrics follow: cli/run.py). Off the hot path:
+the job has ended.
 """
 
 from __future__ import annotations
@@ -43,10 +44,13 @@ def record(env: dict) -> int:
                            session, int(latest.get("attempt") or 1), now)
     except (OSError, ValueError, KeyError, DatabaseError) as e:
         log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
-    from market_timers import metrics  # off the hot path: the job has ended
-
-    metrics.after_run(env)
     return 0
+
+
+def counted_in_metrics(env: dict) -> bool:
+    """Whether the metrics follow this record step: a job's run, not a periodic job's slot (its
+    slot records are counted by the metrics' own pass)."""
+    return bool(env.get("MARKET_JOB")) and not env.get("MARKET_SLOT_EVERY_SEC")
 
 
 def _ran_locally(env: dict, key) -> bool:

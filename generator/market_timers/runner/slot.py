@@ -2,8 +2,6 @@
 (job, session, slot). Imported by the runner only for a periodic job.
 """
 
-from __future__ import annotations
-
 import os
 import time
 from datetime import datetime

@@ -14,8 +14,6 @@ start came to, and for a slot that never started, written afterwards by slotreco
 "skipped". The skip counts, the digest, status and the deadman read these.
 """
 
-from __future__ import annotations
-
 import os
 from datetime import UTC, datetime, timedelta
 
@@ -48,7 +46,7 @@ class Schedule:
         self.first, self.every, self.last, self.pause = first, every, last, pause
 
     @classmethod
-    def from_env(cls, env: dict) -> Schedule | None:
+    def from_env(cls, env: dict) -> "Schedule | None":
         """None for a one-shot job; ValueError for a malformed periodic context."""
         if not env.get("MARKET_SLOT_EVERY_SEC"):
             return None
@@ -60,7 +58,7 @@ class Schedule:
                    parse_z(env["MARKET_SLOT_LAST_UTC"]), pause)
 
     @classmethod
-    def from_plan(cls, entry) -> Schedule:
+    def from_plan(cls, entry) -> "Schedule":
         """From a periodic job's plan.json entry (a planfile.PlanEntry, or its dict)."""
         if isinstance(entry, dict):
             from market_timers.contracts.planfile import (  # not on the runner's path: it never reads the plan

@@ -245,60 +245,6 @@ def _finish_in_ledger(env: dict, job: str, key: str, invocation: str, fields: di
               f"{e}", flush=True)
 
 
-# Alerts ----------------------------------------------------------------------------------------
-
-def warn_once(config, job: str, session: str, summary: Summary, job_severity: str | None,
-              state_dir, now=None, raise_alert=None) -> bool:
-    """The session's one warning about skipped slots, at the first skip. True when raised now."""
-    if not summary.skipped:
-        return False
-    marker = session_dir(state_dir, job, session) / WARNED
-    try:
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    except OSError as e:
-        log.warning("cannot mark the skip warning of %s %s: %s", job, session, e)
-        return False
-    os.close(fd)
-    if raise_alert is None:
-        from market_timers.alerts.api import raise_alert
-    severity = "info" if job_severity == "info" else "warning"
-    text = (summary.text(job) + f". A slot that comes while the previous run is still going is "
-            "dropped (never a second copy); the count is kept in the digest and in "
-            f"`market-timers status --session {session}`.")
-    raise_alert(config, kind="overlap-skipped", job=job, session=session, text=text,
-                key=f"slots-skipped:{job}:{session}", job_severity=severity,
-                title=f"{job}: slots skipped in session {session}",
-                details={"skipped": summary.skipped, "total": summary.total,
-                         "first_skipped": summary.first_skipped}, now=now)
-    return True
-
-
-def on_handler(config, info: dict, kind: str, now=None, raise_alert=None) -> bool:
-    """Alert handler hook for a periodic job's unit. True: the run was a skip (counted, no alert
-    of its own); False: handle the run as usual (success, failure)."""
-    try:
-        schedule = Schedule.from_env(info)
-        job, session = info["MARKET_JOB"], info["MARKET_SESSION"]
-    except (KeyError, ValueError):
-        return False
-    if schedule is None:
-        return False
-    state_dir = info.get("MARKET_STATE_DIR") or getattr(config, "state_dir", None)
-    if state_dir is None:
-        return False
-    t = now() if callable(now) else (now or datetime.now(UTC))
-    try:
-        summary = account(state_dir, job, session, schedule,
-                          int(info.get("MARKET_GRACE_SEC", "0")), t)
-        warn_once(config, job, session, summary, info.get("MARKET_SEVERITY"), state_dir,
-                  now=now, raise_alert=raise_alert)
-    except OSError as e:
-        log.warning("cannot account the slots of %s %s: %s", job, session, e)
-    return kind in ("overlap-skipped", "stale-start")
-
-
 def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
           slack: int) -> tuple[str, str] | None:
     """(key, text) when no slot of this session has started for stall_after, else None."""

@@ -3,8 +3,6 @@ environment, the lock group (flock here, and cluster-wide on the PostgreSQL ledg
 the job and the notes of a refused start. On the hot path: standard library only.
 """
 
-from __future__ import annotations
-
 import errno
 import fcntl
 import os

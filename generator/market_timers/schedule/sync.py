@@ -24,13 +24,13 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import ledger, metrics
-from market_timers.alerts import credunits
+from market_timers import ledger
 from market_timers.config.loader import Config
 from market_timers.contracts import planfile, unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
 from market_timers.ledger import runrecord
+from market_timers.schedule import credunits
 from market_timers.schedule import plan as planning
 from market_timers.schedule.render import (
     Installed,
@@ -145,8 +145,6 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.reset_failed([unitname.service_of(n) for n in result.expired])
         systemctl.start(result.started)
         _write_plan(config, fires, now, previous, kept, set(ran))
-        _write_alert_snapshot(config, now)
-        metrics.after_sync(config, now)
         return result
 
 
@@ -221,19 +219,6 @@ def _moved(installed: dict[str, Installed], fires: list[planning.Fire], written:
                 out.append(Change(f.job, key[1], old.scheduled, f.fire_iso,
                                   old.calendar or f.calendar, note))
     return out
-
-
-def _write_alert_snapshot(config: Config, now: datetime) -> None:
-    """The last-good copy of what alerting needs, used while the live config is broken."""
-    from market_timers.alerts import snapshot
-    from market_timers.config.alerts import print_route_warnings
-
-    print_route_warnings(config)
-    try:
-        snapshot.write(config, now)
-    except (OSError, TypeError, ValueError) as e:
-        print(f"market-timers sync: warning: cannot write the alert snapshot: {e}",
-              file=sys.stderr)
 
 
 def _same_session(name: str, fire: planning.Fire) -> bool:

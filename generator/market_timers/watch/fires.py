@@ -5,11 +5,12 @@ Shared by the dead-man pass, `status` and the metrics (which count missed sessio
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from pathlib import Path
 
 from market_timers.contracts import planfile
-from market_timers.contracts.instants import parse_iso
+from market_timers.contracts.planfile import (  # noqa: F401  (the watch's readers use fires.deadline)
+    deadline,
+)
 
 PLAN_FILE = planfile.FILE
 
@@ -18,12 +19,6 @@ def read_plan(state_dir: Path) -> dict | None:
     """plan.json as written by sync (planfile.read), or None when sync has never run."""
     doc = planfile.read(state_dir)
     return None if doc is None else doc.to_json()
-
-
-def deadline(entry: dict, slack_sec: int) -> datetime:
-    """When a planned run with no record becomes "missed": instant + grace + timeout + slack."""
-    return parse_iso(entry["fire_utc"]) + timedelta(
-        seconds=int(entry.get("grace_sec", 0)) + int(entry.get("timeout_sec", 0)) + slack_sec)
 
 
 def timer_state(props: dict[str, str]) -> str:

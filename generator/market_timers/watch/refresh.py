@@ -100,6 +100,7 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
     from market_timers.schedule import calendar_checks
     from market_timers.schedule import sync as sync_mod
     from market_timers.schedule.plan import utcnow
+    from market_timers.watch.synced import after_sync
 
     now = now or utcnow()
     result = RefreshResult()
@@ -118,6 +119,7 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
     try:
         kw = {"stamp_dir": stamp_dir} if stamp_dir is not None else {}
         result.sync = sync_mod.sync(config, now=now, systemctl=systemctl, **kw)
+        after_sync(config, now)
     except Exception as e:
         log.exception("refresh: sync failed")
         result.ok, result.exit_code = False, FAILURE

@@ -1,0 +1,30 @@
+"""`market-timers-run`: the entry point of every job unit's ExecStart= and ExecStopPost=.
+
+A start (`market-timers-run -- COMMAND`) is the runner's alone (runner/, import-light: this module
+imports nothing at the top, so a start loads what it loaded before). The record step
+(`--record`, after the job) composes two flows: the runner records how the run ended, then the
+metrics are updated.
+"""
+
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--record"]:
+        from market_timers import metrics
+        from market_timers.runner.record import counted_in_metrics, record
+
+        env = dict(os.environ)
+        status = record(env)
+        if counted_in_metrics(env):
+            metrics.after_run(env)
+        return status
+    from market_timers import runner
+
+    return runner.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
