@@ -39,7 +39,7 @@ def target():
 
 def run_escort(pid: int, born, instant: float, **kw) -> subprocess.CompletedProcess:
     """escort() in a process of its own, as the runner's fork runs it."""
-    code = (f"import sys; from market_timers import instant_escort as w; "
+    code = (f"import sys; from market_timers.runner import realtime as w; "
             f"sys.exit(w.escort({pid}, {born!r}, {instant!r}, 'signal', "
             + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + "))")
     return subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
@@ -84,7 +84,7 @@ def test_without_the_capability_the_escort_says_so_and_the_job_runs_on(target):
     """An escort that cannot raise the job (no CAP_SYS_NICE: here, an escort that dropped it
     first) writes one warning to the journal and leaves the job as it was."""
     born = instant_escort.start_time(target.pid)
-    code = ("import sys; from market_timers import instant_escort as w; w.drop_capabilities('the test'); "
+    code = ("import sys; from market_timers.runner import realtime as w; w.drop_capabilities('the test'); "
             f"sys.exit(w.escort({target.pid}, {born!r}, {time.time() + 0.2!r}, 'signal'))")
     escort = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=10)
@@ -101,7 +101,7 @@ def caps(pid: int | str = "self") -> dict[str, int]:
 
 
 def test_drop_capabilities_empties_every_set_so_the_job_holds_none():
-    code = ("from market_timers import instant_escort as w; w.drop_capabilities('the test'); "
+    code = ("from market_timers.runner import realtime as w; w.drop_capabilities('the test'); "
             "print(open('/proc/self/status').read())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
@@ -313,7 +313,7 @@ def test_warm_on_a_periodic_job_is_refused_naming_the_key(write_config, capsys):
 def test_the_record_step_drops_the_capability_too(shared_dir):
     """ExecStopPost= (`market-timers-run --record`) runs under the same unit, so it starts with
     the ambient CAP_SYS_NICE too; it has no use for it and drops it before its work."""
-    probe = ("import os; from market_timers import runend; "
+    probe = ("import os; from market_timers.runner import record as runend; "
              "runend.record({'MARKET_JOB': 'signal', 'MARKET_LEAD_SEC': '2', "
              f"'MARKET_STATE_DIR': {str(shared_dir / 'state')!r}, "
              "'MARKET_SCHEDULED_UTC': '2025-11-26T20:45:00Z'}); "

@@ -372,10 +372,12 @@ class QuietSystemctl:
 def test_sync_and_refresh_write_the_plan_and_the_calendar_data_end(setup):
     from market_timers.schedule import calendars, sync
     from market_timers.watch import refresh
+    from market_timers.watch.synced import after_sync
 
     cfg = setup(CONFIG + '[[job]]\nname = "shanghai"\ncalendar = "XSHG"\nevent = "open"\n'
                 'command = ["/usr/bin/true"]\n')
     sync.sync(cfg, now=NOW, systemctl=QuietSystemctl(), stamp_dir=cfg.state_dir / "stamps")
+    after_sync(cfg, NOW)  # as the sync command does
     fams = scrape(cfg)
     end = datetime.combine(calendars.last_session("XSHG"), datetime.min.time(), UTC)
     assert value(fams, "market_timers_calendar_data_end_timestamp_seconds",

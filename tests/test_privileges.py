@@ -13,7 +13,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch 
 SCRIPT = """
 import os, sys
 from types import SimpleNamespace
-from market_timers.cli import privileges
+from market_timers.alerts import privileges
 privileges.CREDSTORES = (sys.argv[1],)
 cfg = SimpleNamespace(user="nobody", alerts=SimpleNamespace(
     telegram=SimpleNamespace(token_credential="t.token"), slack=None, email=None, webhook=None),

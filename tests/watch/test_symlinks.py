@@ -21,6 +21,7 @@ from market_timers.files import safefs
 from market_timers.ledger import runrecord
 from market_timers.schedule import sync as sync_mod
 from market_timers.watch import deadman
+from market_timers.watch.synced import after_sync
 
 from .conftest import THANKSGIVING_CONFIG, utc
 
@@ -69,6 +70,7 @@ def test_sync_replaces_a_planted_symlink_never_writes_through_it(make_config, fa
     before = precious.read_text()
     plant(config.state_dir / name, precious)
     sync_mod.sync(config, now=NOW, systemctl=fake_systemctl, stamp_dir=tmp_path / "st")
+    after_sync(config, NOW)  # the alert snapshot, as the sync command writes it after the sync
     assert precious.read_text() == before
     path = config.state_dir / name
     assert not path.is_symlink() and json.loads(path.read_text())
