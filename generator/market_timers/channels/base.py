@@ -1,15 +1,20 @@
-"""The channel interface, the delivery error and the HTTP helper the HTTP channels share.
+"""The channel interface, the delivery error and the one send path of the HTTP channels.
 
 A channel's `send(alert)` returns on confirmed delivery or raises DeliveryError saying whether
 the failure is permanent (retrying gives the same error: fall back at once) or transient
 (retry later, not before `retry_after` seconds when the service asked for it).
 Error texts are built from our own words, the status and the service's error code, then
 redacted: urllib's exception texts can embed the URL, and the Telegram URL holds the token.
+
+An HTTP channel subclasses HttpChannel: its `send` builds the URL and the payload and calls
+`send_json`, which POSTs and maps the answer; the class declares only how its service answers
+(`delivered`, `unconfirmed`, `error_code`, `retry_after`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Container
 from dataclasses import dataclass
 
 from market_timers.channels import httppost
@@ -88,6 +93,38 @@ class Channel:
                                 permanent=True)
         raise DeliveryError(f"{self.name}: server error ({response.status} {code})",
                             permanent=False)
+
+
+class HttpChannel(Channel):
+    """A channel that POSTs JSON. By default any 2xx is delivered, the error code is the start of
+    the body and Retry-After comes from the header; a channel overrides what its service does
+    differently."""
+
+    delivered: Container[int] = range(200, 300)  # the statuses that say the service took it
+
+    def unconfirmed(self, response: HttpResponse) -> str | None:
+        """What a `delivered` answer's body lacks to confirm delivery (say "ok=true"), which makes
+        the attempt a transient failure; None when the status is enough."""
+        return None
+
+    def error_code(self, response: HttpResponse) -> str:
+        """The service's error code or text in a refusal (redacted and cut when raised)."""
+        return response.body.strip()[:80]
+
+    def retry_after(self, response: HttpResponse) -> float | None:
+        """The seconds the service asks to wait, None when it does not say."""
+        return retry_after_header(response.headers)
+
+    def send_json(self, url: str, payload: dict, headers: dict | None = None) -> None:
+        """POST `payload` within the channel's `timeout`; return on delivery, else DeliveryError."""
+        response = self.post_json(url, payload, self.settings.timeout, headers)
+        if response.status in self.delivered:
+            missing = self.unconfirmed(response)
+            if missing is None:
+                return
+            raise DeliveryError(f"{self.name}: {response.status} without {missing}",
+                                permanent=False)
+        self.raise_for_status(response, self.error_code(response), self.retry_after(response))
 
 
 def retry_after_header(headers: dict) -> float | None:
