@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Container
 from dataclasses import dataclass
+from functools import cached_property
 
 from market_timers.channels import httppost
 from market_timers.channels.credentials import read_credential, redact
@@ -33,6 +34,15 @@ class HttpResponse:
     status: int
     body: str
     headers: dict
+
+    @cached_property
+    def data(self) -> dict:
+        """The body as a JSON object; {} when it is not one (not JSON, or another JSON value)."""
+        try:
+            data = json.loads(self.body)
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
 
 
 class Channel:
