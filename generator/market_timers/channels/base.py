@@ -74,36 +74,6 @@ class Channel:
     def clean(self, text: str) -> str:
         return redact(text, self._secrets)
 
-    def post_json(self, url: str, payload: dict, timeout: float,
-                  headers: dict | None = None) -> HttpResponse:
-        """POST JSON within a total deadline of `timeout` seconds, never following a redirect.
-
-        HTTP answers (3xx included) come back as responses; no answer is a DeliveryError: a
-        malformed URL is permanent, a network error or the deadline transient."""
-        try:
-            r = httppost.post(url, json.dumps(payload).encode(),
-                              {"Content-Type": "application/json", "User-Agent": "market-timers",
-                               **(headers or {})}, timeout)
-        except httppost.PostError as e:
-            raise DeliveryError(self.clean(f"{self.name}: {e}"), permanent=e.config) from None
-        return HttpResponse(r.status, r.body, r.headers)
-
-    def raise_for_status(self, response: HttpResponse, code: str, retry_after: float | None):
-        """Map a non-2xx response: 429 -> transient with retry_after, other 4xx -> permanent."""
-        code = self.clean(code)[:200]
-        if 300 <= response.status < 400:  # never followed: a POST redirected is not delivered
-            raise DeliveryError(f"{self.name}: the server answered {response.status} (a redirect"
-                                "); redirects are not followed, so nothing was delivered: "
-                                "configure the final URL", permanent=True)
-        if response.status == 429:
-            raise DeliveryError(f"{self.name}: rate limited (429 {code})", permanent=False,
-                                retry_after=retry_after if retry_after is not None else 60)
-        if 400 <= response.status < 500:
-            raise DeliveryError(f"{self.name}: rejected ({response.status} {code})",
-                                permanent=True)
-        raise DeliveryError(f"{self.name}: server error ({response.status} {code})",
-                            permanent=False)
-
 
 class HttpChannel(Channel):
     """A channel that POSTs JSON. By default any 2xx is delivered, the error code is the start of
@@ -127,14 +97,45 @@ class HttpChannel(Channel):
 
     def send_json(self, url: str, payload: dict, headers: dict | None = None) -> None:
         """POST `payload` within the channel's `timeout`; return on delivery, else DeliveryError."""
-        response = self.post_json(url, payload, self.settings.timeout, headers)
+        response = self._post_json(url, payload, self.settings.timeout, headers)
         if response.status in self.delivered:
             missing = self.unconfirmed(response)
             if missing is None:
                 return
             raise DeliveryError(f"{self.name}: {response.status} without {missing}",
                                 permanent=False)
-        self.raise_for_status(response, self.error_code(response), self.retry_after(response))
+        self._raise_for_status(response, self.error_code(response), self.retry_after(response))
+
+    def _post_json(self, url: str, payload: dict, timeout: float,
+                   headers: dict | None = None) -> HttpResponse:
+        """POST JSON within a total deadline of `timeout` seconds, never following a redirect.
+
+        HTTP answers (3xx included) come back as responses; no answer is a DeliveryError: a
+        malformed URL is permanent, a network error or the deadline transient."""
+        try:
+            r = httppost.post(url, json.dumps(payload).encode(),
+                              {"Content-Type": "application/json", "User-Agent": "market-timers",
+                               **(headers or {})}, timeout)
+        except httppost.PostError as e:
+            raise DeliveryError(self.clean(f"{self.name}: {e}"), permanent=e.config) from None
+        return HttpResponse(r.status, r.body, r.headers)
+
+    def _raise_for_status(self, response: HttpResponse, code: str, retry_after: float | None):
+        """Map an answer that is not a delivery: 3xx (never followed) and 4xx permanent, but 429
+        transient with retry_after; the rest (5xx, a 2xx outside `delivered`) transient."""
+        code = self.clean(code)[:200]
+        if 300 <= response.status < 400:  # never followed: a POST redirected is not delivered
+            raise DeliveryError(f"{self.name}: the server answered {response.status} (a redirect"
+                                "); redirects are not followed, so nothing was delivered: "
+                                "configure the final URL", permanent=True)
+        if response.status == 429:
+            raise DeliveryError(f"{self.name}: rate limited (429 {code})", permanent=False,
+                                retry_after=retry_after if retry_after is not None else 60)
+        if 400 <= response.status < 500:
+            raise DeliveryError(f"{self.name}: rejected ({response.status} {code})",
+                                permanent=True)
+        raise DeliveryError(f"{self.name}: server error ({response.status} {code})",
+                            permanent=False)
 
 
 def retry_after_header(headers: dict) -> float | None:
