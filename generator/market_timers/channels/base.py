@@ -112,6 +112,10 @@ class HttpChannel(Channel):
 
         HTTP answers (3xx included) come back as responses; no answer is a DeliveryError: a
         malformed URL is permanent, a network error or the deadline transient."""
+        # On urllib (httppost.py), not an HTTP library: requests' and httpx's timeouts bound each
+        # connect and read, not the whole attempt, and requests follows a redirected POST, so the
+        # deadline and the refused redirect would be written around one anyway; a dependency
+        # for a single JSON POST buys nothing.
         try:
             r = httppost.post(url, json.dumps(payload).encode(),
                               {"Content-Type": "application/json", "User-Agent": "market-timers",
