@@ -2,7 +2,8 @@
 
 Adding a channel is its module plus its name in NAMES (tests and docs follow; tests/test_docs.py
 fails until the man page describes it). NAMES is also the default `fallback` order. Modules are
-imported on first use, so a command touches only the channels its config names.
+imported on first use, so a command touches only the channels its config names. An HTTP channel
+subclasses base.HttpChannel and sends through its `send_json`, the one send path.
 """
 
 from __future__ import annotations

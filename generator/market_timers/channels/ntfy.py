@@ -12,12 +12,11 @@ token is missing or wrong, 413: too large) are permanent; 5xx and network errors
 
 from __future__ import annotations
 
-import json
 import re
 from urllib.parse import urlsplit
 
 from market_timers.channels import spec
-from market_timers.channels.base import Channel, DeliveryError, retry_after_header
+from market_timers.channels.base import DeliveryError, HttpChannel
 
 LIMIT = 4096  # bytes of `message` (ntfy's default message-size-limit)
 TITLE_LIMIT = 250
@@ -45,8 +44,12 @@ def _split(topic_url: str) -> tuple[str, str]:
     return f"{parts.scheme}://{parts.netloc}{prefix}/", topic
 
 
-class NtfyChannel(Channel):
+class NtfyChannel(HttpChannel):
     name = "ntfy"
+    delivered = (200,)
+
+    def error_code(self, response):
+        return str(response.data.get("error") or "") or super().error_code(response)
 
     def send(self, alert) -> None:
         s = self.settings
@@ -58,16 +61,7 @@ class NtfyChannel(Channel):
                    "message": fit(alert) or alert.subject(),
                    "priority": 3 if recovery else PRIORITY.get(alert.severity, 5), "tags": tags}
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        response = self.post_json(root, payload, s.timeout, headers=headers)
-        if response.status == 200:
-            return
-        try:
-            data = json.loads(response.body)
-        except ValueError:
-            data = {}
-        code = str(data.get("error") or "") if isinstance(data, dict) else ""
-        self.raise_for_status(response, code or response.body.strip()[:80],
-                              retry_after_header(response.headers))
+        self.send_json(root, payload, headers=headers)
 
 
 SPEC = spec.ChannelSpec(

@@ -17,11 +17,10 @@ characters; the whole text (up to 64 KiB) goes into `custom_details`.
 from __future__ import annotations
 
 import hashlib
-import json
 import socket
 
 from market_timers.channels import spec
-from market_timers.channels.base import Channel, DeliveryError, retry_after_header
+from market_timers.channels.base import HttpChannel
 from market_timers.channels.textfit import cut
 from market_timers.contracts.outcomes import FAILURE_KINDS
 
@@ -48,8 +47,16 @@ def dedup_key(alert, source: str) -> str:
     return key
 
 
-class PagerDutyChannel(Channel):
+class PagerDutyChannel(HttpChannel):
     name = "pagerduty"
+
+    def unconfirmed(self, response):
+        return None if response.data.get("status", "success") == "success" else "status=success"
+
+    def error_code(self, response):
+        errors = response.data.get("errors")
+        return str(response.data.get("message") or "") + (
+            f": {'; '.join(map(str, errors))}" if isinstance(errors, list) and errors else "")
 
     def send(self, alert) -> None:
         routing_key = self.secret(self.settings.routing_key_credential)
@@ -78,21 +85,7 @@ class PagerDutyChannel(Channel):
         if isinstance(event.get("payload"), dict):
             event["payload"] = {k: v for k, v in event["payload"].items() if v is not None}
         url = f"{self.settings.api_base.rstrip('/')}/v2/enqueue"
-        response = self.post_json(url, event, self.settings.timeout)
-        try:
-            data = json.loads(response.body)
-        except ValueError:
-            data = {}
-        data = data if isinstance(data, dict) else {}
-        if 200 <= response.status < 300:
-            if data.get("status", "success") != "success":
-                raise DeliveryError(f"pagerduty: {response.status} without status=success",
-                                    permanent=False)
-            return
-        errors = data.get("errors")
-        code = str(data.get("message") or "") + (
-            f": {'; '.join(map(str, errors))}" if isinstance(errors, list) and errors else "")
-        self.raise_for_status(response, code, retry_after_header(response.headers))
+        self.send_json(url, event)
 
 
 SPEC = spec.ChannelSpec(

@@ -8,7 +8,7 @@ network errors are transient. The URL is the secret: it is never logged.
 from __future__ import annotations
 
 from market_timers.channels import spec
-from market_timers.channels.base import Channel, retry_after_header
+from market_timers.channels.base import HttpChannel
 from market_timers.channels.textfit import utf16_len
 
 LIMIT = 3900  # Slack truncates `text` beyond 40,000 characters but advises under 4,000
@@ -19,17 +19,12 @@ def fit(alert) -> str:
     return alert.body(excerpt_limit=LIMIT, measure=utf16_len)
 
 
-class SlackChannel(Channel):
+class SlackChannel(HttpChannel):
     name = "slack"
+    delivered = (200,)
 
     def send(self, alert) -> None:
-        url = self.secret(self.settings.webhook_credential)
-        response = self.post_json(url, {"text": fit(alert)},
-                                  self.settings.timeout)
-        if response.status == 200:
-            return
-        self.raise_for_status(response, response.body.strip()[:80],
-                              retry_after_header(response.headers))
+        self.send_json(self.secret(self.settings.webhook_credential), {"text": fit(alert)})
 
 
 SPEC = spec.ChannelSpec(

@@ -8,10 +8,8 @@ Text is at most 4096 characters, counted as Telegram does, in UTF-16 code units 
 
 from __future__ import annotations
 
-import json
-
 from market_timers.channels import spec
-from market_timers.channels.base import Channel, DeliveryError
+from market_timers.channels.base import HttpChannel
 from market_timers.channels.textfit import utf16_len
 
 LIMIT = 4096
@@ -21,8 +19,19 @@ def fit(alert) -> str:
     return alert.body(excerpt_limit=LIMIT, measure=utf16_len)
 
 
-class TelegramChannel(Channel):
+class TelegramChannel(HttpChannel):
     name = "telegram"
+    delivered = (200,)
+
+    def unconfirmed(self, response):  # 200 without ok: treat as a server-side fault, retry
+        return None if response.data.get("ok") is True else "ok=true"
+
+    def error_code(self, response):
+        return str(response.data.get("description") or "")
+
+    def retry_after(self, response):
+        retry = (response.data.get("parameters") or {}).get("retry_after")
+        return float(retry) if isinstance(retry, int | float) else None
 
     def send(self, alert) -> None:
         token = self.secret(self.settings.token_credential)
@@ -30,20 +39,7 @@ class TelegramChannel(Channel):
         payload = {"chat_id": self.settings.chat_id, "text": fit(alert),
                    "disable_web_page_preview": True,
                    "disable_notification": alert.severity != "critical"}
-        response = self.post_json(url, payload, self.settings.timeout)
-        try:
-            data = json.loads(response.body)
-        except ValueError:
-            data = {}
-        if not isinstance(data, dict):
-            data = {}
-        if response.status == 200 and data.get("ok") is True:
-            return
-        if response.status == 200:  # 200 without ok: treat as a server-side fault, retry
-            raise DeliveryError("telegram: 200 without ok=true", permanent=False)
-        retry = (data.get("parameters") or {}).get("retry_after")
-        retry = float(retry) if isinstance(retry, int | float) else None
-        self.raise_for_status(response, str(data.get("description") or ""), retry)
+        self.send_json(url, payload)
 
 
 SPEC = spec.ChannelSpec(

@@ -5,10 +5,10 @@ permanent; 5xx and network errors are transient."""
 from __future__ import annotations
 
 from market_timers.channels import spec
-from market_timers.channels.base import Channel, retry_after_header
+from market_timers.channels.base import HttpChannel
 
 
-class WebhookChannel(Channel):
+class WebhookChannel(HttpChannel):
     name = "webhook"
 
     def send(self, alert) -> None:
@@ -18,11 +18,7 @@ class WebhookChannel(Channel):
                                                   "repeat", "suppressed")}
         payload["details"] = alert.details
         payload["message"] = alert.body()
-        response = self.post_json(url, payload, self.settings.timeout)
-        if 200 <= response.status < 300:
-            return
-        self.raise_for_status(response, response.body.strip()[:80],
-                              retry_after_header(response.headers))
+        self.send_json(url, payload)
 
 
 SPEC = spec.ChannelSpec(
