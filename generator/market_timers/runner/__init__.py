@@ -102,30 +102,20 @@ def run(argv: list[str], env: dict) -> int:
     if not argv:
         log(ERR, "usage: market-timers-run -- COMMAND [ARG...]  |  market-timers-run --record")
         return RUNNER_ERROR
+    slot = None
     try:
         job = env["MARKET_JOB"]
         grace = int(env.get("MARKET_GRACE_SEC", "120"))
         now = datetime.now(UTC)
-        if env.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: judge the slot (slotclock.py)
-            from market_timers.runner import slotclock
-            from market_timers.runner.slot import run_slot
+        if env.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: judge the slot (slot.py)
+            from market_timers.runner.slot import Slot
 
-            schedule = slotclock.Schedule.from_env(env)
-            try:
-                return run_slot(argv, env, job, grace, now, schedule)
-            except DatabaseError as e:  # the cluster ledger
-                if env.get("MARKET_ON_DB_UNREACHABLE", "skip") != "run":
-                    log(ERR, f"cannot reach the cluster ledger ({e}); not running this slot of "
-                             f"{job}: on_db_unreachable = skip (another node may run it)")
-                    return LEDGER_UNREACHABLE
-                log(WARNING, f"cannot reach the cluster ledger ({e}); running this slot of "
-                             f"{job} anyway (on_db_unreachable = run): another node may run it "
-                             "too")
-                return run_slot(argv, dict(env, MARKET_LEDGER="local"), job, grace, now,
-                                schedule)
-        scheduled = scheduled_instant(env, now)
-        session = env.get("MARKET_SESSION") or scheduled.date().isoformat()
-        key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
+            slot = Slot(env, job, now)
+            key, scheduled = slot.key, slot.instant
+        else:
+            scheduled = scheduled_instant(env, now)
+            session = env.get("MARKET_SESSION") or scheduled.date().isoformat()
+            key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
     except (KeyError, ValueError) as e:
         log(ERR, f"bad or missing context in the environment ({e}); run me from a unit made "
                  "by `market-timers render`")
@@ -136,32 +126,39 @@ def run(argv: list[str], env: dict) -> int:
         log(ERR, f"{e}; run me from a unit made by `market-timers render`")
         return RUNNER_ERROR
     except DatabaseError as e:  # the cluster ledger's DSN credential is missing or empty
-        return _unreachable(argv, env, e, key, now, scheduled, grace)
+        return _unreachable(argv, env, e, key, now, scheduled, grace, slot)
     try:
-        return _start(argv, env, book, key, now, scheduled, grace)
+        return _start(argv, env, book, key, now, scheduled, grace, slot)
     except DatabaseError as e:
-        return _unreachable(argv, env, e, key, now, scheduled, grace)
+        return _unreachable(argv, env, e, key, now, scheduled, grace, slot)
 
 
-def _unreachable(argv, env, error, key, now, scheduled, grace) -> int:
+def _unreachable(argv, env, error, key, now, scheduled, grace, slot) -> int:
     """The cluster ledger cannot be reached (or failed): [cluster] on_db_unreachable decides."""
+    what = slot.unreachable_what if slot else f"{key.job} for session {key.session}"
     if env.get("MARKET_ON_DB_UNREACHABLE", "skip") != "run":
-        log(ERR, f"cannot reach the cluster ledger ({error}); not running {key.job} for session "
-                 f"{key.session}: on_db_unreachable = skip (another node may run it)")
+        log(ERR, f"cannot reach the cluster ledger ({error}); not running {what}: "
+                 "on_db_unreachable = skip (another node may run it)")
         return LEDGER_UNREACHABLE
-    log(WARNING, f"cannot reach the cluster ledger ({error}); running {key.job} for session "
-                 f"{key.session} anyway (on_db_unreachable = run): another node may run it too")
-    return _start(argv, env, _local(env), key, now, scheduled, grace)
+    log(WARNING, f"cannot reach the cluster ledger ({error}); running {what} anyway "
+                 "(on_db_unreachable = run): another node may run it too")
+    if slot:  # the slot's job and records are told the ledger is the local one
+        env = dict(env, MARKET_LEDGER="local")
+    return _start(argv, env, _local(env), key, now, scheduled, grace, slot)
 
 
 def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: datetime,
-           grace: int) -> int:
+           grace: int, slot=None) -> int:
+    """The one start sequence of a session's job and a periodic job's slot (slot: runner/slot.py,
+    what a slot adds: its records, its lock label; it takes no ticket, no retry, no standby
+    delay and no pre-fire wait)."""
     job, session = key.job, key.session
+    what = slot.what if slot else f"{job} for session {session}"
     base = dict(scheduled_utc=_utc(scheduled), host=os.uname().nodename, pid=os.getpid(),
                 invocation=env.get("INVOCATION_ID"))
     how, by = "timer", None
     delay = int(env.get("MARKET_STANDBY_DELAY_SEC") or 0)
-    if delay and not env.get("MARKET_TICKET") and hasattr(book, "lock_group"):
+    if not slot and delay and not env.get("MARKET_TICKET") and hasattr(book, "lock_group"):
         # A standby gives the preferred node `standby_delay` to claim first (issue 10): it claims
         # at instant + delay when its timer pre-fired (MARKET_LEAD_SEC: the preferred node claims
         # before the instant), else `delay` after its own start (a late start, a catch-up).
@@ -172,7 +169,7 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         now = datetime.now(UTC)
     late = (now - scheduled).total_seconds()
     try:
-        if env.get("MARKET_TICKET"):
+        if not slot and env.get("MARKET_TICKET"):
             ticket = book.take_ticket(env["MARKET_TICKET"], key)
             if ticket is None:
                 log(ERR, f"start ticket {env['MARKET_TICKET']} of {job} for session {session} is "
@@ -182,8 +179,8 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
             by = ticket.get("by", "?")
             log(INFO, f"{job} for session {session} started by {by} with `market-timers run"
                       f"{' --force' if how == 'forced' else ''}`")
-        if how == "timer" and env.get("MARKET_RETRIES", "0") != "0":  # systemd's restart?
-            from market_timers.runner.retry import retry_start
+        if not slot and how == "timer" and env.get("MARKET_RETRIES", "0") != "0":
+            from market_timers.runner.retry import retry_start  # systemd's restart?
 
             attempt, refused = retry_start(env, env.get("MARKET_STATE_DIR") or
                                            ledger.DEFAULT_STATE_DIR, job, session, scheduled, grace)
@@ -195,38 +192,50 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
                 late = (datetime.now(UTC) - scheduled).total_seconds()
         holder = None if how in ("forced", "retry") else book.holder(key)
     except OSError as e:
-        log(ERR, f"cannot read the run ledger in {getattr(book, 'state_dir', '?')}: {e}; "
-                 f"not running {job} for session {session} (it could run twice)")
+        state_dir = getattr(book, "state_dir", None) or env.get("MARKET_STATE_DIR", "?")
+        log(ERR, f"cannot read the run ledger in {state_dir}: {e}; not running {what} (it could "
+                 "run twice)")
         return RUNNER_ERROR
     if holder is not None:
         return _already_ran(book, key, holder, base)
+    late_field = {"late_sec": round(late, 3)}
     if how == "timer" and late > grace:
-        log(ERR, f"stale start: {job} for session {session} was due at {_utc(scheduled)} and it "
-                 f"is {late:.0f} s later, more than its grace of {grace} s; not running it")
-        _refuse(book, key, base, "stale-start", late_sec=round(late, 3))
+        log(ERR, slot.stale_message(late, grace) if slot else
+                 f"stale start: {what} was due at {_utc(scheduled)} and it is {late:.0f} s later, "
+                 f"more than its grace of {grace} s; not running it")
+        _refuse(book, key, base, "stale-start", **late_field)
+        if slot:
+            slot.note(refused="stale-start", **late_field)
         return STALE_START
     if not os.access(argv[0], os.X_OK):  # before the claim: a run that cannot start takes none
-        log(ERR, f"cannot run {argv[0]}: not an executable file; {job} for session {session} "
-                 "did not run")
+        log(ERR, f"cannot run {argv[0]}: not an executable file; {what} did not run")
         return RUNNER_ERROR
     try:
         lock = take_lock(env.get("MARKET_LOCK_DIR", "/run/market-timers"),
-                         env.get("MARKET_LOCK_GROUP", job), job, session)
+                         env.get("MARKET_LOCK_GROUP", job), job,
+                         slot.lock_label if slot else session)
     except LockError as e:
-        log(ERR, f"{e}; {job} for session {session} did not run")
+        log(ERR, f"{e}; {what} did not run")
         return RUNNER_ERROR
     if lock is None:
-        _refuse(book, key, base, "overlap-skipped")
+        _refuse(book, key, base, "overlap-skipped", **(late_field if slot else {}))
+        if slot:
+            slot.note(refused="overlap-skipped", **late_field)
         return OVERLAP_SKIPPED
-    fence = _cluster_lock(env, book, key, base, lock, f"{job} for session {session}")
+    fence = _cluster_lock(env, book, key, base, lock, what)
     if isinstance(fence, int):
+        if slot:
+            slot.note(refused="overlap-skipped", **late_field)
         return fence
-    claim = claim_start(book, key, how, dict(base, started_utc=_now_text(),
-                                             started_mono=time.monotonic(),
-                                             late_sec=round(late, 3), by=by),
-                        lock, f"{job} for session {session}", base)
+    fields = dict(base, started_utc=_now_text(), started_mono=time.monotonic(), **late_field)
+    if not slot:
+        fields["by"] = by
+    claim = claim_start(book, key, how, fields, lock, what, base)
     if isinstance(claim, int):
         return claim
+    if slot:
+        slot.ran(late, claim.attempt)
+        return exec_job(argv, env, session, slot.text, claim, fence, MARKET_SLOT_UTC=slot.text)
     capable, wait = await_exec_time(env, scheduled, job)
     return exec_job([*wait, *argv], env, session, _utc(scheduled), claim, fence,
                     drop_capabilities=capable)
