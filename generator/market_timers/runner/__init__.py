@@ -47,7 +47,7 @@ from the unit's Environment= lines, written by render.py.
 
 The runner's modules: this one, a session job's start (run, _start, main); start.py what every
 start shares (the journal line, the lock group, the exec, the refusal notes); prefire.py the wait
-for the instant (realtime.py its real-time escort); slot.py a periodic job's slot; retry.py the
+for the instant (realtime.py its real-time escort); slotclock.py a periodic job's slots (Slot: what a slot's start adds); retry.py the
 retry marker's two ends; record.py the --record step. The entry point, market-timers-run, is
 cli/run.py. Only this one, start.py and prefire.py load on a plain start.
 """
@@ -107,8 +107,8 @@ def run(argv: list[str], env: dict) -> int:
         job = env["MARKET_JOB"]
         grace = int(env.get("MARKET_GRACE_SEC", "120"))
         now = datetime.now(UTC)
-        if env.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: judge the slot (slot.py)
-            from market_timers.runner.slot import Slot
+        if env.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: judge the slot (slotclock.py)
+            from market_timers.runner.slotclock import Slot
 
             slot = Slot(env, job, now)
             key, scheduled = slot.key, slot.instant
@@ -149,7 +149,7 @@ def _unreachable(argv, env, error, key, now, scheduled, grace, slot) -> int:
 
 def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: datetime,
            grace: int, slot=None) -> int:
-    """The one start sequence of a session's job and a periodic job's slot (slot: runner/slot.py,
+    """The one start sequence of a session's job and a periodic job's slot (slot: slotclock.Slot,
     what a slot adds: its records, its lock label; it takes no ticket, no retry, no standby
     delay and no pre-fire wait)."""
     job, session = key.job, key.session

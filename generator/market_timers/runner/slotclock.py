@@ -1,4 +1,5 @@
-"""A periodic job's slots at run time: which slot a start belongs to, and its run record.
+"""A periodic job's slots at run time: which slot a start belongs to, and its run record (Slot:
+what a slot's start adds to the one start sequence, runner/__init__.py `_start`).
 
 The runner imports this on the hot path: `os` and `datetime` only (no json, no typing, no pandas).
 The schedule comes from the unit's Environment= (render.py): the first and last slot, the period
@@ -15,9 +16,12 @@ start came to, and for a slot that never started, written afterwards by slotreco
 """
 
 import os
+import time
 from datetime import UTC, datetime, timedelta
 
+from market_timers import ledger
 from market_timers.files import flatjson
+from market_timers.runner.start import WARNING, _now_text, _utc, log
 
 
 def record_path(state_dir: str, job: str, key: str) -> str:
@@ -138,3 +142,40 @@ def write_pointer(state_dir: str, job: str, session: str, invocation: str | None
         os.write(fd, key.encode())
     finally:
         os.close(fd)
+
+
+# A start's slot (the runner's; runner/__init__.py `_start` is the one start sequence) --------------
+
+class Slot:
+    def __init__(self, env: dict, job: str, now: datetime):
+        self.session = env.get("MARKET_SESSION", "")
+        if not self.session:
+            raise KeyError("MARKET_SESSION")
+        self.instant = Schedule.from_env(env).current(now)
+        self.text = _utc(self.instant)
+        self.key = ledger.Key(job, self.session, slot_name(self.instant))
+        self.what = f"{job} for session {self.session}, slot {self.text}"
+        self.lock_label = f"{self.session} slot {self.text}"
+        self.unreachable_what = f"this slot of {job}"
+        self._state_dir = env.get("MARKET_STATE_DIR", "/var/lib/market-timers")
+        self._invocation = env.get("INVOCATION_ID")
+
+    def stale_message(self, late: float, grace: int) -> str:
+        return (f"stale start: {self.what} is {late:.0f} s late, more than its grace of {grace} "
+                "s; not running it (missed slots are not replayed)")
+
+    def note(self, **fields) -> None:
+        """The slot's record, for counting (never stops the job)."""
+        try:
+            key = record_key(self.session, self.instant)
+            if write_new(self._state_dir, self.key.job, key, dict(
+                    session=self.session, slot=self.text, scheduled_utc=self.text,
+                    started_utc=_now_text(), started_mono=time.monotonic(),
+                    invocation=self._invocation, result=None, **fields)):
+                write_pointer(self._state_dir, self.key.job, self.session, self._invocation,
+                              key)
+        except OSError as e:
+            log(WARNING, f"cannot write the slot record in {self._state_dir}: {e}")
+
+    def ran(self, late: float, attempt: int) -> None:
+        self.note(late_sec=round(late, 3), pid=os.getpid(), attempt=attempt)
