@@ -105,9 +105,12 @@ def test_every_option_and_choice_of_every_command_is_in_the_man_page():
 
 def test_the_jobs_environment_is_documented():
     text = source(MAN1)
+    from market_timers.contracts import environment
+
     code = (PACKAGE / "schedule" / "render.py").read_text() + "".join(
         p.read_text() for p in sorted((PACKAGE / "runner").glob("*.py")))
     names = set(re.findall(r"\bMARKET_[A-Z_]+\b", code)) | {"PYTHONFAULTHANDLER"}
+    names |= set(environment.NAMES)  # the unit <-> runner contract, every name
     names |= {config.ENV_VAR, "MARKET_TIMERS_TEMPLATES"}
     missing = sorted(n for n in names if not has_word(text, n))
     assert not missing, f"environment variables not documented in {MAN1.name}: {missing}"

@@ -31,6 +31,8 @@ import os
 
 import sdnotify
 
+from market_timers.contracts import environment
+
 _notifier: sdnotify.SystemdNotifier | None = None
 
 
@@ -59,7 +61,7 @@ def wait_for_instant() -> float | None:
     """Block until the run's planned instant ($MARKET_SCHEDULED_UTC, set by the runner) on the
     realtime clock; return how late it woke in seconds (0 or more), or None without the variable
     (run by hand). Already past: returns at once with the lateness."""
-    text = os.environ.get("MARKET_SCHEDULED_UTC", "")
+    text = os.environ.get(environment.SCHEDULED_UTC, "")
     if not text:
         return None
     from datetime import UTC, datetime

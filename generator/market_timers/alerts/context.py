@@ -13,9 +13,10 @@ from market_timers.alerts.outbox import Outbox
 from market_timers.alerts.state import AlertState
 from market_timers.channels import make_channel
 from market_timers.config.alerts import AlertsConfig
+from market_timers.contracts import environment
 
-DEFAULT_STATE_DIR = "/var/lib/market-timers"
-DEFAULT_SPOOL_DIR = "/var/spool/market-timers"
+DEFAULT_STATE_DIR = environment.DEFAULT_STATE_DIR
+DEFAULT_SPOOL_DIR = environment.DEFAULT_SPOOL_DIR
 
 
 def utcnow() -> datetime:

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable
 
 from market_timers.alerts.api import raise_alert, record_success
-from market_timers.contracts import unitname
+from market_timers.contracts import environment, unitname
 from market_timers.contracts.outcomes import classify
 from market_timers.contracts.outcomes import title as run_title
 
@@ -78,7 +78,7 @@ def retry_pending(info: dict, invocation: str) -> bool:
     The unit's own state tells: waiting to restart ("auto-restart"), or already running the next
     attempt (another invocation). Only a job with retries is ever restarted: any other job's
     failure always alerts."""
-    if not info.get("MARKET_RETRIES", "0").strip("0"):
+    if not info.get(environment.RETRIES, "0").strip("0"):
         return False
     if info.get("_substate") == "auto-restart":
         return True
@@ -98,16 +98,16 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     status = env.get("MONITOR_EXIT_STATUS", "")
     invocation = env.get("MONITOR_INVOCATION_ID", "")
     info = unit_context(unit, run)
-    job = info.get("MARKET_JOB") or unit.removesuffix(".service")
-    session = info.get("MARKET_SESSION", "")
+    job = info.get(environment.JOB) or unit.removesuffix(".service")
+    session = info.get(environment.SESSION, "")
     kind = classify(result, exit_code, status, success=(mode == "success"))
-    if info.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: skipped slots are counted, not alerted
+    if info.get(environment.SLOT_EVERY_SEC):  # a periodic job: skipped slots are counted, not alerted
         from market_timers.alerts.skipped_slots import on_handler
 
         if on_handler(config, info, kind, now=now):
             return 0
-    details = {"unit": unit, "invocation": invocation, "calendar": info.get("MARKET_CALENDAR"),
-               "scheduled": info.get("MARKET_SCHEDULED_UTC"), "event": info.get("MARKET_EVENT"),
+    details = {"unit": unit, "invocation": invocation, "calendar": info.get(environment.CALENDAR),
+               "scheduled": info.get(environment.SCHEDULED_UTC), "event": info.get(environment.EVENT),
                "status": status, "exit_code": exit_code,
                "result": ", ".join(x for x in (result, exit_code, status) if x),
                "duration": info.get("duration")}
@@ -131,7 +131,7 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     if excerpt:
         details["journal"] = excerpt
     raise_alert(config, kind=kind, job=job, session=session, details=details, title=title,
-                job_severity=info.get("MARKET_SEVERITY"), now=now, env=env)
+                job_severity=info.get(environment.SEVERITY), now=now, env=env)
     return 0
 
 

@@ -8,6 +8,7 @@ import logging
 import os
 from datetime import UTC, datetime
 
+from market_timers.contracts import environment
 from market_timers.runner.slotclock import Schedule
 from market_timers.runner.slotrecords import WARNED, Summary, account, session_dir
 
@@ -47,19 +48,19 @@ def on_handler(config, info: dict, kind: str, now=None, raise_alert=None) -> boo
     of its own); False: handle the run as usual (success, failure)."""
     try:
         schedule = Schedule.from_env(info)
-        job, session = info["MARKET_JOB"], info["MARKET_SESSION"]
+        job, session = info[environment.JOB], info[environment.SESSION]
     except (KeyError, ValueError):
         return False
     if schedule is None:
         return False
-    state_dir = info.get("MARKET_STATE_DIR") or getattr(config, "state_dir", None)
+    state_dir = info.get(environment.STATE_DIR) or getattr(config, "state_dir", None)
     if state_dir is None:
         return False
     t = now() if callable(now) else (now or datetime.now(UTC))
     try:
         summary = account(state_dir, job, session, schedule,
-                          int(info.get("MARKET_GRACE_SEC", "0")), t)
-        warn_once(config, job, session, summary, info.get("MARKET_SEVERITY"), state_dir,
+                          int(info.get(environment.GRACE_SEC, "0")), t)
+        warn_once(config, job, session, summary, info.get(environment.SEVERITY), state_dir,
                   now=now, raise_alert=raise_alert)
     except OSError as e:
         log.warning("cannot account the slots of %s %s: %s", job, session, e)

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 
+from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import FAILURE, OK, USAGE
 from market_timers.ledger import postgresql as pg
 from market_timers.ledger.libpq import DatabaseError
@@ -23,7 +24,7 @@ from market_timers.ledger.libpq import DatabaseError
 def _dsn(dsn_file: str | None) -> str:
     env = dict(os.environ)
     if dsn_file:
-        env["MARKET_CLUSTER_DSN_FILE"] = dsn_file
+        env[environment.CLUSTER_DSN_FILE] = dsn_file
     return pg.read_dsn(env)
 
 
@@ -77,7 +78,7 @@ def status(cfg, dsn_file: str | None, as_json: bool, limit: int = 50) -> int:
 
 
 def fence_check(cfg, dsn_file: str | None) -> int:
-    token, group = os.environ.get("MARKET_FENCE"), os.environ.get("MARKET_LOCK_GROUP")
+    token, group = os.environ.get(environment.FENCE), os.environ.get(environment.LOCK_GROUP)
     if not token or not group:
         print("market-timers fence check: no $MARKET_FENCE / $MARKET_LOCK_GROUP: run it from a "
               "job started by the cluster ledger", file=sys.stderr)

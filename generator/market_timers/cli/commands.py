@@ -11,6 +11,7 @@ import os
 import sys
 from datetime import datetime
 
+from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import FAILURE
 from market_timers.schema.problems import ConfigError
 
@@ -222,7 +223,7 @@ def cmd_digest(args) -> int:
     from market_timers.events.report import digest_lines  # the digest composes the two flows
 
     # Run as the built-in digest job, the runner hands over the session in $MARKET_SESSION.
-    session = args.session.isoformat() if args.session else os.environ.get("MARKET_SESSION")
+    session = args.session.isoformat() if args.session else os.environ.get(environment.SESSION)
     return commands.digest(_as_service_user(_alert_config(args)), session,
                            incidents=digest_lines)
 

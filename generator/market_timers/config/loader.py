@@ -22,6 +22,7 @@ from typing import Any
 
 from market_timers.config.jobs import Job, check_unique_names, parse_job
 from market_timers.config.retries import check_order_groups
+from market_timers.contracts import environment
 from market_timers.schema.durations import MAX_OFFSET
 from market_timers.schema.problems import ConfigError, Problems
 from market_timers.schema.values import (
@@ -34,8 +35,8 @@ from market_timers.schema.values import (
     whole_number,
 )
 
-DEFAULT_PATH = "/etc/market-timers/market-timers.toml"
-ENV_VAR = "MARKET_TIMERS_CONFIG"
+DEFAULT_PATH = environment.DEFAULT_CONFIG
+ENV_VAR = environment.CONFIG
 
 # systemd's strict user-name rule (valid_user_group_name): no specifier `%`, no quoting needed.
 USER_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,30}$")
@@ -63,9 +64,9 @@ class Config:
     retention_days: int = 7
     user: str = "market-timers"
     unit_dir: Path = Path("/etc/systemd/system")
-    state_dir: Path = Path("/var/lib/market-timers")
-    spool_dir: Path = Path("/var/spool/market-timers")
-    runtime_dir: Path = Path("/run/market-timers")
+    state_dir: Path = Path(environment.DEFAULT_STATE_DIR)
+    spool_dir: Path = Path(environment.DEFAULT_SPOOL_DIR)
+    runtime_dir: Path = Path(environment.DEFAULT_RUNTIME_DIR)
     runner: str | None = None
     jobs: list[Job] = field(default_factory=list)
     overrides: dict[str, Override] = field(default_factory=dict)

@@ -20,13 +20,14 @@ from __future__ import annotations
 import os
 import time
 
+from market_timers.contracts import environment
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.files import atomicfile, flatjson
 
 DEFAULT_DIR = "/var/spool/market-timers/events"
 FALLBACK_DIR = "/run/market-timers/events"
-DIR_ENV = "MARKET_EVENTS_DIR"  # set in every job unit (render.py): <spool_dir>/events
-FALLBACK_ENV = "MARKET_LOCK_DIR"  # the job unit's runtime_dir; its events/ is the fallback
+DIR_ENV = environment.EVENTS_DIR  # set in every job unit (render.py): <spool_dir>/events
+FALLBACK_ENV = environment.LOCK_DIR  # the job unit's runtime_dir; its events/ is the fallback
 MAX_TEXT = 2000
 MAX_KEY = 200
 _KIND_FIRST = "abcdefghijklmnopqrstuvwxyz"
@@ -69,8 +70,8 @@ def make_event(kind: str, *, key: str = "", severity: str = "", text: str = "", 
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
     return {"v": 1, "kind": kind, "key": _line(key, MAX_KEY),
             "severity": severity or "", "text": _line(text, MAX_TEXT),
-            "job": _line(job or os.environ.get("MARKET_JOB", ""), 64),
-            "session": _line(session or os.environ.get("MARKET_SESSION", ""), 10),
+            "job": _line(job or os.environ.get(environment.JOB, ""), 64),
+            "session": _line(session or os.environ.get(environment.SESSION, ""), 10),
             "value": value, "at": stamp, "uid": os.getuid(), "pid": os.getpid()}
 
 

@@ -37,7 +37,22 @@ the runner imports them before every job.
 
 import os
 
-DEFAULT_STATE_DIR = "/var/lib/market-timers"
+from market_timers.contracts import environment
+
+DEFAULT_STATE_DIR = environment.DEFAULT_STATE_DIR
+
+
+# The cluster ledger's errors, importable without loading libpq (the runner's hot path).
+class DatabaseError(Exception):
+    """A failed connection or statement; `sqlstate` when the server gave one."""
+
+    def __init__(self, message: str, sqlstate: str | None = None):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+class Unreachable(DatabaseError):
+    """No connection could be made (every host of the DSN tried), or no DSN to try."""
 
 
 class Key:
@@ -117,15 +132,15 @@ class Ledger:
 
 def open_ledger(env) -> Ledger:
     """The runner's backend, from the unit's environment."""
-    kind = env.get("MARKET_LEDGER") or "local"
+    kind = env.get(environment.LEDGER) or "local"
     if kind == "local":
         from market_timers.ledger.local import LocalLedger
 
-        return LocalLedger(env.get("MARKET_STATE_DIR") or DEFAULT_STATE_DIR)
+        return LocalLedger(env.get(environment.STATE_DIR) or DEFAULT_STATE_DIR)
     if kind == "postgresql":  # libpq through ctypes: a few ms, see ledger/libpq.py
         from market_timers.ledger.postgresql import PostgresLedger, read_dsn
 
-        return PostgresLedger(read_dsn(env), env.get("MARKET_NODE") or os.uname().nodename)
+        return PostgresLedger(read_dsn(env), env.get(environment.NODE) or os.uname().nodename)
     raise ValueError(f"MARKET_LEDGER={kind!r}: unknown ledger backend (known: local, postgresql)")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from market_timers.ledger.errors import DatabaseError, Unreachable
+from market_timers.ledger import DatabaseError, Unreachable
 
 CONNECTION_OK = 0
 PGRES_COMMAND_OK = 1

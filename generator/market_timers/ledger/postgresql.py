@@ -28,8 +28,16 @@ from __future__ import annotations
 
 import os
 
-from market_timers.ledger import Claim, Key, Ledger, format_fields, parse_fields
-from market_timers.ledger.errors import DatabaseError, Unreachable
+from market_timers.contracts import environment
+from market_timers.ledger import (
+    Claim,
+    DatabaseError,
+    Key,
+    Ledger,
+    Unreachable,
+    format_fields,
+    parse_fields,
+)
 from market_timers.ledger.libpq import UNIQUE_VIOLATION, Connection
 
 HOLDER_DEATH_BOUND_SEC = 20
@@ -140,7 +148,7 @@ def _with_param(dsn: str, name: str, value: str) -> str:
 
 def read_dsn(env) -> str:
     """The DSN from the unit's credential (LoadCredential=market-timers.cluster-dsn)."""
-    path = env.get("MARKET_CLUSTER_DSN_FILE") or os.path.join(
+    path = env.get(environment.CLUSTER_DSN_FILE) or os.path.join(
         env.get("CREDENTIALS_DIRECTORY") or "/etc/credstore", "market-timers.cluster-dsn")
     try:
         with open(path, encoding="utf-8") as f:

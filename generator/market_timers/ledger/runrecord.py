@@ -70,7 +70,7 @@ def cluster_book(config):
     try:
         return for_config(config)
     except Exception as e:  # e.g. no DSN credential: every read fails the same way
-        from market_timers.ledger.errors import DatabaseError
+        from market_timers.ledger import DatabaseError
 
         return _Broken(e if isinstance(e, DatabaseError) else DatabaseError(str(e)))
 

@@ -58,13 +58,14 @@ import time
 from datetime import UTC, datetime
 
 from market_timers import ledger
+from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import (
     LEDGER_UNREACHABLE,
     OVERLAP_SKIPPED,
     RUNNER_ERROR,
     STALE_START,
 )
-from market_timers.ledger.errors import DatabaseError
+from market_timers.ledger import DatabaseError
 from market_timers.runner.prefire import await_exec_time
 from market_timers.runner.start import (
     ERR,
@@ -104,18 +105,18 @@ def run(argv: list[str], env: dict) -> int:
         return RUNNER_ERROR
     slot = None
     try:
-        job = env["MARKET_JOB"]
-        grace = int(env.get("MARKET_GRACE_SEC", "120"))
+        job = env[environment.JOB]
+        grace = int(env.get(environment.GRACE_SEC, "120"))
         now = datetime.now(UTC)
-        if env.get("MARKET_SLOT_EVERY_SEC"):  # a periodic job: judge the slot (slotclock.py)
+        if env.get(environment.SLOT_EVERY_SEC):  # a periodic job: judge the slot (slotclock.py)
             from market_timers.runner.slotclock import Slot
 
             slot = Slot(env, job, now)
             key, scheduled = slot.key, slot.instant
         else:
             scheduled = scheduled_instant(env, now)
-            session = env.get("MARKET_SESSION") or scheduled.date().isoformat()
-            key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
+            session = env.get(environment.SESSION) or scheduled.date().isoformat()
+            key = ledger.Key(job, session, env.get(environment.SLOT, ""))
     except (KeyError, ValueError) as e:
         log(ERR, f"bad or missing context in the environment ({e}); run me from a unit made "
                  "by `market-timers render`")
@@ -136,7 +137,7 @@ def run(argv: list[str], env: dict) -> int:
 def _unreachable(argv, env, error, key, now, scheduled, grace, slot) -> int:
     """The cluster ledger cannot be reached (or failed): [cluster] on_db_unreachable decides."""
     what = slot.unreachable_what if slot else f"{key.job} for session {key.session}"
-    if env.get("MARKET_ON_DB_UNREACHABLE", "skip") != "run":
+    if env.get(environment.ON_DB_UNREACHABLE, "skip") != "run":
         log(ERR, f"cannot reach the cluster ledger ({error}); not running {what}: "
                  "on_db_unreachable = skip (another node may run it)")
         return LEDGER_UNREACHABLE
@@ -157,20 +158,20 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     base = dict(scheduled_utc=_utc(scheduled), host=os.uname().nodename, pid=os.getpid(),
                 invocation=env.get("INVOCATION_ID"))
     how, by = "timer", None
-    delay = int(env.get("MARKET_STANDBY_DELAY_SEC") or 0)
-    if not slot and delay and not env.get("MARKET_TICKET") and hasattr(book, "lock_group"):
+    delay = int(env.get(environment.STANDBY_DELAY_SEC) or 0)
+    if not slot and delay and not env.get(environment.TICKET) and hasattr(book, "lock_group"):
         # A standby gives the preferred node `standby_delay` to claim first (issue 10): it claims
         # at instant + delay when its timer pre-fired (MARKET_LEAD_SEC: the preferred node claims
         # before the instant), else `delay` after its own start (a late start, a catch-up).
-        lead = int(env.get("MARKET_LEAD_SEC") or 0)
+        lead = int(env.get(environment.LEAD_SEC) or 0)
         start = scheduled if now < scheduled else now
         wait = start.timestamp() + delay - time.time()
         time.sleep(max(0.0, min(wait, delay + lead + 1)))
         now = datetime.now(UTC)
     late = (now - scheduled).total_seconds()
     try:
-        if not slot and env.get("MARKET_TICKET"):
-            ticket = book.take_ticket(env["MARKET_TICKET"], key)
+        if not slot and env.get(environment.TICKET):
+            ticket = book.take_ticket(env[environment.TICKET], key)
             if ticket is None:
                 log(ERR, f"start ticket {env['MARKET_TICKET']} of {job} for session {session} is "
                          "unknown or already used; start a run with `market-timers run`")
@@ -179,10 +180,10 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
             by = ticket.get("by", "?")
             log(INFO, f"{job} for session {session} started by {by} with `market-timers run"
                       f"{' --force' if how == 'forced' else ''}`")
-        if not slot and how == "timer" and env.get("MARKET_RETRIES", "0") != "0":
+        if not slot and how == "timer" and env.get(environment.RETRIES, "0") != "0":
             from market_timers.runner.retry import retry_start  # systemd's restart?
 
-            attempt, refused = retry_start(env, env.get("MARKET_STATE_DIR") or
+            attempt, refused = retry_start(env, env.get(environment.STATE_DIR) or
                                            ledger.DEFAULT_STATE_DIR, job, session, scheduled, grace)
             if refused:
                 _refuse(book, key, base, "retries-over", attempt=attempt)
@@ -192,7 +193,7 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
                 late = (datetime.now(UTC) - scheduled).total_seconds()
         holder = None if how in ("forced", "retry") else book.holder(key)
     except OSError as e:
-        state_dir = getattr(book, "state_dir", None) or env.get("MARKET_STATE_DIR", "?")
+        state_dir = getattr(book, "state_dir", None) or env.get(environment.STATE_DIR, "?")
         log(ERR, f"cannot read the run ledger in {state_dir}: {e}; not running {what} (it could "
                  "run twice)")
         return RUNNER_ERROR
@@ -211,8 +212,8 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         log(ERR, f"cannot run {argv[0]}: not an executable file; {what} did not run")
         return RUNNER_ERROR
     try:
-        lock = take_lock(env.get("MARKET_LOCK_DIR", "/run/market-timers"),
-                         env.get("MARKET_LOCK_GROUP", job), job,
+        lock = take_lock(env.get(environment.LOCK_DIR, environment.DEFAULT_RUNTIME_DIR),
+                         env.get(environment.LOCK_GROUP, job), job,
                          slot.lock_label if slot else session)
     except LockError as e:
         log(ERR, f"{e}; {what} did not run")

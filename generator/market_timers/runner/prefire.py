@@ -9,6 +9,7 @@ import sys
 import time
 from datetime import datetime
 
+from market_timers.contracts import environment
 from market_timers.runner.start import WARNING, log
 
 EXEC_AT = "market-timers-exec-at"  # built from generator/exec_at.c into the venv's bin/
@@ -24,7 +25,7 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool
     (exec_job then drops it, so the job never has it); wait, the argv prefix that hands the
     wait to market-timers-exec-at (generator/exec_at.c), exec'd at once in place of the job,
     or [] when the wait is over (done here when that program is missing)."""
-    lead = int(env.get("MARKET_LEAD_SEC") or 0)
+    lead = int(env.get(environment.LEAD_SEC) or 0)
     if lead <= 0:
         return False, []
     from market_timers.runner import realtime as instant_escort
@@ -38,7 +39,7 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool
             log(WARNING, f"no CAP_SYS_NICE for this pre-fired start of {job} (a unit written "
                          "by an older version: run `market-timers sync`): no real-time "
                          "priority is lent for its instant")
-    target = instant - int(env.get("MARKET_WARM_SEC") or 0)  # a warm job is exec'd early
+    target = instant - int(env.get(environment.WARM_SEC) or 0)  # a warm job is exec'd early
     if 0 < target - time.time() <= lead + 1:
         helper = exec_at_program()
         if helper is not None:  # it waits, returns to nice 0 and execs the job

@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from market_timers import ledger
-from market_timers.ledger.errors import DatabaseError
+from market_timers.contracts import environment
+from market_timers.ledger import DatabaseError
 from market_timers.runner.prefire import normal_priority
 from market_timers.runner.retry import plan_retry
 from market_timers.runner.start import WARNING, _local, log, scheduled_instant
@@ -16,31 +17,31 @@ from market_timers.runner.start import WARNING, _local, log, scheduled_instant
 
 def record(env: dict) -> int:
     """ExecStopPost=: record in the ledger how this invocation's attempt (or refusal) ended."""
-    job = env.get("MARKET_JOB")
+    job = env.get(environment.JOB)
     if not job:
         return 0
-    if env.get("MARKET_LEAD_SEC"):
+    if env.get(environment.LEAD_SEC):
         normal_priority()
         _drop_capabilities()
     now = datetime.now(UTC)
-    if env.get("MARKET_SLOT_EVERY_SEC"):  # the slot this invocation judged: slotrecords.py
+    if env.get(environment.SLOT_EVERY_SEC):  # the slot this invocation judged: slotrecords.py
         from market_timers.runner.slotrecords import complete_from_env
 
-        return complete_from_env(env, env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR,
+        return complete_from_env(env, env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR,
                                  job, now)
     try:
-        session = env.get("MARKET_SESSION") or scheduled_instant(env, now).date().isoformat()
-        key = ledger.Key(job, session, env.get("MARKET_SLOT", ""))
+        session = env.get(environment.SESSION) or scheduled_instant(env, now).date().isoformat()
+        key = ledger.Key(job, session, env.get(environment.SLOT, ""))
         book = ledger.open_ledger(env) if not _ran_locally(env, key) else _local(env)
         book.finish(key, env.get("INVOCATION_ID"), dict(
             result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
             exit_status=env.get("EXIT_STATUS"),
             finished_utc=now.isoformat(timespec="milliseconds").replace("+00:00", "Z")))
-        if env.get("MARKET_RETRIES", "0") != "0":  # retries.py: the marker for the next start
+        if env.get(environment.RETRIES, "0") != "0":  # retries.py: the marker for the next start
             attempts = book.attempts(key)
             latest = attempts[-1] if attempts else {}
             if latest.get("invocation") == env.get("INVOCATION_ID"):  # this start ran the job
-                plan_retry(env, env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR, job,
+                plan_retry(env, env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, job,
                            session, int(latest.get("attempt") or 1), now)
     except (OSError, ValueError, KeyError, DatabaseError) as e:
         log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
@@ -50,12 +51,12 @@ def record(env: dict) -> int:
 def counted_in_metrics(env: dict) -> bool:
     """Whether the metrics follow this record step: a job's run, not a periodic job's slot (its
     slot records are counted by the metrics' own pass)."""
-    return bool(env.get("MARKET_JOB")) and not env.get("MARKET_SLOT_EVERY_SEC")
+    return bool(env.get(environment.JOB)) and not env.get(environment.SLOT_EVERY_SEC)
 
 
 def _ran_locally(env: dict, key) -> bool:
     """A cluster node's start that fell back to the local ledger (on_db_unreachable = run)."""
-    if (env.get("MARKET_LEDGER") or "local") == "local":
+    if (env.get(environment.LEDGER) or "local") == "local":
         return False
     invocation = env.get("INVOCATION_ID")
     return any(a.get("invocation") == invocation for a in _local(env).attempts(key))

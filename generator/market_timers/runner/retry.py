@@ -10,6 +10,7 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 
+from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import RETRIES_OVER
 from market_timers.runner.start import ERR, INFO, _utc, log, scheduled_instant
 
@@ -31,9 +32,9 @@ def retry_start(env: dict, state_dir: str, job: str, session: str, scheduled: da
     if verb == "over":
         log(ERR, f"{job} for session {session}: not retried again ({reason})")
         return n, RETRIES_OVER
-    delay = int(env.get("MARKET_RETRY_DELAY_SEC", "30"))
-    extra = retries.backoff(n, delay, int(env.get("MARKET_RETRY_DELAY_MAX_SEC", "600"))) - delay
-    deadline = scheduled + timedelta(seconds=grace + int(env.get("MARKET_TIMEOUT_SEC", "1800")))
+    delay = int(env.get(environment.RETRY_DELAY_SEC, "30"))
+    extra = retries.backoff(n, delay, int(env.get(environment.RETRY_DELAY_MAX_SEC, "600"))) - delay
+    deadline = scheduled + timedelta(seconds=grace + int(env.get(environment.TIMEOUT_SEC, "1800")))
     if datetime.now(UTC) + timedelta(seconds=max(extra, 0)) > deadline:
         log(ERR, f"{job} for session {session}: attempt {n} would start after "
                  f"{_utc(deadline)} (instant + grace + timeout); not retried")
@@ -56,11 +57,11 @@ def plan_retry(env: dict, state_dir: str, job: str, session: str, attempt: int,
                                                                 "175"):
         clear_marker(state_dir, job, session)  # not restarted (success, or refused)
         return
-    allowed = int(env["MARKET_RETRIES"])
-    delay = int(env.get("MARKET_RETRY_DELAY_SEC", "30"))
-    wait = retries.backoff(attempt + 1, delay, int(env.get("MARKET_RETRY_DELAY_MAX_SEC", "600")))
+    allowed = int(env[environment.RETRIES])
+    delay = int(env.get(environment.RETRY_DELAY_SEC, "30"))
+    wait = retries.backoff(attempt + 1, delay, int(env.get(environment.RETRY_DELAY_MAX_SEC, "600")))
     deadline = scheduled_instant(env, now) + timedelta(
-        seconds=int(env.get("MARKET_GRACE_SEC", "120")) + int(env.get("MARKET_TIMEOUT_SEC", "0")))
+        seconds=int(env.get(environment.GRACE_SEC, "120")) + int(env.get(environment.TIMEOUT_SEC, "0")))
     if attempt > allowed:
         text = f"over {attempt} all {attempt} attempts failed"
     elif now + timedelta(seconds=wait) > deadline:

@@ -20,6 +20,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from market_timers import ledger
+from market_timers.contracts import environment
 from market_timers.files import flatjson
 from market_timers.runner.start import WARNING, _now_text, _utc, log
 
@@ -52,14 +53,14 @@ class Schedule:
     @classmethod
     def from_env(cls, env: dict) -> "Schedule | None":
         """None for a one-shot job; ValueError for a malformed periodic context."""
-        if not env.get("MARKET_SLOT_EVERY_SEC"):
+        if not env.get(environment.SLOT_EVERY_SEC):
             return None
         pause = None
-        if env.get("MARKET_SLOT_PAUSE_UTC"):
-            a, _, b = env["MARKET_SLOT_PAUSE_UTC"].partition("/")
+        if env.get(environment.SLOT_PAUSE_UTC):
+            a, _, b = env[environment.SLOT_PAUSE_UTC].partition("/")
             pause = (parse_z(a), parse_z(b))
-        return cls(parse_z(env["MARKET_SLOT_FIRST_UTC"]), int(env["MARKET_SLOT_EVERY_SEC"]),
-                   parse_z(env["MARKET_SLOT_LAST_UTC"]), pause)
+        return cls(parse_z(env[environment.SLOT_FIRST_UTC]), int(env[environment.SLOT_EVERY_SEC]),
+                   parse_z(env[environment.SLOT_LAST_UTC]), pause)
 
     @classmethod
     def from_plan(cls, entry) -> "Schedule":
@@ -148,16 +149,16 @@ def write_pointer(state_dir: str, job: str, session: str, invocation: str | None
 
 class Slot:
     def __init__(self, env: dict, job: str, now: datetime):
-        self.session = env.get("MARKET_SESSION", "")
+        self.session = env.get(environment.SESSION, "")
         if not self.session:
-            raise KeyError("MARKET_SESSION")
+            raise KeyError(environment.SESSION)
         self.instant = Schedule.from_env(env).current(now)
         self.text = _utc(self.instant)
         self.key = ledger.Key(job, self.session, slot_name(self.instant))
         self.what = f"{job} for session {self.session}, slot {self.text}"
         self.lock_label = f"{self.session} slot {self.text}"
         self.unreachable_what = f"this slot of {job}"
-        self._state_dir = env.get("MARKET_STATE_DIR", "/var/lib/market-timers")
+        self._state_dir = env.get(environment.STATE_DIR, environment.DEFAULT_STATE_DIR)
         self._invocation = env.get("INVOCATION_ID")
 
     def stale_message(self, late: float, grace: int) -> str:

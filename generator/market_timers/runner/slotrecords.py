@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from market_timers.contracts import unitname
+from market_timers.contracts import environment, unitname
 from market_timers.files import atomicfile
 from market_timers.runner.slotclock import (
     Schedule,
@@ -201,7 +201,7 @@ def account(state_dir, job: str, session: str, schedule: Schedule, grace: int,
 def complete_from_env(env: dict, state_dir: str, job: str, now: datetime) -> int:
     """`market-timers-run --record` for a periodic job: complete the slot this invocation judged
     (the runner left a pointer named by $INVOCATION_ID), then record the slots skipped meanwhile."""
-    session = env.get("MARKET_SESSION", "")
+    session = env.get(environment.SESSION, "")
     invocation = env.get("INVOCATION_ID", "")
     try:
         schedule = Schedule.from_env(env)
@@ -224,7 +224,7 @@ def complete_from_env(env: dict, state_dir: str, job: str, now: datetime) -> int
                 update_slot(state_dir, job, key, **fields)
                 os.unlink(pointer)
         if schedule is not None and session:
-            account(state_dir, job, session, schedule, int(env.get("MARKET_GRACE_SEC", "0")),
+            account(state_dir, job, session, schedule, int(env.get(environment.GRACE_SEC, "0")),
                     now)
     except (OSError, ValueError, KeyError) as e:
         print(f"market-timers-run: cannot complete the slot record: {e}", flush=True)

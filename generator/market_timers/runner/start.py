@@ -10,8 +10,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from market_timers import ledger
+from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import ALREADY_RAN, OVERLAP_SKIPPED, RUNNER_ERROR
-from market_timers.ledger.errors import DatabaseError
+from market_timers.ledger import DatabaseError
 
 ERR, WARNING, INFO = 3, 4, 6
 
@@ -24,16 +25,16 @@ def log(priority: int, message: str) -> None:
 
 def scheduled_instant(env: dict, now: datetime) -> datetime:
     """The instant this run was planned for: explicit, or today's (or yesterday's) daily time."""
-    if env.get("MARKET_SCHEDULED_UTC"):
+    if env.get(environment.SCHEDULED_UTC):
         # fromisoformat is C code; strptime would import _strptime (re, locale, calendar):
         # about 5 ms of the runner's start.
-        text = env["MARKET_SCHEDULED_UTC"]
+        text = env[environment.SCHEDULED_UTC]
         if len(text) != 20 or not text.endswith("Z"):
             raise ValueError(f"MARKET_SCHEDULED_UTC={text!r} is not YYYY-MM-DDTHH:MM:SSZ")
         return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
-    hh, mm, ss = (int(x) for x in env["MARKET_DAILY_UTC"].split(":"))
+    hh, mm, ss = (int(x) for x in env[environment.DAILY_UTC].split(":"))
     today = now.replace(hour=hh, minute=mm, second=ss, microsecond=0)
-    early = int(env.get("MARKET_LEAD_SEC") or 0)  # a pre-fired timer starts us this early
+    early = int(env.get(environment.LEAD_SEC) or 0)  # a pre-fired timer starts us this early
     return today if today <= now + timedelta(seconds=1 + early) else today - timedelta(days=1)
 
 
@@ -93,7 +94,7 @@ def _cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
     twice at once across nodes whatever kind of job holds it."""
     if not hasattr(book, "lock_group"):
         return None
-    group = env.get("MARKET_LOCK_GROUP", key.job)
+    group = env.get(environment.LOCK_GROUP, key.job)
     try:
         held = book.lock_group(group, key)
     except BaseException:
@@ -129,9 +130,9 @@ def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, clai
     child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1",
                      MARKET_SCHEDULED_UTC=scheduled_text, MARKET_ATTEMPT=str(claim.attempt),
                      **context)
-    child_env.pop("MARKET_TICKET", None)
+    child_env.pop(environment.TICKET, None)
     if fence or claim.fence:
-        child_env["MARKET_FENCE"] = str(fence or claim.fence)
+        child_env[environment.FENCE] = str(fence or claim.fence)
     try:
         os.execve(argv[0], argv, child_env)
     except OSError as e:
@@ -159,7 +160,7 @@ def _refuse(book, key, base: dict, why: str, **fields) -> None:
 def _local(env: dict):
     from market_timers.ledger.local import LocalLedger
 
-    return LocalLedger(env.get("MARKET_STATE_DIR") or ledger.DEFAULT_STATE_DIR)
+    return LocalLedger(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR)
 
 
 def claim_start(book, key, how: str, fields: dict, lock: int, what: str, base: dict):

@@ -157,7 +157,7 @@ def _already_started(config: Config, fires: list[planning.Fire]) -> dict[tuple[s
     execs the job (a second start exits 173). It is even the usual case: market-refresh.service
     runs sync with PrivateNetwork=yes and no DSN credential, so only an operator's `sync` (root,
     /etc/credstore) withdraws timers of sessions another node already ran."""
-    from market_timers.ledger.errors import DatabaseError
+    from market_timers.ledger import DatabaseError
 
     try:
         book = ledger.for_config(config)

@@ -42,8 +42,7 @@ from market_timers.config.watch import WatchConfig, watch_of
 from market_timers.contracts import journal
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
-from market_timers.ledger import Key, runrecord
-from market_timers.ledger.errors import DatabaseError
+from market_timers.ledger import DatabaseError, Key, runrecord
 from market_timers.schedule.systemctl import Systemctl
 from market_timers.watch import findings, reported, slots
 from market_timers.watch.alert import send_alert

@@ -111,7 +111,7 @@ def collect(config, session=None, now: datetime | None = None, *,
 
 def _read(state_dir: Path, entry: dict, book):
     """The record (any node's, in cluster mode), None, or the DatabaseError that stopped it."""
-    from market_timers.ledger.errors import DatabaseError
+    from market_timers.ledger import DatabaseError
 
     try:
         return runrecord.read(state_dir, entry["job"], entry["session"], book)

@@ -1,0 +1,64 @@
+"""The unit <-> runner contract: every MARKET_* variable of a job unit's Environment= (written by
+schedule/render.py, read by the runner, its record step, the alert handler and the job), and the
+default paths. One name each, here; nothing else spells them. Import-light: the runner's hot
+path loads this, so it holds constants and nothing that imports.
+
+What a job reads (documented in market-timers-run(1)): JOB, SESSION, SCHEDULED_UTC, CALENDAR,
+EVENT, SEVERITY, ATTEMPT, FENCE, SLOT_UTC and the EVENTS_DIR of jobnotify.event(). The rest is the
+runner's context.
+"""
+
+# Default paths (the config's state_dir, spool_dir and runtime_dir, market-timers.toml(5)).
+DEFAULT_CONFIG = "/etc/market-timers/market-timers.toml"
+DEFAULT_STATE_DIR = "/var/lib/market-timers"
+DEFAULT_SPOOL_DIR = "/var/spool/market-timers"
+DEFAULT_RUNTIME_DIR = "/run/market-timers"  # the lock groups' directory
+DEFAULT_GRACE_SEC = 120
+
+# The config's path and the templates' directory (the command line's, not a unit's).
+CONFIG = "MARKET_TIMERS_CONFIG"
+TEMPLATES = "MARKET_TIMERS_TEMPLATES"
+
+# Every job unit.
+JOB = "MARKET_JOB"
+SESSION = "MARKET_SESSION"
+CALENDAR = "MARKET_CALENDAR"
+EVENT = "MARKET_EVENT"
+SEVERITY = "MARKET_SEVERITY"
+GRACE_SEC = "MARKET_GRACE_SEC"
+LOCK_GROUP = "MARKET_LOCK_GROUP"
+LOCK_DIR = "MARKET_LOCK_DIR"
+STATE_DIR = "MARKET_STATE_DIR"
+EVENTS_DIR = "MARKET_EVENTS_DIR"
+# A one-shot fire, or a daily job's time of day.
+SCHEDULED_UTC = "MARKET_SCHEDULED_UTC"
+DAILY_UTC = "MARKET_DAILY_UTC"
+# Pre-fire (`lead`) and warm jobs.
+LEAD_SEC = "MARKET_LEAD_SEC"
+WARM_SEC = "MARKET_WARM_SEC"
+# Retries.
+RETRIES = "MARKET_RETRIES"
+RETRY_DELAY_SEC = "MARKET_RETRY_DELAY_SEC"
+RETRY_DELAY_MAX_SEC = "MARKET_RETRY_DELAY_MAX_SEC"
+TIMEOUT_SEC = "MARKET_TIMEOUT_SEC"
+# A periodic job's slots (runner/slotclock.py).
+SLOT_FIRST_UTC = "MARKET_SLOT_FIRST_UTC"
+SLOT_EVERY_SEC = "MARKET_SLOT_EVERY_SEC"
+SLOT_LAST_UTC = "MARKET_SLOT_LAST_UTC"
+SLOT_PAUSE_UTC = "MARKET_SLOT_PAUSE_UTC"
+# The cluster ledger.
+LEDGER = "MARKET_LEDGER"
+NODE = "MARKET_NODE"
+STANDBY_DELAY_SEC = "MARKET_STANDBY_DELAY_SEC"
+ON_DB_UNREACHABLE = "MARKET_ON_DB_UNREACHABLE"
+CLUSTER_DSN_FILE = "MARKET_CLUSTER_DSN_FILE"
+
+# Set by `market-timers run` (the ticket) and by the runner for the job it execs.
+TICKET = "MARKET_TICKET"
+SLOT = "MARKET_SLOT"
+SLOT_UTC = "MARKET_SLOT_UTC"
+ATTEMPT = "MARKET_ATTEMPT"
+FENCE = "MARKET_FENCE"
+
+NAMES = tuple(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str)
+              and v.startswith("MARKET_"))
