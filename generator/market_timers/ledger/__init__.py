@@ -41,6 +41,40 @@ from market_timers.contracts import environment
 
 DEFAULT_STATE_DIR = environment.DEFAULT_STATE_DIR
 
+# The layout of <state_dir> below the ledger: named here and nowhere else (os.path only: the
+# runner's start uses it).
+#   ledger/<job>/<session>[+<slot>]/attempt-N    the claims (ledger/local.py)
+#   ledger/tickets/<nonce>                       `market-timers run`'s one-off tickets
+#   runs/<job>/<session>.retry                   the retry marker between attempts (runner/retry.py)
+#   runs/<job>/<session>/<slot>.json             a periodic job's slot records (runner/slotclock.py)
+#   runs/<job>/<session>/.invocation-<id>        which slot an invocation judged, for --record
+#   runs/<job>/<session>.json                    a record from before the ledger (read only)
+LEDGER_DIR = "ledger"
+TICKETS_DIR = "tickets"
+RUNS_DIR = "runs"
+
+
+def runs_dir(state_dir, job: str | None = None) -> str:
+    """<state_dir>/runs, or runs/<job>."""
+    root = os.path.join(state_dir, RUNS_DIR)
+    return os.path.join(root, job) if job else root
+
+
+def job_ledger_dir(state_dir, job: str) -> str:
+    return os.path.join(state_dir, LEDGER_DIR, job)
+
+
+def retry_marker_path(state_dir, job: str, session: str) -> str:
+    return os.path.join(state_dir, RUNS_DIR, job, f"{session}.retry")
+
+
+def slot_records_dir(state_dir, job: str, session: str) -> str:
+    return os.path.join(state_dir, RUNS_DIR, job, session)
+
+
+def legacy_record_path(state_dir, job: str, session: str) -> str:
+    return os.path.join(state_dir, RUNS_DIR, job, f"{session}.json")
+
 
 # The cluster ledger's errors, importable without loading libpq (the runner's hot path).
 class DatabaseError(Exception):

@@ -17,13 +17,21 @@ Imports nothing but `os` (and `errno`): the runner calls this before every job.
 import errno
 import os
 
-from market_timers.ledger import Claim, Key, Ledger, format_fields, parse_fields
+from market_timers.ledger import (
+    LEDGER_DIR,
+    TICKETS_DIR,
+    Claim,
+    Key,
+    Ledger,
+    format_fields,
+    parse_fields,
+)
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-ROOT = "ledger"
-TICKETS = "tickets"
+ROOT = LEDGER_DIR
+TICKETS = TICKETS_DIR
 
 
 class LocalLedger(Ledger):

@@ -20,12 +20,13 @@ import json
 import os
 from pathlib import Path
 
+from market_timers import ledger
 from market_timers.ledger import Key
 from market_timers.ledger.local import LocalLedger
 
 
 def legacy_path(state_dir: str | os.PathLike, job: str, session: str) -> Path:
-    return Path(state_dir) / "runs" / job / f"{session}.json"
+    return Path(ledger.legacy_record_path(state_dir, job, session))
 
 
 def summary(book, key: Key) -> dict | None:
@@ -129,7 +130,7 @@ def all_records(state_dir: str | os.PathLike, job: str | None = None) -> list[di
 def legacy_records(state_dir: str | os.PathLike, job: str | None = None) -> list[dict]:
     """The records the runner wrote before the ledger existed (of one job, or of all), by path;
     each with its session (the file's name) set when it had none. Read only: none is written."""
-    root = Path(state_dir) / "runs"
+    root = Path(ledger.runs_dir(state_dir))
     jobs = [job] if job else _names(root, state_dir)
     paths = [root / j / n for j in jobs if "/" not in j and j not in (".", "..")
              for n in _names(root / j, state_dir) if n.endswith(".json")]

@@ -10,6 +10,7 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 
+from market_timers import ledger
 from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import RETRIES_OVER
 from market_timers.runner.start import ERR, INFO, _utc, log, scheduled_instant
@@ -74,7 +75,7 @@ def plan_retry(env: dict, state_dir: str, job: str, session: str, attempt: int,
 
 
 def marker_path(state_dir: str, job: str, session: str) -> str:
-    return os.path.join(state_dir, "runs", job, f"{session}.retry")
+    return ledger.retry_marker_path(state_dir, job, session)
 
 
 def write_marker(state_dir: str, job: str, session: str, text: str) -> None:

@@ -27,7 +27,7 @@ from market_timers.runner.start import WARNING, _now_text, _utc, log
 
 def record_path(state_dir: str, job: str, key: str) -> str:
     """<state_dir>/runs/<job>/<session>/<slot>.json for the key `<session>/<slot>`."""
-    return os.path.join(state_dir, "runs", job, f"{key}.json")
+    return os.path.join(ledger.runs_dir(state_dir, job), f"{key}.json")
 
 
 def parse_z(text: str) -> datetime:
@@ -130,7 +130,7 @@ def write_new(state_dir: str, job: str, key: str, fields: dict) -> bool:
 
 def pointer_path(state_dir: str, job: str, session: str, invocation: str) -> str:
     """Where the runner notes which slot this invocation judged, for ExecStopPost's --record."""
-    return os.path.join(state_dir, "runs", job, session, f".invocation-{invocation}")
+    return os.path.join(ledger.slot_records_dir(state_dir, job, session), f".invocation-{invocation}")
 
 
 def write_pointer(state_dir: str, job: str, session: str, invocation: str | None,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from market_timers import ledger
 from market_timers.contracts import environment, unitname
 from market_timers.files import atomicfile
 from market_timers.runner.slotclock import (
@@ -47,7 +48,7 @@ ACCOUNT_MARGIN = timedelta(seconds=2)  # beyond grace, before a slot with no rec
 
 
 def session_dir(state_dir, job: str, session: str) -> Path:
-    return Path(state_dir) / "runs" / job / session
+    return Path(ledger.slot_records_dir(state_dir, job, session))
 
 
 def read_slots(state_dir, job: str, session: str) -> dict[str, dict]:
@@ -233,8 +234,6 @@ def complete_from_env(env: dict, state_dir: str, job: str, now: datetime) -> int
 
 def _finish_in_ledger(env: dict, job: str, key: str, invocation: str, fields: dict) -> None:
     """How the slot's attempt (or refused start) ended, in the run ledger too."""
-    from market_timers import ledger
-
     session, _, slot = key.partition("/")
     try:
         ledger.open_ledger(env).finish(ledger.Key(job, session, slot), invocation, {
@@ -301,7 +300,7 @@ def periodic_digest_lines(state_dir, session: str, now: datetime | None = None) 
 def prune(state_dir, job: str, before: str) -> list[str]:
     """Delete the slot records of sessions dated before `before` (YYYY-MM-DD): a periodic job
     leaves hundreds of records per session. Returns the sessions removed."""
-    root = Path(state_dir) / "runs" / job
+    root = Path(ledger.runs_dir(state_dir, job))
     gone = []
     for directory in sorted(root.iterdir()) if root.is_dir() else []:
         name = directory.name
@@ -310,7 +309,7 @@ def prune(state_dir, job: str, before: str) -> list[str]:
             gone.append(name)
     # The local run ledger's per-slot keys (ledger/<job>/<session>+<slot>/, ledger/local.py):
     # only periodic jobs have them, and nothing else ever deletes them.
-    book = Path(state_dir) / "ledger" / job
+    book = Path(ledger.job_ledger_dir(state_dir, job))
     for directory in sorted(book.iterdir()) if book.is_dir() and not book.is_symlink() else []:
         name = directory.name
         if "+" in name and name[:10] < before and directory.is_dir() \
