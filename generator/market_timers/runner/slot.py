@@ -9,6 +9,7 @@ from datetime import datetime
 from market_timers import ledger
 from market_timers.contracts.exitcodes import OVERLAP_SKIPPED, RUNNER_ERROR, STALE_START
 from market_timers.runner import slotclock
+from market_timers.runner.nice import job_nice, set_nice
 from market_timers.runner.start import (
     ERR,
     WARNING,
@@ -93,4 +94,7 @@ def run_slot(argv: list[str], env: dict, job: str, grace: int, now: datetime,
     if isinstance(claim, int):
         return claim
     note(late_sec=round(late, 3), pid=os.getpid(), attempt=claim.attempt)
+    # A periodic unit with a lead has the pre-fire's Nice=-10 but no wait (each slot runs at its
+    # instant): the job runs at the nice value it would have without it (nice.py).
+    set_nice(job_nice(env))
     return exec_job(argv, env, session, slot_text, claim, fence, MARKET_SLOT_UTC=slot_text)
