@@ -1,6 +1,9 @@
 /* market-timers-exec-at: wait for an instant of the realtime clock, then exec a program.
  *
- * usage: market-timers-exec-at EPOCH PROGRAM [ARG...]
+ * usage: market-timers-exec-at [--nice N] EPOCH PROGRAM [ARG...]
+ *   --nice N the nice value to set as the sleep ends (the runner's nice.py: the job's, when the
+ *            runner is at the pre-fired unit's Nice=-10); without it the priority is left alone
+ *            (a drop-in's Nice= is the job's)
  *   EPOCH    the instant: whole seconds since the Unix epoch (UTC)
  *   PROGRAM  the job: an absolute path, exec'd with ARG... and this process's environment
  *
@@ -13,9 +16,10 @@
  *    the job's first instruction against 1.2-1.5 ms from the Python runner (the old image's
  *    teardown), and that exec is what lies between the instant and the job.
  * Like instant_wait.py it spins the last SPIN_NS instead of sleeping them (a sleeping task's
- * wake-up can come milliseconds late on a VM), and as its sleep ends it returns to nice 0
- * (the pre-fired unit's Nice=-10 is for the wake-up; the job runs at nice 0), before the spin:
- * lowering a running task's priority makes the kernel reschedule it at once.
+ * wake-up can come milliseconds late on a VM), and as its sleep ends it sets --nice N (the
+ * pre-fired unit's Nice=-10 is for the wake-up; the job runs at the nice value it would have
+ * without it), before the spin: lowering a running task's priority makes the kernel reschedule
+ * it at once.
  *
  * It never execs before the instant. A past instant execs at once. When the exec fails it
  * writes one line to stderr (read by journald with its priority) and exits 172, the runner's
@@ -45,27 +49,45 @@ static long long now_ns(void) {
     return (long long)t.tv_sec * NS + t.tv_nsec;
 }
 
-static void normal_priority(void) {
-    errno = 0;
-    int nice = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0 && nice < 0 && setpriority(PRIO_PROCESS, 0, 0) != 0)
-        fail("cannot return to nice 0: ", strerror(errno));
+static void set_nice(int nice) {
+    if (setpriority(PRIO_PROCESS, 0, nice) != 0) {
+        char what[64];
+        snprintf(what, sizeof what, "cannot return to nice %d: ", nice);
+        fail(what, strerror(errno));
+    }
 }
 
+#define USAGE "usage: market-timers-exec-at [--nice N] EPOCH /PROGRAM [ARG...]"
+
 int main(int argc, char **argv) {
-    if (argc < 3 || argv[2][0] != '/') {
-        fail("usage: market-timers-exec-at EPOCH /PROGRAM [ARG...]", "");
+    int first = 1, nice = 0, reniced = 1; /* reniced: nothing (more) to set */
+    char *end;
+    if (argc > 1 && strcmp(argv[1], "--nice") == 0) {
+        if (argc < 3) {
+            fail(USAGE, "");
+            return RUNNER_ERROR;
+        }
+        errno = 0;
+        long value = strtol(argv[2], &end, 10);
+        if (errno != 0 || end == argv[2] || *end != '\0' || value < -20 || value > 19) {
+            fail("market-timers-exec-at: not a nice value (-20 to 19): ", argv[2]);
+            return RUNNER_ERROR;
+        }
+        nice = (int)value;
+        reniced = 0;
+        first = 3;
+    }
+    if (argc - first < 2 || argv[first + 1][0] != '/') {
+        fail(USAGE, "");
         return RUNNER_ERROR;
     }
-    char *end;
     errno = 0;
-    long long epoch = strtoll(argv[1], &end, 10);
-    if (errno != 0 || end == argv[1] || *end != '\0' || epoch < 0 || epoch > (1LL << 34)) {
-        fail("market-timers-exec-at: not an instant in whole seconds: ", argv[1]);
+    long long epoch = strtoll(argv[first], &end, 10);
+    if (errno != 0 || end == argv[first] || *end != '\0' || epoch < 0 || epoch > (1LL << 34)) {
+        fail("market-timers-exec-at: not an instant in whole seconds: ", argv[first]);
         return RUNNER_ERROR;
     }
     long long target = epoch * NS;
-    int reniced = 0;
     for (;;) {
         long long left = target - now_ns();
         if (left <= 0)
@@ -75,16 +97,17 @@ int main(int argc, char **argv) {
             struct timespec at = {.tv_sec = wake / NS, .tv_nsec = wake % NS};
             clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, NULL); /* EINTR: loop */
         } else if (!reniced) {
-            normal_priority();
+            set_nice(nice);
             reniced = 1;
         }
     }
     if (!reniced)
-        normal_priority();
-    execv(argv[2], argv + 2);
+        set_nice(nice);
+    char **job = argv + first + 1;
+    execv(job[0], job);
     int e = errno;
     char what[4200];
-    snprintf(what, sizeof what, "cannot run %s: ", argv[2]);
+    snprintf(what, sizeof what, "cannot run %s: ", job[0]);
     fail(what, strerror(e));
     return RUNNER_ERROR;
 }

@@ -62,6 +62,46 @@ def test_the_job_is_real_time_around_its_instant_and_normal_before_and_after(tar
     assert os.sched_getscheduler(target.pid) == os.SCHED_OTHER
 
 
+@ROOT
+@pytest.mark.parametrize("policy", [os.SCHED_BATCH, os.SCHED_IDLE,
+                                    os.SCHED_OTHER | os.SCHED_RESET_ON_FORK])
+def test_after_the_instant_the_job_gets_back_the_policy_a_drop_in_gave_it(policy):
+    """CPUSchedulingPolicy=batch|idle (or CPUSchedulingResetOnFork=yes) in a drop-in: real-time
+    for the instant, then that policy again, not SCHED_OTHER."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                         preexec_fn=lambda: os.sched_setscheduler(0, policy, os.sched_param(0)))
+    try:
+        instant = time.time() + 0.6
+        escort = run_escort(p.pid, instant_escort.start_time(p.pid), instant, before=0.3,
+                            hold=0.2)
+        assert policy_at(p.pid, instant) == FIFO
+        assert escort.wait(timeout=10) == 0
+        assert os.sched_getscheduler(p.pid) == policy
+    finally:
+        p.kill()
+        p.wait()
+
+
+@ROOT
+def test_a_job_made_real_time_by_a_drop_in_is_left_alone():
+    """CPUSchedulingPolicy=rr, CPUSchedulingPriority=20 in a drop-in: never lowered to FIFO 1,
+    never put back to SCHED_OTHER."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                         preexec_fn=lambda: os.sched_setscheduler(0, os.SCHED_RR,
+                                                                  os.sched_param(20)))
+    try:
+        instant = time.time() + 0.5
+        escort = run_escort(p.pid, instant_escort.start_time(p.pid), instant, before=0.3,
+                            hold=0.1)
+        assert policy_at(p.pid, instant) == os.SCHED_RR
+        assert escort.wait(timeout=10) == 0
+        assert os.sched_getscheduler(p.pid) == os.SCHED_RR
+        assert os.sched_getparam(p.pid).sched_priority == 20
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_a_job_that_has_ended_is_left_alone(target):
     born = instant_escort.start_time(target.pid)
     target.kill()

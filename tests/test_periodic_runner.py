@@ -103,6 +103,23 @@ def test_a_start_within_grace_runs_for_its_slot_and_records_that_slot(tmp_path):
     assert 5 <= rec["late_sec"] < 7
 
 
+LOWER = pytest.mark.skipif(os.geteuid() != 0 and os.environ.get("CI") != "true",
+                           reason="lowering a nice value needs root")
+NICE = [sys.executable, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"]
+
+
+@LOWER
+@pytest.mark.parametrize(("start", "job"), [(-10, 0), (-5, -5), (5, 5)])
+def test_a_periodic_job_runs_at_the_nice_value_of_its_unit_without_the_lead(tmp_path, start, job):
+    """A periodic unit with a lead has the pre-fire's Nice=-10 but no wait (each slot runs at its
+    instant): the job runs at nice 0, or at a drop-in's Nice= (which replaces the -10)."""
+    env = context(tmp_path, slot_ago=1, MARKET_LEAD_SEC="2")
+    proc = subprocess.run([*RUNNER, "--", *NICE], env=env, capture_output=True, text=True,
+                          timeout=30, preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, start))
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) == job
+
+
 def test_a_start_later_than_grace_after_its_slot_is_refused_and_not_replayed(tmp_path):
     marker = tmp_path / "ran"
     env = context(tmp_path, slot_ago=35)  # grace 20 s: misfire

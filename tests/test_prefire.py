@@ -133,8 +133,10 @@ print(time.time(), os.environ["MARKET_SCHEDULED_UTC"], os.getpriority(os.PRIO_PR
 """
 
 
-def run_runner(tmp_path: Path, scheduled: float, nice: int = 0, **env) -> tuple[float, dict]:
-    """Start the runner now for `scheduled`; the job prints its first time.time()."""
+def run_runner(tmp_path: Path, scheduled: float, nice: int | None = None, python: str = sys.executable,
+               **env) -> tuple[float, dict]:
+    """Start the runner now for `scheduled` at `nice` (as systemd applies the unit's Nice=, or a
+    drop-in's); the job prints its first time.time() and its nice value."""
     job = tmp_path / "stamp"
     job.write_text(STAMP)
     job.chmod(0o755)
@@ -144,14 +146,31 @@ def run_runner(tmp_path: Path, scheduled: float, nice: int = 0, **env) -> tuple[
                 MARKET_STATE_DIR=str(tmp_path / "state"), MARKET_LOCK_DIR=str(tmp_path / "run"),
                 **env)
     full.pop("JOURNAL_STREAM", None)
-    out = subprocess.run([sys.executable, "-m", "market_timers.cli.run", "--", str(job)],
+    if python != sys.executable:  # a python without market-timers-exec-at beside it
+        full["PYTHONPATH"] = str(Path(runner.__file__).parents[2])
+    out = subprocess.run([python, "-m", "market_timers.cli.run", "--", str(job)],
                          env=full, capture_output=True, text=True, check=True,
-                         preexec_fn=(lambda: os.nice(nice)) if nice else None).stdout
+                         preexec_fn=None if nice is None else
+                         (lambda: os.setpriority(os.PRIO_PROCESS, 0, nice))).stdout
     from market_timers.ledger import runrecord
 
     record = runrecord.read(tmp_path / "state", "signal", "2025-11-26")
     record["job_nice"] = int(out.split()[2])
     return float(out.split()[0]), record
+
+
+@pytest.fixture(params=["market-timers-exec-at", "the runner"])
+def waiter(request, tmp_path: Path) -> str:
+    """The python that runs the runner: the venv's (market-timers-exec-at waits, as installed),
+    or the same python linked from a directory without that program (the runner waits)."""
+    if request.param == "market-timers-exec-at":
+        if prefire.exec_at_program() is None:
+            pytest.skip("market-timers-exec-at not built: run `make venv`")
+        return sys.executable
+    bare = tmp_path / "bare-bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to(os.path.realpath(sys.executable))
+    return str(bare / "python3")
 
 
 def test_a_pre_fired_runner_execs_the_job_at_its_instant_never_before(tmp_path):
@@ -163,11 +182,37 @@ def test_a_pre_fired_runner_execs_the_job_at_its_instant_never_before(tmp_path):
         "%Y-%m-%dT%H:%M:%SZ")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="lowering a nice value needs root")
-def test_the_job_itself_runs_at_nice_0_after_a_pre_fired_wait_at_nice_minus_10(tmp_path):
+LOWER = pytest.mark.skipif(os.geteuid() != 0 and os.environ.get("CI") != "true",
+                           reason="lowering a nice value needs root")
+
+
+@LOWER
+def test_the_job_itself_runs_at_nice_0_after_a_pre_fired_wait_at_nice_minus_10(tmp_path, waiter):
     instant = math.ceil(time.time()) + 1
-    _, record = run_runner(tmp_path, instant, nice=-10, MARKET_LEAD_SEC="2")
-    assert record["job_nice"] == 0
+    stamp, record = run_runner(tmp_path, instant, nice=-10, python=waiter, MARKET_LEAD_SEC="2")
+    assert stamp >= instant and record["job_nice"] == 0
+
+
+@LOWER
+@pytest.mark.parametrize("dropin", [-5, -15, 5])
+def test_a_drop_ins_nice_is_the_jobs_after_a_pre_fired_wait(tmp_path, waiter, dropin):
+    """A drop-in's Nice= replaces the pre-fired unit's Nice=-10 (drop-ins are read after the
+    unit file), so the runner starts at it: the job runs at it, never reset to 0."""
+    instant = math.ceil(time.time()) + 1
+    stamp, record = run_runner(tmp_path, instant, nice=dropin, python=waiter,
+                               MARKET_LEAD_SEC="2")
+    assert stamp >= instant and record["job_nice"] == dropin
+
+
+@LOWER
+@pytest.mark.parametrize("dropin", [-5, 5])
+def test_a_drop_ins_nice_is_the_jobs_for_a_start_by_hand_and_without_a_lead(tmp_path, dropin):
+    _, by_hand = run_runner(tmp_path, math.ceil(time.time()) + 3600, nice=dropin,
+                            MARKET_LEAD_SEC="2")
+    assert by_hand["job_nice"] == dropin
+    (tmp_path / "no-lead").mkdir()
+    _, no_lead = run_runner(tmp_path / "no-lead", math.ceil(time.time()) + 1, nice=dropin)
+    assert no_lead["job_nice"] == dropin
 
 
 def test_a_warm_job_is_execd_its_warm_up_early_and_waits_itself(tmp_path):
@@ -275,17 +320,20 @@ def test_a_clock_stepped_back_during_the_spin_is_slept_out_not_spun(monkeypatch)
     assert sum(sleeps) > 4.9 and reads["n"] < 10_000  # slept, not spun
 
 
-def test_the_runner_returns_to_nice_0_as_its_sleep_ends_not_at_the_instant(monkeypatch):
+def test_the_runner_sets_the_jobs_nice_value_as_its_sleep_ends_not_at_the_instant(monkeypatch):
     """Lowering a running task's priority forces a reschedule: done at the instant it handed
     the CPU to other units starting then. It is done as the sleep ends, before the spin."""
     clock, sleeps = _fake_clock(monkeypatch, 100.0)
     seen = []
-    monkeypatch.setattr(prefire, "normal_priority", lambda: seen.append(clock["t"]))
+    from market_timers.runner import nice  # prefire imports it for a pre-fired wait only
+
+    monkeypatch.setattr(nice, "job_nice", lambda env: 0)  # started at the unit's -10
+    monkeypatch.setattr(nice, "set_nice", lambda value: seen.append((value, clock["t"])))
     monkeypatch.setattr(instant_escort, "has_cap_sys_nice", lambda: False)  # no real escort
     monkeypatch.setattr(prefire, "exec_at_program", lambda: None)  # the wait done here
     prefire.await_exec_time({"MARKET_LEAD_SEC": "2"},
                            datetime.fromtimestamp(101.0, UTC))
-    assert seen and seen[0] <= 101.0 - instant_wait.SPIN + 1e-3
+    assert seen and seen[0][0] == 0 and seen[0][1] <= 101.0 - instant_wait.SPIN + 1e-3
     assert clock["t"] >= 101.0
 
 

@@ -15,6 +15,14 @@ DEFAULT_SPOOL_DIR = "/var/spool/market-timers"
 DEFAULT_RUNTIME_DIR = "/run/market-timers"  # the lock groups' directory
 DEFAULT_GRACE_SEC = 120
 
+# The pre-fired unit's priority, which the unit tells the runner beyond its environment: render.py
+# writes `Nice=PRE_FIRE_NICE` into a unit with a lead (MARKET_LEAD_SEC), so that the runner's
+# wake-up at the instant is not queued behind other work; the runner (runner/nice.py) recognises
+# that value and returns the job to DEFAULT_NICE, the value of a unit without `Nice=` (a service
+# inherits the service manager's, 0), unless a drop-in's `Nice=` set it.
+PRE_FIRE_NICE = -10
+DEFAULT_NICE = 0
+
 # The config's path and the templates' directory (the command line's, not a unit's).
 CONFIG = "MARKET_TIMERS_CONFIG"
 TEMPLATES = "MARKET_TIMERS_TEMPLATES"

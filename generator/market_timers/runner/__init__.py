@@ -236,6 +236,10 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         return claim
     if slot:
         slot.ran(late, claim.attempt)
+        if env.get(environment.LEAD_SEC):  # the unit's Nice=-10 without a wait: not the job's
+            from market_timers.runner.nice import job_nice, set_nice
+
+            set_nice(job_nice(env))
         return exec_job(argv, env, session, slot.text, claim, fence, MARKET_SLOT_UTC=slot.text)
     capable, wait = await_exec_time(env, scheduled, job)
     return exec_job([*wait, *argv], env, session, _utc(scheduled), claim, fence,

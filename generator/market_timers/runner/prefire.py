@@ -1,7 +1,7 @@
 """Pre-fire (`lead`): the runner's wait for the instant once everything else is done (handed to
-market-timers-exec-at, generator/exec_at.c), with its real-time escort, and its return to nice 0.
-On the hot path: os and time only (instant_escort.py and instant_wait.py are loaded for a
-pre-fired wait, before it).
+market-timers-exec-at, generator/exec_at.c), with its real-time escort, and its return from the
+unit's Nice=-10 to the job's nice value (nice.py). On the hot path: os and time only
+(instant_escort.py and instant_wait.py are loaded for a pre-fired wait, before it).
 """
 
 import os
@@ -29,7 +29,9 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool
     if lead <= 0:
         return False, []
     from market_timers.runner import realtime as instant_escort
+    from market_timers.runner.nice import job_nice, set_nice
 
+    nice = job_nice(env)  # None: this process's nice value is the job's (a drop-in's Nice=)
     capable = instant_escort.has_cap_sys_nice()
     instant = scheduled.timestamp()
     if 0 < instant - time.time() <= lead + 1:  # started by its timer, not by hand long before
@@ -42,35 +44,27 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool
     target = instant - int(env.get(environment.WARM_SEC) or 0)  # a warm job is exec'd early
     if 0 < target - time.time() <= lead + 1:
         helper = exec_at_program()
-        if helper is not None:  # it waits, returns to nice 0 and execs the job
-            return capable, [helper, str(round(target))]
+        if helper is not None:  # it waits, sets the job's nice value and execs the job
+            return capable, [helper, *exec_at_nice(nice), str(round(target))]
         from market_timers.runner.instant_wait import sleep_until
 
-        # Back to nice 0 as the sleep ends, SPIN before the instant, not at it: lowering the
-        # running task's priority makes the kernel reschedule at once (see normal_priority).
-        sleep_until(target, before_spin=normal_priority)
-    normal_priority()
+        # The job's nice value as the sleep ends, SPIN before the instant, not at it: lowering a
+        # running task's priority makes the kernel reschedule it at once. Tried and measured
+        # (bench/alternatives.py): keeping nice -10 until wait_for_instant() made a warm job's
+        # action later, not earlier (p50 1.4 ms against 0.01 ms): the renice at the instant
+        # handed the CPU to the other units starting around that second.
+        sleep_until(target, before_spin=None if nice is None else lambda: set_nice(nice))
+    set_nice(nice)
     return capable, []
+
+
+def exec_at_nice(nice: int | None) -> list[str]:
+    """market-timers-exec-at's option for the nice value it sets as its sleep ends (none: it
+    leaves the priority alone)."""
+    return [] if nice is None else ["--nice", str(nice)]
 
 
 def exec_at_program() -> str | None:
     """market-timers-exec-at, next to the package's python (the venv's bin/), or None."""
     path = os.path.join(os.path.dirname(sys.executable), EXEC_AT)
     return path if os.access(path, os.X_OK) else None
-
-
-def normal_priority() -> None:
-    """The pre-fired unit runs us at Nice=-10 for a prompt wake-up; the job (and the record step)
-    run at nice 0, as without a lead. (Raising one's own nice value needs no privilege.)
-
-    When: as the pre-fire sleep ends, before the last few ms of spinning (instant_wait.SPIN), so
-    the reschedule that lowering a running task's priority forces happens off the instant. A
-    warm job too is exec'd at nice 0. Tried and measured (bench/alternatives.py): keeping it at
-    nice -10 until wait_for_instant() made its action later, not earlier (p50 1.4 ms against
-    0.01 ms): the renice at the instant handed the CPU to the other units starting around that
-    second."""
-    try:
-        if os.getpriority(os.PRIO_PROCESS, 0) < 0:
-            os.setpriority(os.PRIO_PROCESS, 0, 0)
-    except OSError as e:
-        log(WARNING, f"cannot return to nice 0: {e.strerror}")

@@ -18,8 +18,9 @@ RLIMIT_RTPRIO is 0) and cannot ptrace the escort (which holds more than it does)
 sleeps to BEFORE seconds before the instant, raises the run's main thread (pid == tid: one pid
 for the runner, market-timers-exec-at and the job, each exec'd in place of the one before) to
 SCHED_FIFO 1 with SCHED_RESET_ON_FORK (children the job starts run normally), sleeps to HOLD
-seconds after the instant, puts it back to SCHED_OTHER and exits. If the job ends first,
-systemd stops the escort with the unit (it is in the unit's cgroup).
+seconds after the instant, puts it back to the policy it had (SCHED_OTHER, or the one a drop-in's
+CPUSchedulingPolicy= set; a job real-time by such a drop-in is left alone) and exits. If the job
+ends first, systemd stops the escort with the unit (it is in the unit's cgroup).
 
 Limits, on purpose: the main thread only (a warm job calls wait_for_instant() there); a job
 that stops its escort keeps priority 1 until it exits, and the kernel's real-time throttling
@@ -96,14 +97,18 @@ def start(instant: float, job: str) -> bool:
 
 def escort(target: int, born: str | None, instant: float, job: str, *,
            before: float = BEFORE, hold: float = HOLD) -> int:
-    """Raise target to SCHED_FIFO `before` s before instant, back to SCHED_OTHER `hold` s after.
-    0 when done or the job has gone; 1 when the priority could not be raised (logged). Its
-    sleeps do not spin: its own wake-up may be late without harm, and a spin would take the
-    CPU the job is about to need."""
+    """Raise target to SCHED_FIFO `before` s before instant, back to the policy it had `hold` s
+    after (SCHED_OTHER, or a drop-in's CPUSchedulingPolicy=; one that is real-time already is
+    left alone). 0 when done or the job has gone; 1 when the priority could not be raised
+    (logged). Its sleeps do not spin: its own wake-up may be late without harm, and a spin
+    would take the CPU the job is about to need."""
     sleep_until(instant - before, spin=0)
     if start_time(target) != born:
         return 0  # the job has ended (or failed to exec) in the meantime
     try:
+        policy, param = os.sched_getscheduler(target), os.sched_getparam(target)
+        if policy & ~os.SCHED_RESET_ON_FORK in (os.SCHED_FIFO, os.SCHED_RR):
+            return 0  # real-time already (CPUSchedulingPolicy=): nothing to lend
         os.sched_setscheduler(target, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK,
                               os.sched_param(PRIORITY))
     except ProcessLookupError:
@@ -116,7 +121,7 @@ def escort(target: int, born: str | None, instant: float, job: str, *,
     sleep_until(instant + hold, spin=0)
     if start_time(target) == born:
         try:
-            os.sched_setscheduler(target, os.SCHED_OTHER, os.sched_param(0))
+            os.sched_setscheduler(target, policy, param)
         except ProcessLookupError:
             pass
     return 0

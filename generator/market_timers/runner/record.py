@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from market_timers import ledger
 from market_timers.contracts import environment
 from market_timers.ledger import DatabaseError
-from market_timers.runner.prefire import normal_priority
+from market_timers.runner.nice import job_nice, set_nice
 from market_timers.runner.retry import plan_retry
 from market_timers.runner.start import WARNING, _local, log, scheduled_instant
 
@@ -21,7 +21,7 @@ def record(env: dict) -> int:
     if not job:
         return 0
     if env.get(environment.LEAD_SEC):
-        normal_priority()
+        set_nice(job_nice(env))  # the unit's Nice=-10 was for the wait, not for this step
         _drop_capabilities()
     now = datetime.now(UTC)
     if env.get(environment.SLOT_EVERY_SEC):  # the slot this invocation judged: slotrecords.py
