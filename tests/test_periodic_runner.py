@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from market_timers.contracts import exitcodes
-from market_timers.runner import slotclock, slotrecords
+from market_timers.runner import record, slotaccount, slotclock, slotrecords
 from market_timers.runner.slotclock import Schedule
 
 RUNNER = [sys.executable, "-m", "market_timers.cli.run"]
@@ -192,7 +192,7 @@ def test_record_completes_the_runs_slot_and_records_the_slots_that_came_during_i
            "MARKET_SLOT_LAST_UTC": slotclock.z(first + timedelta(seconds=100)),
            "INVOCATION_ID": "abc123", "SERVICE_RESULT": "success", "EXIT_CODE": "exited",
            "EXIT_STATUS": "0"}
-    assert slotrecords.complete_from_env(env, str(state), "cycle", now) == 0
+    assert record.complete_slot(env, str(state), "cycle", now) == 0
     records = slotrecords.read_slots(state, "cycle", SESSION)
     assert records[slotclock.z(first)]["result"] == "success"
     during = [slotclock.z(first + timedelta(seconds=k)) for k in (10, 20, 30, 40)]
@@ -201,7 +201,7 @@ def test_record_completes_the_runs_slot_and_records_the_slots_that_came_during_i
     assert slotclock.z(first + timedelta(seconds=50)) not in records  # may still start
     assert not list((state / "runs" / "cycle" / SESSION).glob(".invocation-*"))
     # Counting them: 4 of 11 skipped so far, the run took 45 s against a 10 s period.
-    summary = slotrecords.account(state, "cycle", SESSION, Schedule.from_env(env), 2, now)
+    summary = slotaccount.account(state, "cycle", SESSION, Schedule.from_env(env), 2, now)
     assert (summary.total, summary.ran, summary.skipped, summary.overlap, summary.ahead) == (
         11, 1, 4, 4, 6)
     assert summary.text("cycle").startswith(
@@ -216,7 +216,7 @@ def test_slots_after_a_run_that_ended_are_recorded_not_started(tmp_path):
     slotrecords.update_slot(state, "cycle", key, result="success",
                      finished_utc=(first + timedelta(seconds=3)).isoformat(), duration_sec=3.0)
     schedule = Schedule(first, 10, first + timedelta(seconds=100))
-    summary = slotrecords.account(state, "cycle", SESSION, schedule, 2, now)
+    summary = slotaccount.account(state, "cycle", SESSION, schedule, 2, now)
     assert (summary.ran, summary.not_started, summary.overlap) == (1, 4, 0)
     records = slotrecords.read_slots(state, "cycle", SESSION)
     assert records[slotclock.z(first + timedelta(seconds=10))]["skipped"] == "not-started"

@@ -90,7 +90,7 @@ def build(ctx, session: str, incidents=None) -> str:
               for k in ("overlap-skipped", "stale-start", "missed")}
     lines += ["", "Skips: {overlap-skipped}, stale starts: {stale-start}, misses: {missed}"
               .format(**counts)]
-    from market_timers.runner.slotrecords import periodic_digest_lines
+    from market_timers.runner.slotaccount import periodic_digest_lines
 
     lines += periodic_digest_lines(ctx.state_dir, session, ctx.now())  # periodic jobs' slots
     lines += ["", "Alerts:"]

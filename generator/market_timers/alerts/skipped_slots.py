@@ -1,5 +1,6 @@
 """A periodic job's skipped slots as one alert per session (never one per slot): the dead-man
-pass and the alert handler both ask; the slot records are the runner's (runner/slotrecords.py).
+pass and the alert handler both ask; the slot records and their accounting are the runner's
+(runner/slotrecords.py, runner/slotaccount.py).
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ import os
 from datetime import UTC, datetime
 
 from market_timers.contracts import environment
+from market_timers.runner.slotaccount import Summary, account
 from market_timers.runner.slotclock import Schedule
-from market_timers.runner.slotrecords import WARNED, Summary, account, session_dir
+from market_timers.runner.slotrecords import WARNED, session_dir
 
 log = logging.getLogger(__name__)
 

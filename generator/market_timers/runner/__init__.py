@@ -32,7 +32,7 @@ Why this order. The promise is "exactly once per session, on time, or someone is
 A periodic job (MARKET_SLOT_EVERY_SEC and the like in its unit, slotclock.py) is judged by
 run_slot(): the start belongs to the latest slot at or before it, grace is measured from that
 slot, and the ledger key is (job, session, slot): one claim per slot, a second start for the slot
-is "already ran" (173). Its slot record (slotrecords.py counts skipped slots from them) is written
+is "already ran" (173). Its slot record (slotaccount.py counts skipped slots from them) is written
 beside the ledger.
 
 `market-timers-run --record` (ExecStopPost=) records how the attempt ended in the ledger.

@@ -5,7 +5,10 @@ the job has ended.
 
 from __future__ import annotations
 
+import os
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from market_timers import ledger
 from market_timers.contracts import environment
@@ -24,10 +27,8 @@ def record(env: dict) -> int:
         set_nice(job_nice(env))  # the unit's Nice=-10 was for the wait, not for this step
         _drop_capabilities()
     now = datetime.now(UTC)
-    if env.get(environment.SLOT_EVERY_SEC):  # the slot this invocation judged: slotrecords.py
-        from market_timers.runner.slotrecords import complete_from_env
-
-        return complete_from_env(env, env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR,
+    if env.get(environment.SLOT_EVERY_SEC):  # the slot this invocation judged
+        return complete_slot(env, env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR,
                                  job, now)
     try:
         session = env.get(environment.SESSION) or scheduled_instant(env, now).date().isoformat()
@@ -48,6 +49,53 @@ def record(env: dict) -> int:
     return 0
 
 
+def complete_slot(env: dict, state_dir: str, job: str, now: datetime) -> int:
+    """`market-timers-run --record` for a periodic job: complete the slot this invocation judged
+    (the runner left a pointer named by $INVOCATION_ID), then record the slots skipped meanwhile."""
+    from market_timers.runner.slotaccount import account
+    from market_timers.runner.slotclock import Schedule, pointer_path
+    from market_timers.runner.slotrecords import read_slot, update_slot
+
+    session = env.get(environment.SESSION, "")
+    invocation = env.get("INVOCATION_ID", "")
+    try:
+        schedule = Schedule.from_env(env)
+        if invocation.isalnum() and session:
+            pointer = pointer_path(state_dir, job, session, invocation)
+            try:
+                key = Path(pointer).read_text().strip()
+            except FileNotFoundError:
+                key = ""  # a duplicate start (173) or no record could be written
+            if key:
+                previous = read_slot(state_dir, job, key) or {}
+                fields = dict(result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
+                              exit_status=env.get("EXIT_STATUS"),
+                              finished_utc=now.isoformat(timespec="milliseconds"))
+                _finish_in_ledger(env, job, key, invocation, fields)
+                if "started_mono" in previous:
+                    fields["duration_sec"] = round(time.monotonic() - previous["started_mono"], 3)
+                update_slot(state_dir, job, key, **fields)
+                os.unlink(pointer)
+        if schedule is not None and session:
+            account(state_dir, job, session, schedule, int(env.get(environment.GRACE_SEC, "0")),
+                    now)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"market-timers-run: cannot complete the slot record: {e}", flush=True)
+    return 0
+
+
+def _finish_in_ledger(env: dict, job: str, key: str, invocation: str, fields: dict) -> None:
+    """How the slot's attempt (or refused start) ended, in the run ledger too."""
+    session, _, slot = key.partition("/")
+    try:
+        ledger.open_ledger(env).finish(ledger.Key(job, session, slot), invocation, {
+            k: v.replace("+00:00", "Z") if k == "finished_utc" else v
+            for k, v in fields.items()})
+    except (OSError, ValueError) as e:
+        print(f"market-timers-run: cannot record how the slot's run ended in the run ledger: "
+              f"{e}", flush=True)
+
+
 def counted_in_metrics(env: dict) -> bool:
     """Whether the metrics follow this record step: a job's run, not a periodic job's slot (its
     slot records are counted by the metrics' own pass)."""
@@ -66,8 +114,6 @@ def _drop_capabilities() -> None:
     """A pre-fired unit grants CAP_SYS_NICE for the run's escort (instant_escort.py); this step
     has no use for it, so it drops it first. Not as root: root's record step needs its
     capabilities (a root process keeps only what it is given back by an exec)."""
-    import os
-
     from market_timers.runner import realtime as instant_escort
 
     if os.geteuid() != 0 and instant_escort.has_cap_sys_nice():

@@ -11,7 +11,7 @@ The run ledger's key for a slot is (job, session, `YYYYMMDDTHHMMSSZ`): the runne
 so a slot runs at most once (a second start is "already ran", 173). Beside the ledger, each slot
 has a record at `<state_dir>/runs/<job>/<session>/<YYYYMMDDTHHMMSSZ>.json` (the record key
 `<session>/<slot>`): what the
-start came to, and for a slot that never started, written afterwards by slotrecords.account(),
+start came to, and for a slot that never started, written afterwards by slotaccount.account(),
 "skipped". The skip counts, the digest, status and the deadman read these.
 """
 

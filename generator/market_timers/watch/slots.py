@@ -19,8 +19,8 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
     """A periodic job's session: record the skipped slots, the session's one skip warning, and a
     finding when no slot has started for stall_after (or none at all in the session)."""
     from market_timers.alerts.skipped_slots import warn_once
+    from market_timers.runner.slotaccount import account, stall
     from market_timers.runner.slotclock import Schedule
-    from market_timers.runner.slotrecords import account, stall
 
     schedule = Schedule.from_plan(entry)
     job = next((j for j in config.jobs if j.name == entry["job"]), None)
