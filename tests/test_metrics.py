@@ -370,9 +370,9 @@ class QuietSystemctl:
 
 
 def test_sync_and_refresh_write_the_plan_and_the_calendar_data_end(setup):
+    from market_timers.cli import refresh
+    from market_timers.cli.synced import after_sync
     from market_timers.schedule import calendars, sync
-    from market_timers.watch import refresh
-    from market_timers.watch.synced import after_sync
 
     cfg = setup(CONFIG + '[[job]]\nname = "shanghai"\ncalendar = "XSHG"\nevent = "open"\n'
                 'command = ["/usr/bin/true"]\n')

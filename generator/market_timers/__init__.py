@@ -7,9 +7,11 @@ their dependencies one way):
 * timer -> run:      runner/ (hot path: no pandas, no exchange_calendars), jobnotify.py in the job
 * failure -> alert:  alerts/ (handler.py, router.py, outbox.py), channels/
 * miss -> deadman:   watch/deadman.py (market-deadman.timer, every minute), ledger/
-* refresh:           watch/refresh.py (market-refresh.timer, daily), which runs schedule/sync.py
+* refresh:           cli/refresh.py (market-refresh.timer, daily): schedule/sync.py, then
+                     cli/synced.py (snapshot, metrics), then watch/'s calendar alerts
 
-cli/ composes them; contracts/ holds what they agree on.
+cli/ composes them (the sync, refresh and deadman commands call the metrics and the snapshot
+after the flow, no flow calls another's side effects); contracts/ holds what they agree on.
 """
 
 __version__ = "0.1.0"

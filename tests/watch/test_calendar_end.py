@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from market_timers.cli import refresh
 from market_timers.schedule import calendars
 from market_timers.schema.problems import ConfigError
-from market_timers.watch import refresh, status
+from market_timers.watch import status
 
 XSHG = """
 calendar = "XSHG"

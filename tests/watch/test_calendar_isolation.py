@@ -102,7 +102,7 @@ def test_sync_installs_the_other_calendars_and_keeps_the_failed_ones_timers(
 
 def test_refresh_alerts_critical_once_per_failed_calendar_and_syncs_the_rest(
         write_config, tmp_path, asex_fails):
-    from market_timers.watch import refresh
+    from market_timers.cli import refresh
 
     cfg = config.load(write_config(TWO))
     systemctl = FakeSystemctl(tmp_path / "units")

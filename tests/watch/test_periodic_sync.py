@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import date
 
+from market_timers.cli import refresh
 from market_timers.contracts import unitname
 from market_timers.schedule import sync as sync_mod
-from market_timers.watch import refresh
 
 from .conftest import utc
 

@@ -6,8 +6,9 @@ from datetime import date
 
 import pytest
 
+from market_timers.cli import refresh
 from market_timers.schedule import calendars
-from market_timers.watch import calendar_warnings, refresh
+from market_timers.watch import calendar_warnings
 
 from .conftest import THANKSGIVING_CONFIG, utc
 

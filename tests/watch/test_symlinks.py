@@ -17,11 +17,11 @@ from market_timers.alerts import delivery, snapshot
 from market_timers.alerts.api import raise_alert
 from market_timers.alerts.commands import ack
 from market_timers.alerts.context import AlertContext
+from market_timers.cli.synced import after_sync
 from market_timers.files import safefs
 from market_timers.ledger import runrecord
 from market_timers.schedule import sync as sync_mod
 from market_timers.watch import deadman
-from market_timers.watch.synced import after_sync
 
 from .conftest import THANKSGIVING_CONFIG, utc
 

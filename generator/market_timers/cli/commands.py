@@ -129,7 +129,7 @@ def cmd_sync(args) -> int:
         now = args.now or utcnow()
         result = _calendar_call(lambda: sync.sync(cfg, now=now, dry_run=args.dry_run))
         if not args.dry_run:  # then the alert snapshot and the metrics: not the schedule's own
-            from market_timers.watch.synced import after_sync
+            from market_timers.cli.synced import after_sync
 
             after_sync(cfg, now)
     except (SystemctlError, sync.SyncError, OSError) as e:  # OSError: also a refused symlink in state_dir
@@ -202,8 +202,8 @@ def _delegate(module, function: str, *extra, check_calendars: bool = False,
 
 
 def cmd_refresh(args) -> int:
+    from market_timers.cli import refresh
     from market_timers.config import loader as config
-    from market_timers.watch import refresh
 
     # The refresh loads the config itself: a broken config must alert, not just exit 2.
     return refresh.main_from_path(config.config_path(args.config), args.now)

@@ -97,10 +97,10 @@ def command(config, now: datetime | None = None, *, systemctl=None, alert=send_a
 def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
                 stamp_dir: Path | None = None, data_vintage=None,
                 last_session_of=None) -> RefreshResult:
+    from market_timers.cli.synced import after_sync
     from market_timers.schedule import calendar_checks
     from market_timers.schedule import sync as sync_mod
     from market_timers.schedule.plan import utcnow
-    from market_timers.watch.synced import after_sync
 
     now = now or utcnow()
     result = RefreshResult()
