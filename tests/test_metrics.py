@@ -403,6 +403,7 @@ def test_a_dead_man_pass_counts_a_missed_session(setup):
     write_plan(cfg, [("signal", "2025-11-25", "2025-11-25T20:45:00Z")])
     deadman.run_pass(cfg, NOW, systemctl=QuietSystemctl(), alert=lambda *a, **k: None,
                      ping=False)
+    metrics.after_deadman(cfg, NOW)  # as the deadman command does after the pass
     assert value(scrape(cfg), "market_timers_job_sessions_missed_total", market_job="signal") == 1
 
 

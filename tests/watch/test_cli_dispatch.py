@@ -28,3 +28,12 @@ def test_refresh_command_with_a_broken_config_exits_2_and_spools_its_alert(make_
                              "\n[alerts]\n[alerts.webhook]\n")
     assert main(["--config", str(path), *NOW, "refresh"]) == 2
     assert any("job[0].offset" in p.read_text() for p in (tmp_path / "spool").rglob("*.json"))
+
+
+def test_deadman_command_then_updates_the_metrics(make_config, tmp_path):
+    """The command layer composes the pass and the metrics (the pass itself writes none)."""
+    textfile = tmp_path / "node-exporter" / "market_timers.prom"
+    textfile.parent.mkdir()
+    path = make_config.write(THANKSGIVING_CONFIG + f'\n[metrics]\ntextfile = "{textfile}"\n')
+    assert main(["--config", str(path), *NOW, "deadman"]) == 1  # no plan.json: it says so
+    assert "market_timers_" in textfile.read_text()

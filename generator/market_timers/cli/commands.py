@@ -278,10 +278,16 @@ def _alert_commands():
     return commands
 
 
-def _deadman():
+def cmd_deadman(args) -> int:
+    from market_timers import metrics
+    from market_timers.schedule.plan import utcnow
     from market_timers.watch import deadman
 
-    return deadman
+    cfg = _as_service_user(_alert_config(args))
+    now = args.now or utcnow()
+    status = deadman.command(cfg, now)
+    metrics.after_deadman(cfg, now)  # the pass's findings and the ledger, in the textfile
+    return status
 
 
 def _status():
@@ -311,7 +317,7 @@ COMMANDS = {
     "ack": _delegate(_alert_commands, "ack", "alert_id", service_user=True, alert_path=True),
     "digest": cmd_digest,
     "refresh": cmd_refresh,
-    "deadman": _delegate(_deadman, "command", "now", service_user=True, alert_path=True),
+    "deadman": cmd_deadman,
     "status": _delegate(_status, "command", "session", "json", "now"),
     "event": cmd_event,
     "incidents": cmd_incidents,

@@ -37,7 +37,6 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from market_timers import metrics
 from market_timers.config.watch import WatchConfig, watch_of
 from market_timers.contracts import journal
 from market_timers.contracts.instants import iso, parse_iso
@@ -75,7 +74,6 @@ def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
             log.exception("deadman: could not raise the %s alert %s", finding.kind, finding.key)
     if ping:
         heartbeat(watch, result, env)
-    metrics.after_deadman(config, now)
     return result
 
 
