@@ -1,6 +1,8 @@
-"""Checks of single config values, shared by the config's tables (config.py, job_config.py).
+"""Checks of single config values, shared by the config's tables (config/).
 
-Each adds a problem naming the key path and the value, and returns the parsed value or a default.
+The first ones add a problem naming the key path and the value, and return the parsed value or a
+default; the checks of a `Key` (schema/table.py), at the end, return the value to keep or raise
+`Bad(reason)`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from datetime import date, time
 from typing import Any
 
 from market_timers.schema.problems import Problems
+from market_timers.schema.table import Bad
 
 # Characters no value may carry into a unit file: C0 controls (a newline starts a new directive),
 # DEL and C1. A tab is allowed only where the renderer escapes it (command arguments, environment).
@@ -69,27 +72,41 @@ def unit_safe(value: str, path: str, problems: Problems, *, tab: bool = False) -
     harmless everywhere: control characters (a newline would start a new directive, e.g.
     ExecStartPre=+... run as root) and a trailing backslash (systemd joins the next line).
     """
-    m = (_CONTROL_BUT_TAB if tab else _CONTROL).search(value)
-    if m:
-        problems.add(path, f"contains the control character U+{ord(m.group()):04X}; values "
-                     "written into systemd units may not hold control characters (a newline "
-                     "would start a new unit directive)", value)
-        return False
-    if value.endswith("\\"):
-        problems.add(path, "ends with a backslash; values written into systemd units may not "
-                     "(systemd would join the next line of the unit to it)", value)
+    reason = unit_unsafe(value, tab=tab)
+    if reason:
+        problems.add(path, reason, value)
         return False
     return True
+
+
+def unit_unsafe(value: str, *, tab: bool = False) -> str:
+    """Why `value` could break out of its line in a unit file ("": it cannot; see unit_safe)."""
+    m = (_CONTROL_BUT_TAB if tab else _CONTROL).search(value)
+    if m:
+        return (f"contains the control character U+{ord(m.group()):04X}; values written into "
+                "systemd units may not hold control characters (a newline would start a new "
+                "unit directive)")
+    if value.endswith("\\"):
+        return ("ends with a backslash; values written into systemd units may not (systemd "
+                "would join the next line of the unit to it)")
+    return ""
 
 
 def normal_path(value: str, path: str, problems: Problems) -> bool:
-    if not unit_safe(value, path, problems):
-        return False
-    if ".." in value.split("/"):
-        problems.add(path, "must not contain '..' (systemd ignores such a path in "
-                     "ReadWritePaths=)", value)
+    reason = path_problem(value)
+    if reason:
+        problems.add(path, reason, value)
         return False
     return True
+
+
+def path_problem(value: str) -> str:
+    """Why `value` cannot be a path in a unit ("": it can; see normal_path)."""
+    if reason := unit_unsafe(value):
+        return reason
+    if ".." in value.split("/"):
+        return "must not contain '..' (systemd ignores such a path in ReadWritePaths=)"
+    return ""
 
 
 def whole_number(value: Any, path: str, problems: Problems, lo: int, hi: int,
@@ -98,3 +115,48 @@ def whole_number(value: Any, path: str, problems: Problems, lo: int, hi: int,
         problems.add(path, f"must be a whole number from {lo} to {hi}", value)
         return default
     return value
+
+
+# checks of a Key (schema/table.py): the value to keep, or Bad(reason) -------------------------
+
+def flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise Bad("must be true or false")
+    return value
+
+
+def whole(lo: int, hi: int):
+    """A whole number from lo to hi (not a boolean)."""
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise Bad(f"must be a whole number from {lo} to {hi}")
+        return value
+    return check
+
+
+def text(value: Any) -> str:
+    """A non-empty string that is safe in a unit file."""
+    if not isinstance(value, str) or not value:
+        raise Bad("must be a non-empty string")
+    if reason := unit_unsafe(value):
+        raise Bad(reason)
+    return value
+
+
+def absolute_path(value: Any) -> str:
+    """A non-empty, unit-safe absolute path without '..'."""
+    value = text(value)
+    if not value.startswith("/"):
+        raise Bad("must be an absolute path")
+    if reason := path_problem(value):
+        raise Bad(reason)
+    return value
+
+
+def one_of(choices, reason: str):
+    """A value among `choices`; else `reason`."""
+    def check(value: Any):
+        if value not in choices:
+            raise Bad(reason)
+        return value
+    return check
