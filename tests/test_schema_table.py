@@ -7,7 +7,6 @@ from market_timers.schema.table import HIDE, Bad, Key, Table
 from market_timers.schema.values import flag, whole
 
 
-
 def credential(value):
     if value != "name":
         raise Bad("not a name")
