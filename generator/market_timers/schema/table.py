@@ -74,6 +74,7 @@ class Table:
     refused: dict[str, str] = field(default_factory=dict)  # key -> why it is not a key (echoed)
     hint: Callable[[str], str] | None = None  # an unknown key -> what to add to its problem
     dynamic: tuple[str, ...] = ()  # keys accepted beside `keys`, declared elsewhere (tables)
+    kind: str = "key"  # what a key of this table is, in "unknown key (known: ...)"
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -100,7 +101,7 @@ class Table:
             problems.add(join(path, name), self.refused[name], value)
             return
         extra = self.hint(name) if self.hint else ""
-        problems.add(join(path, name), f"unknown key (known: {self.known()}){extra}")
+        problems.add(join(path, name), f"unknown {self.kind} (known: {self.known()}){extra}")
 
     def is_table(self, raw: object, path: str, problems: Problems) -> bool:
         if isinstance(raw, dict):
@@ -117,6 +118,10 @@ class Table:
         if not self.is_table(raw, path, problems):
             return None
         self.unknown(raw, path, problems)
+        return self.values(raw, path, problems)
+
+    def values(self, raw: dict, path: str, problems: Problems) -> dict[str, object]:
+        """The per-key pass of `parse` alone (`raw` is a table; unknown keys not reported)."""
         return {k.field: self.value(k, raw, path, problems) for k in self.keys}
 
     def value(self, key: Key, raw: dict, path: str, problems: Problems) -> object:

@@ -36,15 +36,10 @@ def dates(value: Any, path: str, problems: Problems) -> list[date]:
 
 
 def one_date(value: Any, path: str, problems: Problems) -> date | None:
-    if isinstance(value, date) and not hasattr(value, "hour"):
-        return value
-    if isinstance(value, str):
-        try:
-            return date.fromisoformat(value)
-        except ValueError:
-            pass
-    problems.add(path, "must be a date YYYY-MM-DD", value)
-    return None
+    d = as_date(value)
+    if d is None:
+        problems.add(path, "must be a date YYYY-MM-DD", value)
+    return d
 
 
 def parsed(fn, value: Any, path: str, problems: Problems, default: int | None) -> int | None:
@@ -160,3 +155,31 @@ def one_of(choices, reason: str):
             raise Bad(reason)
         return value
     return check
+
+
+def date_list(value: Any) -> list[date]:
+    """An array of dates (YYYY-MM-DD); each bad one is refused at its index."""
+    if not isinstance(value, list):
+        raise Bad("must be an array of dates (YYYY-MM-DD)")
+    out, bad = [], []
+    for i, v in enumerate(value):
+        d = as_date(v)
+        if d is None:
+            bad.append(Bad("must be a date YYYY-MM-DD", at=f"[{i}]", shown=v))
+        else:
+            out.append(d)
+    if bad:
+        raise Bad.each(bad)
+    return out
+
+
+def as_date(value: Any) -> date | None:
+    """The date of a TOML date or a "YYYY-MM-DD" string; None for anything else."""
+    if isinstance(value, date) and not hasattr(value, "hour"):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    return None
