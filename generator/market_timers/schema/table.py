@@ -124,6 +124,10 @@ class Table:
         """The per-key pass of `parse` alone (`raw` is a table; unknown keys not reported)."""
         return {k.field: self.value(k, raw, path, problems) for k in self.keys}
 
+    def check(self, name: str, raw: dict, path: str, problems: Problems) -> object:
+        """The kept value of the key `name` alone: for checks that depend on other keys."""
+        return self.value(self.key(name), raw, path, problems)
+
     def value(self, key: Key, raw: dict, path: str, problems: Problems) -> object:
         """One key's kept value: its checked value, or its default (absent or refused)."""
         if key.name in raw:

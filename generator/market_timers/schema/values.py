@@ -1,8 +1,6 @@
-"""Checks of single config values, shared by the config's tables (config/).
-
-The first ones add a problem naming the key path and the value, and return the parsed value or a
-default; the checks of a `Key` (schema/table.py), at the end, return the value to keep or raise
-`Bad(reason)`.
+"""Checks of single config values, shared by the config's tables (config/): each is a `Key`'s
+check (schema/table.py), returning the value to keep or raising `Bad(reason)`; unit_unsafe and
+path_problem say why a text cannot go into a unit file ("" when it can).
 """
 
 from __future__ import annotations
@@ -11,7 +9,6 @@ import re
 from datetime import date, time
 from typing import Any
 
-from market_timers.schema.problems import Problems
 from market_timers.schema.table import Bad
 
 # Characters no value may carry into a unit file: C0 controls (a newline starts a new directive),
@@ -28,54 +25,13 @@ def time_of_day(m: re.Match) -> time | None:
         return None
 
 
-def dates(value: Any, path: str, problems: Problems) -> list[date]:
-    if not isinstance(value, list):
-        problems.add(path, "must be an array of dates (YYYY-MM-DD)", value)
-        return []
-    return [d for i, v in enumerate(value) if (d := one_date(v, f"{path}[{i}]", problems))]
-
-
-def one_date(value: Any, path: str, problems: Problems) -> date | None:
-    d = as_date(value)
-    if d is None:
-        problems.add(path, "must be a date YYYY-MM-DD", value)
-    return d
-
-
-def parsed(fn, value: Any, path: str, problems: Problems, default: int | None) -> int | None:
-    try:
-        return fn(value)
-    except ValueError as e:
-        problems.add(path, str(e), value)
-        return default
-
-
-def nonempty_str(raw: dict, key: str, problems: Problems, path: str) -> str | None:
-    value = raw[key]
-    if not isinstance(value, str) or not value:
-        problems.add(path, "must be a non-empty string", value)
-        return None
-    if not unit_safe(value, path, problems):
-        return None
-    return value
-
-
-def unit_safe(value: str, path: str, problems: Problems, *, tab: bool = False) -> bool:
-    """False (and a problem) for a value that could break out of its line in a unit file.
+def unit_unsafe(value: str, *, tab: bool = False) -> str:
+    """Why `value` could break out of its line in a unit file ("": it cannot).
 
     render.py escapes every value for its directive; this refuses what no escaping makes
     harmless everywhere: control characters (a newline would start a new directive, e.g.
     ExecStartPre=+... run as root) and a trailing backslash (systemd joins the next line).
     """
-    reason = unit_unsafe(value, tab=tab)
-    if reason:
-        problems.add(path, reason, value)
-        return False
-    return True
-
-
-def unit_unsafe(value: str, *, tab: bool = False) -> str:
-    """Why `value` could break out of its line in a unit file ("": it cannot; see unit_safe)."""
     m = (_CONTROL_BUT_TAB if tab else _CONTROL).search(value)
     if m:
         return (f"contains the control character U+{ord(m.group()):04X}; values written into "
@@ -87,29 +43,13 @@ def unit_unsafe(value: str, *, tab: bool = False) -> str:
     return ""
 
 
-def normal_path(value: str, path: str, problems: Problems) -> bool:
-    reason = path_problem(value)
-    if reason:
-        problems.add(path, reason, value)
-        return False
-    return True
-
-
 def path_problem(value: str) -> str:
-    """Why `value` cannot be a path in a unit ("": it can; see normal_path)."""
+    """Why `value` cannot be a path in a unit ("": it can)."""
     if reason := unit_unsafe(value):
         return reason
     if ".." in value.split("/"):
         return "must not contain '..' (systemd ignores such a path in ReadWritePaths=)"
     return ""
-
-
-def whole_number(value: Any, path: str, problems: Problems, lo: int, hi: int,
-                 default: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        problems.add(path, f"must be a whole number from {lo} to {hi}", value)
-        return default
-    return value
 
 
 # checks of a Key (schema/table.py): the value to keep, or Bad(reason) -------------------------
