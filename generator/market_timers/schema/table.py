@@ -29,8 +29,8 @@ class Bad(ValueError):
     """A value is refused; the text says why.
 
     `at` extends the key's path for a part of the value ("[2]", ".2026-12-24"); `shown` is the
-    value echoed (ECHO: the key's value as written, HIDE: none). `Bad.each(bads)` refuses several
-    parts of one value at once, each its own problem.
+    value echoed (ECHO: the key's value as written, HIDE: none). `Bad.each(bads)` (at least one)
+    refuses several parts of one value at once, each its own problem.
     """
 
     def __init__(self, reason: str, *, at: str = "", shown: object = ECHO):
@@ -86,9 +86,6 @@ class Table:
     def known(self) -> str:
         names = [*self.names, *self.dynamic]
         return ", ".join(sorted(names) if self.sort_known else names)
-
-    def defaults(self) -> dict[str, object]:
-        return {k.field: k.default for k in self.keys}
 
     def unknown(self, raw: dict, path: str, problems: Problems) -> None:
         """One problem per key of `raw` the table does not declare, in sorted order."""
