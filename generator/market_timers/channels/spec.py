@@ -6,7 +6,11 @@ Each channel module (`channels/<name>.py`) ends with `SPEC = ChannelSpec(...)`; 
 config), the credential names (`LoadCredential=` lines, `privileges.credential_names`), the docs
 (`tests/test_docs.py` holds the man page to `summary`, every key and every default credential).
 
-A setting's check returns the value to keep, or raises `Bad(reason)`.
+A setting's check returns the value to keep, or raises `Bad(reason)`. Underneath, the settings are
+the config's one table declaration (schema/table.py): each Setting is a `Key` of the spec's
+`table`, so `[alerts.<name>]` reports unknown keys, a value that is not a table and refused values
+with the same texts as every other table (a refused value: "wrong type or range: <reason>", and
+never the value of a credential name).
 """
 
 from __future__ import annotations
@@ -17,13 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
+from market_timers.schema.table import Bad, Key, Table
+
 # A credential name goes into a LoadCredential= line that root writes into a unit drop-in
 # (credunits.py): no '/', no '%' (a unit specifier), no space or control character.
 CREDENTIAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,199}")
-
-
-class Bad(ValueError):
-    """A setting's value is refused; the text says why."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,21 @@ class Setting:
     @property
     def name(self) -> str:
         return self.attr or self.key
+
+    def as_key(self) -> Key:
+        """The setting as a schema Key (`required` stays the spec's: checked after the pass)."""
+        if self.credential:  # never echoed: someone may have pasted the secret itself here
+            return Key(self.key, self.check, self.default, self.doc, self.attr, secret=True)
+        return Key(self.key, _range(self.check), self.default, self.doc, self.attr)
+
+
+def _range(check: Callable[[object], object]) -> Callable[[object], object]:
+    def checked(value):
+        try:
+            return check(value)
+        except Bad as e:
+            raise Bad(f"wrong type or range: {e}") from None
+    return checked
 
 
 # checks -----------------------------------------------------------------------------------------
@@ -155,27 +172,19 @@ class ChannelSpec:
         return [getattr(settings, s.name) for s in self.credentials()
                 if getattr(settings, s.name, "")]
 
+    @cached_property
+    def table(self) -> Table:
+        """`[alerts.<name>]` as a schema Table: one Key per setting."""
+        return Table(tuple(s.as_key() for s in self.settings))
+
     def parse(self, raw: object, problems, path: str | None = None):
         """The settings of `[alerts.<name>]`; every problem goes to `problems` with its key."""
         path = path or f"alerts.{self.name}"
-        if not isinstance(raw, dict):
-            problems.add(path, "must be a table", raw)
+        values = self.table.parse(raw, path, problems)
+        if values is None:
             return None
-        by_key = {s.key: s for s in self.settings}
-        values = {}
-        for key, value in raw.items():
-            setting = by_key.get(key)
-            if setting is None:
-                problems.add(f"{path}.{key}", f"unknown key (known: {', '.join(sorted(by_key))})")
-                continue
-            try:
-                values[setting.name] = setting.check(value)
-            except Bad as e:
-                if setting.credential:
-                    problems.add(f"{path}.{key}", str(e))
-                else:
-                    problems.add(f"{path}.{key}", f"wrong type or range: {e}", value)
-        obj = self.make_settings(**values)
+        obj = self.make_settings(**{name: list(v) if isinstance(v, tuple) else v
+                                    for name, v in values.items()})
         for s in self.settings:
             if s.required and not getattr(obj, s.name):
                 problems.add(f"{path}.{s.key}", f"is required for the {self.name} channel")

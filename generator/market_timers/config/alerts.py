@@ -15,6 +15,7 @@ from market_timers.channels import NAMES
 from market_timers.channels import lookup as channel_spec
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.problems import Problems
+from market_timers.schema.table import Bad, Key, Table
 
 CHANNELS = NAMES
 DIGEST = "digest"  # pseudo-channel: collected for the session's email digest, never sent at once
@@ -63,19 +64,41 @@ class AlertsConfig:
         return [cred for name in self.configured()
                 for cred in channel_spec(name).credential_names(self.channels[name])]
 
-_TOP_KEYS = {"routes", "fallback", "dedup_minutes", "repeat_minutes", "escalate_after",
-             "escalation_channel", "fallback_after_attempts", "fallback_after_minutes",
-             "digest_offset_minutes", "journal_lines", "kind_severity", "overrides", *CHANNELS}
 
 
-def _number(problems: Problems, path: str, value: object, *, integer: bool = False,
-            minimum: float = 0) -> float | None:
-    ok = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok or value < minimum:
-        kind = "an integer" if integer else "a number"
-        problems.add(path, f"must be {kind} >= {minimum:g}", value)
-        return None
-    return value
+def _number(*, integer: bool = False, minimum: float = 0):
+    def check(value: object) -> float:
+        ok = isinstance(value, int) if integer else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok or value < minimum:
+            raise Bad(f"must be {'an integer' if integer else 'a number'} >= {minimum:g}")
+        return value
+    return check
+
+
+def _fallback(value: object) -> list[str]:
+    if not isinstance(value, list) or not all(c in CHANNELS for c in value):
+        raise Bad(f"must be a list of {', '.join(CHANNELS)}")
+    return list(value)
+
+
+TABLE = Table((
+    Key("routes", None, {}, "where each severity goes: a configured channel or digest"),
+    Key("fallback", _fallback, list(CHANNELS), "the channels tried next, in order"),
+    Key("dedup_minutes", _number(), 30, "minutes an identical alert is not sent again"),
+    Key("repeat_minutes", _number(), 15, "critical alerts repeat until ack or recovery; 0: never"),
+    Key("escalate_after", _number(integer=True), 3,
+        "repeats before the escalation channel is added; 0: never"),
+    Key("fallback_after_attempts", _number(integer=True, minimum=1), 3,
+        "failed attempts on one channel before the next one"),
+    Key("fallback_after_minutes", _number(), 10, "minutes on one channel before the next one"),
+    Key("digest_offset_minutes", _number(), 30, "minutes after the close the digest is sent"),
+    Key("journal_lines", _number(integer=True), 20, "lines of the journal in an alert"),
+    Key("escalation_channel", None, "", "the channel added to repeated critical alerts"),
+    Key("kind_severity", None, None, "the severity of each alert kind (a table kind = severity)"),
+    Key("overrides", None, {}, "per-job exceptions (a table job = { kind = severity })"),
+), dynamic=CHANNELS)
+ROUTES = Table(tuple(Key(sev, None, DEFAULT_ROUTES[sev], f"where {sev} alerts go")
+                     for sev in SEVERITIES), sort_known=False, kind="severity")
 
 
 def _severity_map(raw: object, path: str, problems: Problems, allowed: tuple[str, ...]) -> dict:
@@ -98,73 +121,53 @@ def parse_alerts(raw: dict | None, problems: Problems) -> AlertsConfig:
     cfg = AlertsConfig()
     if raw is None:
         return cfg
-    if not isinstance(raw, dict):
-        problems.add("alerts", "must be a table", raw)
+    if not TABLE.is_table(raw, "alerts", problems):
         return cfg
     cfg.enabled = True
-    for key in raw:
-        if key not in _TOP_KEYS:
-            problems.add(f"alerts.{key}", f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
+    TABLE.unknown(raw, "alerts", problems)
     for name in CHANNELS:
         if name in raw:
             settings = channel_spec(name).parse(raw[name], problems)
             if settings is not None:
                 cfg.channels[name] = settings
     configured = set(cfg.configured())
-    _routes(raw, cfg, configured, problems)
-    _timings(raw, cfg, configured, problems)
-    _severities(raw, cfg, problems)
+    values = TABLE.values(raw, "alerts", problems)
+    _routes(values["routes"], cfg, configured, problems)
+    cfg.fallback = list(values["fallback"])
+    for key in ("dedup_minutes", "repeat_minutes", "escalate_after", "fallback_after_attempts",
+                "fallback_after_minutes", "digest_offset_minutes", "journal_lines"):
+        setattr(cfg, key, values[key])
+    esc = values["escalation_channel"]
+    if esc and esc not in configured:
+        problems.add("alerts.escalation_channel", "channel is not configured", esc)
+    elif isinstance(esc, str):
+        cfg.escalation_channel = esc
+    _severities(values, cfg, problems)
     return cfg
 
 
-def _routes(raw: dict, cfg: AlertsConfig, configured: set[str], problems: Problems) -> None:
-    """`routes` (severity -> channel or digest) and `fallback` (the channels tried next)."""
-    routes = raw.get("routes", {})
-    if not isinstance(routes, dict):
-        problems.add("alerts.routes", "must be a table", routes)
-        routes = {}
-    for sev, channel in routes.items():
-        if sev not in SEVERITIES:
-            problems.add(f"alerts.routes.{sev}", f"unknown severity (known: {', '.join(SEVERITIES)})")
-        elif channel != DIGEST and channel not in configured:
+def _routes(routes: object, cfg: AlertsConfig, configured: set[str], problems: Problems) -> None:
+    """`routes`: severity -> a configured channel or digest."""
+    values = ROUTES.parse(routes, "alerts.routes", problems)
+    if values is None:
+        return
+    for sev in ROUTES.names:
+        if sev not in routes:
+            continue
+        channel = values[sev]
+        if channel != DIGEST and channel not in configured:
             problems.add(f"alerts.routes.{sev}",
                          f"channel is not configured (add [alerts.{channel}])", channel)
         else:
             cfg.routes[sev] = channel
 
-    fallback = raw.get("fallback", cfg.fallback)
-    if not isinstance(fallback, list) or not all(c in CHANNELS for c in fallback):
-        problems.add("alerts.fallback", f"must be a list of {', '.join(CHANNELS)}", fallback)
-    else:
-        cfg.fallback = list(fallback)
 
-
-def _timings(raw: dict, cfg: AlertsConfig, configured: set[str], problems: Problems) -> None:
-    """The numbers (dedup, repeats, escalation, fallback, digest, journal) and the escalation
-    channel."""
-    numbers = {"dedup_minutes": False, "repeat_minutes": False, "escalate_after": True,
-               "fallback_after_attempts": True, "fallback_after_minutes": False,
-               "digest_offset_minutes": False, "journal_lines": True}
-    for key, integer in numbers.items():
-        if key in raw:
-            minimum = 1 if key == "fallback_after_attempts" else 0
-            value = _number(problems, f"alerts.{key}", raw[key], integer=integer, minimum=minimum)
-            if value is not None:
-                setattr(cfg, key, value)
-
-    esc = raw.get("escalation_channel", "")
-    if esc and esc not in configured:
-        problems.add("alerts.escalation_channel", "channel is not configured", esc)
-    elif isinstance(esc, str):
-        cfg.escalation_channel = esc
-
-
-def _severities(raw: dict, cfg: AlertsConfig, problems: Problems) -> None:
+def _severities(values: dict, cfg: AlertsConfig, problems: Problems) -> None:
     """`kind_severity` (kind -> severity) and `overrides` (job -> kind -> severity)."""
-    if "kind_severity" in raw:
-        cfg.kind_severity.update(_severity_map(raw["kind_severity"], "alerts.kind_severity",
+    if values["kind_severity"] is not None:
+        cfg.kind_severity.update(_severity_map(values["kind_severity"], "alerts.kind_severity",
                                                problems, (*SEVERITIES, "job", "off")))
-    overrides = raw.get("overrides", {})
+    overrides = values["overrides"]
     if not isinstance(overrides, dict):
         problems.add("alerts.overrides", "must be a table of job tables", overrides)
         overrides = {}

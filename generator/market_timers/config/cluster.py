@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from market_timers.schema.durations import parse_duration
 from market_timers.schema.problems import Problems
+from market_timers.schema.table import Bad, Key, Table
+from market_timers.schema.values import one_of
 
 DSN_CREDENTIAL = "market-timers.cluster-dsn"
-KEYS = ("node", "standby_delay", "on_db_unreachable")
 ON_DB_UNREACHABLE = ("skip", "run")
 NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 MAX_STANDBY_DELAY = 3600
@@ -32,39 +33,46 @@ class ClusterConfig:
     on_db_unreachable: str = "skip"
 
 
+def _node(value: object) -> str:
+    if not isinstance(value, str) or not NODE.match(value):
+        raise Bad("a host name: letters, digits, '.', '_' and '-', at most 63 characters, e.g. "
+                  '"ny4-a"')
+    return value
+
+
+def _standby_delay(value: object) -> int:
+    if value in (0, "0", "0s") and not isinstance(value, bool):  # the preferred node
+        return 0
+    try:
+        return parse_duration(value, MAX_STANDBY_DELAY, "and less than every job's grace")
+    except ValueError as e:
+        raise Bad(f'{e}; e.g. "2s" on a standby, "0s" on the preferred node') from None
+
+
+def _dsn_hint(key: str) -> str:
+    return (f"; the DSN is the credential {DSN_CREDENTIAL}, never a config key"
+            if "dsn" in key.lower() else "")
+
+
+TABLE = Table((
+    Key("node", _node, "invalid", "this host's name in the ledger (default: the host name)"),
+    Key("standby_delay", _standby_delay, 0,
+        "how long a standby waits before claiming a run; 0 on the preferred node"),
+    Key("on_db_unreachable", one_of(ON_DB_UNREACHABLE, "skip (do not run the job, raise a "
+        "critical alert: the default) or run (run it anyway: it may then run on two nodes)"),
+        "skip", "what a node does when it cannot reach the ledger: skip or run"),
+), not_table="must be a table ([cluster])", sort_known=False, hint=_dsn_hint)
+KEYS = TABLE.names
+
+
 def parse_cluster(raw, problems: Problems) -> ClusterConfig | None:
     """Validate `[cluster]` (None: no table, the local ledger). Problems are added, not raised."""
     if raw is None:
         return None
-    if not isinstance(raw, dict):
-        problems.add("cluster", "must be a table ([cluster])", raw)
-        return None
-    for key in sorted(set(raw) - set(KEYS)):
-        problems.add(f"cluster.{key}", f"unknown key (known: {', '.join(KEYS)}); the DSN is the "
-                     f"credential {DSN_CREDENTIAL}, never a config key" if "dsn" in key.lower()
-                     else f"unknown key (known: {', '.join(KEYS)})")
-    node = raw.get("node", socket.gethostname())
-    if not isinstance(node, str) or not NODE.match(node):
-        problems.add("cluster.node", "a host name: letters, digits, '.', '_' and '-', at most 63 "
-                     'characters, e.g. "ny4-a"', node)
-        node = "invalid"
-    delay = 0
-    if "standby_delay" in raw:
-        value = raw["standby_delay"]
-        zero = value in (0, "0", "0s") and not isinstance(value, bool)  # the preferred node
-        try:
-            delay = 0 if zero else parse_duration(value, MAX_STANDBY_DELAY,
-                                                  "and less than every job's grace")
-        except ValueError as e:
-            problems.add("cluster.standby_delay", f'{e}; e.g. "2s" on a standby, "0s" on the '
-                         "preferred node", value)
-    mode = raw.get("on_db_unreachable", "skip")
-    if mode not in ON_DB_UNREACHABLE:
-        problems.add("cluster.on_db_unreachable", "skip (do not run the job, raise a critical "
-                     "alert: the default) or run (run it anyway: it may then run on two nodes)",
-                     mode)
-        mode = "skip"
-    return ClusterConfig(node=node, standby_delay=delay, on_db_unreachable=mode)
+    if isinstance(raw, dict) and "node" not in raw:
+        raw = {"node": socket.gethostname(), **raw}  # checked like a node written in the file
+    values = TABLE.parse(raw, "cluster", problems)
+    return None if values is None else ClusterConfig(**values)
 
 
 def check_against_jobs(cluster: ClusterConfig | None, jobs, problems: Problems) -> None:

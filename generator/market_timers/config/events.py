@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.durations import parse_duration
 from market_timers.schema.problems import Problems
+from market_timers.schema.table import Bad, Key, Table
+from market_timers.schema.values import flag, one_of
 
 KIND = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
 RULE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
@@ -41,10 +43,6 @@ ROUTINGS = (*SEVERITIES, "digest", "off")
 KIND_HELP = "an event kind is [a-z][a-z0-9_.-]*, at most 40 characters"
 
 DAY = 24 * 3600
-_TOP = {"default_severity", "severity", "expected", "incident", "count"}
-_EXPECTED = {"kind", "after_job", "within"}
-_INCIDENT = {"name", "open", "close", "interrupt_after", "severity", "recovery"}
-_COUNT = {"kind", "threshold", "severity", "worst"}
 
 
 @dataclass(frozen=True)
@@ -87,50 +85,89 @@ class EventsConfig:
         return next((r for r in self.counts if r.kind == kind), None)
 
 
-def _unknown(table: dict, known: set[str], path: str, problems: Problems) -> None:
-    for key in sorted(set(table) - known):
-        problems.add(f"{path}.{key}", f"unknown key (known: {', '.join(sorted(known))})")
-
-
-def _kind(value: object, path: str, problems: Problems) -> str | None:
+def _kind(value: object) -> str:
     if isinstance(value, str) and KIND.match(value):
         return value
-    problems.add(path, f"required; {KIND_HELP}", value)
-    return None
+    raise Bad(f"required; {KIND_HELP}")
 
 
-def _kinds(value: object, path: str, problems: Problems) -> tuple[str, ...]:
+def _kinds(value: object) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
-        problems.add(path, "must be a non-empty array of event kinds", value)
-        return ()
-    return tuple(k for i, v in enumerate(value) if (k := _kind(v, f"{path}[{i}]", problems)))
+        raise Bad("must be a non-empty array of event kinds")
+    bad = [Bad(f"required; {KIND_HELP}", at=f"[{i}]", shown=v) for i, v in enumerate(value)
+           if not (isinstance(v, str) and KIND.match(v))]
+    if bad:
+        raise Bad.each(bad)
+    return tuple(value)
 
 
-def _duration(table: dict, key: str, path: str, problems: Problems, default: int,
-              zero: bool = False) -> int:
-    """A duration of at most a day; "0s" only where `zero` (interrupt_after: alert at once)."""
-    if key not in table:
-        return default
-    value = table[key]
-    if zero and isinstance(value, str) and value.strip() in ("0s", "0min", "0h"):
+def _duration(value: object) -> int:
+    """A duration of at most a day."""
+    return parse_duration(value, DAY)
+
+
+def _duration_or_zero(value: object) -> int:
+    """A duration of at most a day, or "0s" (interrupt_after: alert at once)."""
+    if isinstance(value, str) and value.strip() in ("0s", "0min", "0h"):
         return 0
-    try:
-        return parse_duration(value, DAY)
-    except ValueError as e:
-        problems.add(f"{path}.{key}", str(e), value)
-        return default
+    return parse_duration(value, DAY)
 
 
-def _choice(table: dict, key: str, path: str, problems: Problems, allowed, default: str) -> str:
-    value = table.get(key, default)
-    if value not in allowed:
-        problems.add(f"{path}.{key}", f"must be one of {', '.join(allowed)}", value)
-        return default
+def _choice(allowed):
+    return one_of(allowed, f"must be one of {', '.join(allowed)}")
+
+
+def _after_job(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise Bad("required; the name of the job whose run makes this event expected (e.g. the "
+                  "end-of-session disconnect)")
     return value
 
 
-def _tables(raw: dict, key: str, problems: Problems) -> list[tuple[str, dict]]:
-    value = raw.get(key, [])
+def _rule_name(value: object) -> str:
+    if not isinstance(value, str) or not RULE_NAME.match(value):
+        raise Bad("required; [a-z][a-z0-9_-]*, at most 40 characters")
+    return value
+
+
+def _threshold(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise Bad("required; a whole number >= 1 (events of this kind in one session before one "
+                  "alert is sent)")
+    return value
+
+
+TABLE = Table((
+    Key("default_severity", _choice(ROUTINGS), "warning",
+        "what a kind no rule names becomes: critical, warning, info, digest or off"),
+    Key("severity", None, {}, "per kind, the same values (a table kind = severity)"),
+    Key("expected", None, [], "[[events.expected]]: a kind a job's run makes expected"),
+    Key("incident", None, [], "[[events.incident]]: kinds that open and close an incident"),
+    Key("count", None, [], "[[events.count]]: a kind counted per session"),
+))
+EXPECTED = Table((
+    Key("kind", _kind, None, "the event kind", required=True),
+    Key("after_job", _after_job, None, "the job whose run makes it expected", required=True),
+    Key("within", _duration, 600, "how long after that job's run (default 10min)"),
+))
+INCIDENT = Table((
+    Key("name", _rule_name, None, "the rule's name", required=True),
+    Key("open", _kinds, (), "the kinds that open an incident", required=True),
+    Key("close", _kinds, (), "the kinds that resolve it", required=True),
+    Key("interrupt_after", _duration_or_zero, 0,
+        "resolved sooner: digest only; else alert when it passes (default 0s)"),
+    Key("severity", _choice(SEVERITIES), "warning", "the alert's severity"),
+    Key("recovery", flag, True, "announce the resolution of an incident whose alert was sent"),
+))
+COUNT = Table((
+    Key("kind", _kind, None, "the event kind", required=True),
+    Key("threshold", _threshold, None, "events per session before one alert", required=True),
+    Key("severity", _choice(SEVERITIES), "warning", "the alert's severity"),
+    Key("worst", _choice(("max", "min")), "max", "which --value is the worst: max or min"),
+))
+
+
+def _tables(value: object, key: str, problems: Problems) -> list[tuple[str, dict]]:
     if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
         problems.add(f"events.{key}", f"must be an array of tables ([[events.{key}]])", value)
         return []
@@ -143,17 +180,15 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
     cfg = EventsConfig()
     if raw is None:
         return cfg
-    if not isinstance(raw, dict):
-        problems.add("events", "must be a table", raw)
+    top = TABLE.parse(raw, "events", problems)
+    if top is None:
         return cfg
-    _unknown(raw, _TOP, "events", problems)
-    cfg.default_severity = _choice(raw, "default_severity", "events", problems, ROUTINGS,
-                                   cfg.default_severity)
-    _severity_table(raw, cfg, problems)
-    _expected(raw, cfg, job_names, problems)
+    cfg.default_severity = top["default_severity"]
+    _severity_table(top["severity"], cfg, problems)
+    _expected(top["expected"], cfg, job_names, problems)
     owner: dict[str, str] = {}  # kind -> the path of the rule that handles it
-    _incidents(raw, cfg, owner, problems)
-    _counts(raw, cfg, owner, problems)
+    _incidents(top["incident"], cfg, owner, problems)
+    _counts(top["count"], cfg, owner, problems)
     for kind in cfg.severity:
         if kind in owner:
             problems.add(f"events.severity.{kind}", f"this kind is handled by {owner[kind]}; "
@@ -161,54 +196,44 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
     return cfg
 
 
-def _severity_table(raw: dict, cfg: EventsConfig, problems: Problems) -> None:
+def _severity_table(table: object, cfg: EventsConfig, problems: Problems) -> None:
     """`[events.severity]`: kind -> severity (or digest, off)."""
-    table = raw.get("severity", {})
     if not isinstance(table, dict):
         problems.add("events.severity", "must be a table of kind = severity", table)
         table = {}
     for kind, value in table.items():
         path = f"events.severity.{kind}"
-        if _kind(kind, path, problems) and value not in ROUTINGS:
+        if not KIND.match(kind):
+            problems.add(path, f"required; {KIND_HELP}", kind)
+        elif value not in ROUTINGS:
             problems.add(path, f"must be one of {', '.join(ROUTINGS)}", value)
-        elif KIND.match(kind):
+        else:
             cfg.severity[kind] = value
 
 
-def _expected(raw: dict, cfg: EventsConfig, job_names: set[str] | None,
+def _expected(tables: object, cfg: EventsConfig, job_names: set[str] | None,
               problems: Problems) -> None:
     """`[[events.expected]]`: a kind that a job's run makes expected for a while."""
-    for path, t in _tables(raw, "expected", problems):
-        _unknown(t, _EXPECTED, path, problems)
-        kind = _kind(t.get("kind"), f"{path}.kind", problems)
-        job = t.get("after_job")
-        if not isinstance(job, str) or not job:
-            problems.add(f"{path}.after_job", "required; the name of the job whose run makes "
-                         "this event expected (e.g. the end-of-session disconnect)", job)
-            job = None
-        elif job_names is not None and job not in job_names:
+    for path, t in _tables(tables, "expected", problems):
+        rule = EXPECTED.parse(t, path, problems)
+        job = rule["after_job"]
+        if job is not None and job_names is not None and job not in job_names:
             problems.add(f"{path}.after_job", "no [[job]] has this name (known: "
                          f"{', '.join(sorted(job_names)) or 'none'})", job)
             job = None
-        within = _duration(t, "within", path, problems, 600)
-        if kind and job and within:
-            cfg.expected.append(Expected(kind, job, within))
+        if rule["kind"] and job and rule["within"]:
+            cfg.expected.append(Expected(rule["kind"], job, rule["within"]))
 
 
-def _incidents(raw: dict, cfg: EventsConfig, owner: dict[str, str], problems: Problems) -> None:
+def _incidents(tables: object, cfg: EventsConfig, owner: dict[str, str],
+               problems: Problems) -> None:
     """`[[events.incident]]`: kinds that open and close an incident; each kind has one owner."""
     names: set[str] = set()
-    for path, t in _tables(raw, "incident", problems):
-        _unknown(t, _INCIDENT, path, problems)
-        name = t.get("name")
-        if not isinstance(name, str) or not RULE_NAME.match(name):
-            problems.add(f"{path}.name", "required; [a-z][a-z0-9_-]*, at most 40 characters",
-                         name)
-            name = None
-        elif name in names:
+    for path, t in _tables(tables, "incident", problems):
+        rule = INCIDENT.parse(t, path, problems)
+        name, opens, closes = rule["name"], rule["open"], rule["close"]
+        if name is not None and name in names:
             problems.add(f"{path}.name", "duplicate incident rule name", name)
-        opens = _kinds(t.get("open"), f"{path}.open", problems)
-        closes = _kinds(t.get("close"), f"{path}.close", problems)
         for kind in set(opens) & set(closes):
             problems.add(f"{path}.close", "a kind cannot both open and close an incident", kind)
         for kind in (*opens, *closes):
@@ -216,36 +241,24 @@ def _incidents(raw: dict, cfg: EventsConfig, owner: dict[str, str], problems: Pr
                 problems.add(path, f"kind {kind!r} is already handled by {owner[kind]}: an "
                              "event belongs to one incident rule", kind)
             owner.setdefault(kind, path)
-        after = _duration(t, "interrupt_after", path, problems, 0, zero=True)
-        severity = _choice(t, "severity", path, problems, SEVERITIES, "warning")
-        recovery = t.get("recovery", True)
-        if not isinstance(recovery, bool):
-            problems.add(f"{path}.recovery", "must be true or false", recovery)
-            recovery = True
         if name and opens and closes:
             names.add(name)
-            cfg.incidents.append(IncidentRule(name, opens, closes, after, severity, recovery))
+            cfg.incidents.append(IncidentRule(name, opens, closes, rule["interrupt_after"],
+                                              rule["severity"], rule["recovery"]))
 
 
-def _counts(raw: dict, cfg: EventsConfig, owner: dict[str, str], problems: Problems) -> None:
+def _counts(tables: object, cfg: EventsConfig, owner: dict[str, str], problems: Problems) -> None:
     """`[[events.count]]`: a kind counted per session, one alert past its threshold."""
-    for path, t in _tables(raw, "count", problems):
-        _unknown(t, _COUNT, path, problems)
-        kind = _kind(t.get("kind"), f"{path}.kind", problems)
+    for path, t in _tables(tables, "count", problems):
+        rule = COUNT.parse(t, path, problems)
+        kind = rule["kind"]
         if kind in owner:
             problems.add(f"{path}.kind", f"already handled by {owner[kind]}", kind)
             kind = None
         elif kind:
             owner[kind] = path
-        threshold = t.get("threshold")
-        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
-            problems.add(f"{path}.threshold", "required; a whole number >= 1 (events of this "
-                         "kind in one session before one alert is sent)", threshold)
-            threshold = None
-        severity = _choice(t, "severity", path, problems, SEVERITIES, "warning")
-        worst = _choice(t, "worst", path, problems, ("max", "min"), "max")
-        if kind and threshold:
-            cfg.counts.append(CountRule(kind, threshold, severity, worst))
+        if kind and rule["threshold"]:
+            cfg.counts.append(CountRule(kind, rule["threshold"], rule["severity"], rule["worst"]))
 
 
 def events_of_config(raw: dict, problems: Problems) -> EventsConfig:

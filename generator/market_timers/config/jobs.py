@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from datetime import date, time
 from typing import Any
 
-from market_timers.config.periodic import PERIODIC_KEYS, Periodic, parse_periodic
+from market_timers.config.periodic import KEYS as PERIODIC_KEYS
+from market_timers.config.periodic import Periodic, parse_periodic
+from market_timers.config.retries import keys as retry_keys
 from market_timers.config.retries import retry_fields
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.durations import (
@@ -22,7 +24,15 @@ from market_timers.schema.durations import (
     parse_offset,
 )
 from market_timers.schema.problems import Problems
-from market_timers.schema.values import AT_TIME, dates, normal_path, parsed, unit_safe
+from market_timers.schema.table import HIDE, Bad, Key, Table
+from market_timers.schema.values import (
+    AT_TIME,
+    date_list,
+    flag,
+    one_of,
+    path_problem,
+    unit_unsafe,
+)
 
 EVENTS = ("open", "close", "break_start", "break_end")  # the one list (calendars, check-cron)
 # Job names become part of unit names (market-<job>@<session>-<HHMMSS>.timer) and of journal
@@ -41,13 +51,6 @@ DST_EXPLANATION = (
     "time zone) and write fixed jobs in UTC, e.g. at = \"02:30 UTC\""
 )
 
-JOB_KEYS = {
-    "name", "event", "offset", "command", "calendar", "at", "grace", "timeout", "watchdog",
-    "lock", "severity", "skip", "environment", "description", "enabled", "read_write_paths",
-    "lead", "warm",
-    "retries", "retry_delay", "retry_delay_max", "orders",  # retries.py
-}
-JOB_KEYS |= PERIODIC_KEYS  # every, from, until, during_break, stall_after: periodic.py
 REFUSED_JOB_KEYS = {"timezone", "tz", "time", "cron", "local_time"}
 
 
@@ -86,68 +89,172 @@ class Job:
         return max(self.lead, self.warm)
 
 
+# checks of single keys (a Key's check: the value to keep, or Bad) ------------------------------
+
+def _name(name: Any) -> str:
+    if not isinstance(name, str) or not JOB_NAME.match(name):
+        raise Bad("required; must match [a-z][a-z0-9_-]* (at most 40 characters): it becomes "
+                  "part of systemd unit names")
+    return name
+
+
+def _command(command: Any) -> list[str]:
+    """`command`: the absolute program, then its arguments."""
+    if (not isinstance(command, list) or not command
+            or not all(isinstance(c, str) and c for c in command)):
+        raise Bad("required; a non-empty array of strings, the program first")
+    if not command[0].startswith("/"):
+        raise Bad("the program must be an absolute path (systemd runs it without a shell or "
+                  "your PATH)", shown=command[0])
+    bad = [Bad(reason, at=f"[{i}]", shown=arg) for i, arg in enumerate(command)
+           if (reason := unit_unsafe(arg, tab=True))]
+    if bad:
+        raise Bad.each(bad)
+    return command
+
+
+def _calendar(cal: Any) -> str:
+    if not isinstance(cal, str):
+        raise Bad("must be a string")
+    if reason := unit_unsafe(cal):
+        raise Bad(reason)
+    return cal
+
+
+def _event(event: Any) -> str:
+    if event not in EVENTS:
+        raise Bad(f"required (or `at` for a fixed UTC time); one of {', '.join(EVENTS)}")
+    return event
+
+
+def _duration(limit: int, why: str):
+    return lambda value: parse_duration(value, limit, why)
+
+
+def _watchdog(value: Any) -> int | None:
+    if value == 0 and not isinstance(value, bool):  # 0 == False: not a way to say "off"
+        raise Bad(f'write "off" (or leave it out) for no watchdog, or {DURATION_EXAMPLE}')
+    if value == "off" or value is False:
+        return None
+    return parse_duration(value, MAX_TIMEOUT[0])
+
+
+def _lock(lock: Any) -> str:
+    if not isinstance(lock, str) or not JOB_NAME.match(lock):
+        raise Bad("lock group names follow the job-name rule [a-z][a-z0-9_-]*")
+    return lock
+
+
+def _environment(env: Any) -> dict:
+    if not isinstance(env, dict):
+        raise Bad('must be a table of NAME = "value"')
+    bad = []
+    for k, v in env.items():
+        if not ENV_NAME.match(k) or k.startswith("MARKET_"):
+            bad.append(Bad("names are upper case [A-Z_][A-Z0-9_]* and must not start with "
+                           "MARKET_ (reserved for the job's context)", at=f".{k}", shown=HIDE))
+        if not isinstance(v, str):
+            bad.append(Bad("must be a string", at=f".{k}", shown=v))
+        elif reason := unit_unsafe(v, tab=True):
+            bad.append(Bad(reason, at=f".{k}", shown=v))
+    if bad:
+        raise Bad.each(bad)
+    return env
+
+
+def _description(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Bad("must be a string")
+    if reason := unit_unsafe(value):
+        raise Bad(reason)
+    return value
+
+
+def _read_write_paths(paths: Any) -> tuple[str, ...]:
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/")
+                                              for p in paths):
+        raise Bad("must be an array of absolute paths (the job's unit is sandboxed with "
+                  "ProtectSystem=strict)")
+    bad = [Bad(reason, at=f"[{i}]", shown=p) for i, p in enumerate(paths)
+           if (reason := path_problem(p))]
+    if bad:
+        raise Bad.each(bad)
+    return tuple(paths)
+
+
+def _lead_seconds(value: Any) -> int:
+    if isinstance(value, str) and re.fullmatch(r"0+(s|min|h)?", value.strip()):
+        return 0  # off
+    return parse_duration(value, MAX_LEAD, "the timer fires this early and the runner holds "
+                          "the job's lock meanwhile")
+
+
+def _at(value: Any) -> time:
+    m = AT_TIME.match(value.strip()) if isinstance(value, str) else None
+    if not m:
+        raise Bad('must be "HH:MM UTC" or "HH:MM:SS UTC"')
+    hh, mm, ss, zone = m.groups()
+    if zone not in ("UTC", "Z", "utc"):
+        raise Bad(DST_EXPLANATION if zone else 'name the zone: only "UTC" is accepted, e.g. '
+                  '"02:30 UTC" (' + DST_EXPLANATION + ")")
+    try:
+        return time(int(hh), int(mm), int(ss or 0))
+    except ValueError:
+        raise Bad("not a valid time of day") from None
+
+
+JOB = Table((
+    Key("name", _name, None, "the job's name, part of its unit names", required=True),
+    Key("command", _command, [], "the absolute program, then its arguments", required=True),
+    Key("event", _event, None, "the session event: open, close, break_start or break_end "
+        "(required unless `at` or `every`)", required=True),
+    Key("offset", parse_offset, 0, "signed offset from the event"),
+    Key("calendar", _calendar, None, "the exchange calendar (default: the top-level calendar)"),
+    Key("at", _at, None, "a daily fixed UTC time instead of an event"),
+    Key("grace", _duration(*MAX_GRACE), 120, "how late a start may still run (default 2min)"),
+    Key("timeout", _duration(*MAX_TIMEOUT), 1800, "the longest run (default 30min)"),
+    Key("watchdog", _watchdog, None, 'the longest silence of a running job; "off" by default'),
+    Key("lock", _lock, None, "the lock group (default: the job's name)"),
+    Key("severity", one_of(SEVERITIES, f"one of {', '.join(SEVERITIES)}"), "critical",
+        "the severity of its alerts"),
+    Key("skip", date_list, [], "sessions the job does not run"),
+    Key("environment", _environment, {}, "environment variables of the job"),
+    Key("description", _description, "", "the units' Description="),
+    Key("read_write_paths", _read_write_paths, (), "paths the sandboxed job may write"),
+    Key("lead", _lead_seconds, 2, "the timer fires this early (default 2s)"),
+    Key("warm", _lead_seconds, 0, "the job is started this early (default 0s)"),
+    Key("enabled", flag, True, "false: the job is left out"),
+    *retry_keys(),  # retries, retry_delay, retry_delay_max, orders: retries.py
+    *PERIODIC_KEYS,  # every, from, until, during_break, stall_after: periodic.py
+), refused={key: DST_EXPLANATION for key in REFUSED_JOB_KEYS})
+JOB_KEYS = set(JOB.names)
+
+
 def parse_job(t: dict, path: str, calendar: str | None, problems: Problems) -> Job | None:
     """One [[job]] table, or None (with its problems added) when it is bad or disabled."""
     before = len(problems.items)
-    _check_job_keys(t, path, problems)
-    name = t.get("name")
-    if not isinstance(name, str) or not JOB_NAME.match(name):
-        problems.add(f"{path}.name", "required; must match [a-z][a-z0-9_-]* (at most 40 "
-                     "characters): it becomes part of systemd unit names", name)
-    command = _command(t.get("command"), path, problems)
+    JOB.unknown(t, path, problems)
+    name = JOB.check("name", t, path, problems)
+    command = JOB.check("command", t, path, problems)
     periodic = parse_periodic(t, path, problems)  # None: not a periodic job (periodic.py)
     kw = _when(t, path, calendar, periodic, problems)
     kw.update(_durations(t, path, periodic, problems))
-    kw.update(_pre_fire(t, path, problems))
+    kw["lead"] = JOB.check("lead", t, path, problems)
+    kw["warm"] = JOB.check("warm", t, path, problems)
     if periodic is not None and kw.get("warm"):
         problems.add(f"{path}.warm", "a periodic job (`every`) runs each slot at its instant "
                      "and is never started early: remove `warm`", t.get("warm"))
-    lock = t.get("lock", name)
-    if "lock" in t and (not isinstance(lock, str) or not JOB_NAME.match(lock)):
-        problems.add(f"{path}.lock", "lock group names follow the job-name rule "
-                     "[a-z][a-z0-9_-]*", lock)
-    severity = t.get("severity", "critical")
-    if severity not in SEVERITIES:
-        problems.add(f"{path}.severity", f"one of {', '.join(SEVERITIES)}", severity)
-    env = _environment(t, path, problems)
-    description = t.get("description", "")
-    if not isinstance(description, str):
-        problems.add(f"{path}.description", "must be a string", description)
-    else:
-        unit_safe(description, f"{path}.description", problems)
-    kw["read_write_paths"] = _read_write_paths(t, path, problems)
+    lock = JOB.check("lock", t, path, problems) or name
+    severity = JOB.check("severity", t, path, problems)
+    env = JOB.check("environment", t, path, problems)
+    description = JOB.check("description", t, path, problems)
+    kw["read_write_paths"] = JOB.check("read_write_paths", t, path, problems)
     kw.update(retry_fields(t, path, problems))
-    enabled = t.get("enabled", True)
-    if not isinstance(enabled, bool):
-        problems.add(f"{path}.enabled", "must be true or false", enabled)
+    enabled = JOB.check("enabled", t, path, problems)
     if len(problems.items) != before or not enabled:
         return None
     return Job(name=name, command=tuple(command), lock=lock, severity=severity,
                environment=tuple(sorted(env.items())), description=description, **kw)
-
-
-def _check_job_keys(t: dict, path: str, problems: Problems) -> None:
-    for key in sorted(set(t) - JOB_KEYS):
-        if key in REFUSED_JOB_KEYS:
-            problems.add(f"{path}.{key}", DST_EXPLANATION, t[key])
-        else:
-            problems.add(f"{path}.{key}", f"unknown key (known: {', '.join(sorted(JOB_KEYS))})")
-
-
-def _command(command: Any, path: str, problems: Problems) -> list[str]:
-    """`command`: the absolute program, then its arguments ([] when unusable)."""
-    if (not isinstance(command, list) or not command
-            or not all(isinstance(c, str) and c for c in command)):
-        problems.add(f"{path}.command", "required; a non-empty array of strings, the program "
-                     "first", command)
-        return []
-    if not command[0].startswith("/"):
-        problems.add(f"{path}.command", "the program must be an absolute path (systemd runs "
-                     "it without a shell or your PATH)", command[0])
-    else:
-        for i, arg in enumerate(command):
-            unit_safe(arg, f"{path}.command[{i}]", problems, tab=True)
-    return command
 
 
 def _when(t: dict, path: str, calendar: str | None, periodic: dict | None,
@@ -159,115 +266,41 @@ def _when(t: dict, path: str, calendar: str | None, periodic: dict | None,
             if key in t:
                 problems.add(f"{path}.{key}", "a job with `at` runs daily at a fixed UTC time "
                              "and is not tied to a session; remove `at` or this key")
-        kw["at_utc"] = _at(t["at"], f"{path}.at", problems)
+        kw["at_utc"] = JOB.check("at", t, path, problems)
         return kw
-    event = t.get("event")
     if periodic is not None:
-        event = periodic.get("event", "open")
-    elif event not in EVENTS:
-        problems.add(f"{path}.event", f"required (or `at` for a fixed UTC time); one of "
-                     f"{', '.join(EVENTS)}", event)
-    kw["event"] = event
+        kw["event"] = periodic.get("event", "open")
+    else:
+        kw["event"] = JOB.check("event", t, path, problems)
     if "offset" in t:
-        kw["offset"] = parsed(parse_offset, t["offset"], f"{path}.offset", problems, 0)
-    cal = t.get("calendar", calendar)
-    if cal is None:
+        kw["offset"] = JOB.check("offset", t, path, problems)
+    if "calendar" in t:
+        kw["calendar"] = JOB.check("calendar", t, path, problems)
+    elif calendar is None:
         problems.add(f"{path}.calendar", "no calendar: set `calendar` at the top of the file "
                      "or in this job")
-    elif not isinstance(cal, str):
-        problems.add(f"{path}.calendar", "must be a string", cal)
+        kw["calendar"] = None
     else:
-        unit_safe(cal, f"{path}.calendar", problems)
-    kw["calendar"] = cal
-    kw["skip"] = frozenset(dates(t.get("skip", []), f"{path}.skip", problems))
+        kw["calendar"] = calendar
+    kw["skip"] = frozenset(JOB.check("skip", t, path, problems))
     return kw
 
 
 def _durations(t: dict, path: str, periodic: dict | None, problems: Problems) -> dict[str, Any]:
     """grace, timeout and watchdog; a periodic job's own fields (and its grace default)."""
-    kw: dict[str, Any] = {}
-    for key, default, (limit, why) in (("grace", "2min", MAX_GRACE),
-                                       ("timeout", "30min", MAX_TIMEOUT)):
-        kw[key] = parsed(lambda v, m=limit, w=why: parse_duration(v, m, w),
-                         t.get(key, default), f"{path}.{key}", problems, None)
+    kw: dict[str, Any] = {key: JOB.check(key, t, path, problems) for key in ("grace", "timeout")}
     if periodic:
         grace_default = periodic.pop("grace_default", None)
         kw.update(periodic)
         kw["grace"] = grace_default or kw["grace"]
-    watchdog = t.get("watchdog", "off")
-    if watchdog == 0 and not isinstance(watchdog, bool):  # 0 == False: not a way to say "off"
-        problems.add(f"{path}.watchdog", 'write "off" (or leave it out) for no watchdog, or '
-                     f"{DURATION_EXAMPLE}", watchdog)
-    elif watchdog != "off" and watchdog is not False:
-        kw["watchdog"] = parsed(lambda v: parse_duration(v, MAX_TIMEOUT[0]), watchdog,
-                                f"{path}.watchdog", problems, None)
-        if kw["watchdog"] and kw["timeout"] and kw["watchdog"] >= kw["timeout"]:
+    watchdog = JOB.check("watchdog", t, path, problems)
+    if watchdog is not None:
+        kw["watchdog"] = watchdog
+        if kw["timeout"] and watchdog >= kw["timeout"]:
             problems.add(f"{path}.watchdog", f"must be shorter than the job's timeout "
-                         f"({kw['timeout']} s): the timeout would end the run first", watchdog)
+                         f"({kw['timeout']} s): the timeout would end the run first",
+                         t["watchdog"])
     return kw
-
-
-def _environment(t: dict, path: str, problems: Problems) -> dict:
-    env = t.get("environment", {})
-    if not isinstance(env, dict):
-        problems.add(f"{path}.environment", "must be a table of NAME = \"value\"", env)
-        return {}
-    for k, v in env.items():
-        if not ENV_NAME.match(k) or k.startswith("MARKET_"):
-            problems.add(f"{path}.environment.{k}", "names are upper case [A-Z_][A-Z0-9_]* and "
-                         "must not start with MARKET_ (reserved for the job's context)")
-        if not isinstance(v, str):
-            problems.add(f"{path}.environment.{k}", "must be a string", v)
-        else:
-            unit_safe(v, f"{path}.environment.{k}", problems, tab=True)
-    return env
-
-
-def _read_write_paths(t: dict, path: str, problems: Problems) -> tuple[str, ...]:
-    paths = t.get("read_write_paths", [])
-    if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/")
-                                              for p in paths):
-        problems.add(f"{path}.read_write_paths", "must be an array of absolute paths (the "
-                     "job's unit is sandboxed with ProtectSystem=strict)", paths)
-        return ()
-    for i, p in enumerate(paths):
-        normal_path(p, f"{path}.read_write_paths[{i}]", problems)
-    return tuple(paths)
-
-
-def _pre_fire(t: dict, path: str, problems: Problems) -> dict:
-    """`lead` (default 2s; "0s" opts out) and `warm` (default 0s): at most 10min each."""
-    out = {}
-    for key, default in (("lead", "2s"), ("warm", "0s")):
-        value = parsed(_lead_seconds, t.get(key, default), f"{path}.{key}", problems, None)
-        if value is not None:
-            out[key] = value
-    return out
-
-
-def _lead_seconds(value: Any) -> int:
-    if isinstance(value, str) and re.fullmatch(r"0+(s|min|h)?", value.strip()):
-        return 0  # off
-    return parse_duration(value, MAX_LEAD, "the timer fires this early and the runner holds "
-                          "the job's lock meanwhile")
-
-
-def _at(value: Any, path: str, problems: Problems) -> time | None:
-    m = AT_TIME.match(value.strip()) if isinstance(value, str) else None
-    if not m:
-        problems.add(path, 'must be "HH:MM UTC" or "HH:MM:SS UTC"', value)
-        return None
-    hh, mm, ss, zone = m.groups()
-    if zone not in ("UTC", "Z", "utc"):
-        problems.add(path, DST_EXPLANATION if zone else
-                     'name the zone: only "UTC" is accepted, e.g. "02:30 UTC" (' +
-                     DST_EXPLANATION + ")", value)
-        return None
-    try:
-        return time(int(hh), int(mm), int(ss or 0))
-    except ValueError:
-        problems.add(path, "not a valid time of day", value)
-        return None
 
 
 def check_unique_names(jobs: list, problems: Problems) -> None:

@@ -25,14 +25,15 @@ from market_timers.config.retries import check_order_groups
 from market_timers.contracts import environment
 from market_timers.schema.durations import MAX_OFFSET
 from market_timers.schema.problems import ConfigError, Problems
+from market_timers.schema.table import Bad, Key, Table
 from market_timers.schema.values import (
     AT_TIME,
-    dates,
-    nonempty_str,
-    normal_path,
-    one_date,
+    absolute_path,
+    as_date,
+    date_list,
+    text,
     time_of_day,
-    whole_number,
+    whole,
 )
 
 DEFAULT_PATH = environment.DEFAULT_CONFIG
@@ -40,14 +41,6 @@ ENV_VAR = environment.CONFIG
 
 # systemd's strict user-name rule (valid_user_group_name): no specifier `%`, no quoting needed.
 USER_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,30}$")
-
-TOP_KEYS = {
-    "calendar", "horizon", "retention_days", "user", "unit_dir", "state_dir", "spool_dir",
-    "runtime_dir", "runner", "job", "overrides", "alerts", "watch", "events", "cluster",
-    "metrics",
-}
-OVERRIDE_KEYS = {"closed", "early_close", "late_open"}
-
 
 @dataclass(frozen=True)
 class Override:
@@ -82,6 +75,81 @@ class Config:
             if j.name == name:
                 return j
         raise KeyError(name)
+
+
+def _user(value: object) -> str:
+    value = text(value)
+    if not USER_NAME.match(value):
+        raise Bad("must be a user name: a letter or _, then letters, digits, _ or - (at most 31 "
+                  "characters)")
+    return value
+
+
+def _runner(value: object) -> str:
+    value = text(value)
+    if not value.startswith("/"):
+        raise Bad("must be an absolute path")
+    return value
+
+
+def _directory(value: object) -> Path:
+    return Path(absolute_path(value))
+
+
+def _moved(value: object) -> tuple[tuple[date, time], ...]:
+    """early_close / late_open: "YYYY-MM-DD" = "HH:MM", the exchange's local time that day."""
+    if not isinstance(value, dict):
+        raise Bad('must be a table of "YYYY-MM-DD" = "HH:MM" (exchange-local time of that day)')
+    items, bad = [], []
+    for day, hhmm in value.items():
+        d = as_date(day)
+        if d is None:
+            bad.append(Bad("must be a date YYYY-MM-DD", at=f".{day}", shown=day))
+        m = AT_TIME.match(hhmm) if isinstance(hhmm, str) else None
+        if not m or m.group(4):
+            bad.append(Bad('must be "HH:MM" (or "HH:MM:SS") in the exchange\'s local time of '
+                           "that day", at=f".{day}", shown=hhmm))
+        elif (t := time_of_day(m)) is None:
+            bad.append(Bad("not a valid time of day (00:00 to 23:59:59, the exchange's local "
+                           "time of that day)", at=f".{day}", shown=hhmm))
+        elif d is not None:
+            items.append((d, t))
+    if bad:
+        raise Bad.each(bad)
+    return tuple(sorted(items))
+
+
+def _section(name: str, doc: str) -> Key:
+    """A key whose value is a table (or array of tables) of its own, parsed by its module."""
+    return Key(name, None, None, doc)
+
+
+TOP = Table((
+    Key("calendar", text, None, "the exchange calendar of every job that names none"),
+    Key("horizon", whole(1, 250), 10, "sessions ahead that have timers"),
+    Key("retention_days", whole(0, 366), 7, "days of run records and logs kept"),
+    Key("user", _user, "market-timers", "the user the jobs run as"),
+    Key("runner", _runner, None, "the runner's absolute path"),
+    Key("unit_dir", _directory, Path("/etc/systemd/system"), "where the units are written"),
+    Key("state_dir", _directory, Path(environment.DEFAULT_STATE_DIR), "the state directory"),
+    Key("spool_dir", _directory, Path(environment.DEFAULT_SPOOL_DIR), "the alert spool"),
+    Key("runtime_dir", _directory, Path(environment.DEFAULT_RUNTIME_DIR),
+        "the runtime directory"),
+    _section("job", "[[job]]: the jobs (config/jobs.py)"),
+    _section("overrides", "[overrides.<calendar>]: what the exchange announced"),
+    _section("alerts", "[alerts] (config/alerts.py)"),
+    _section("watch", "[watch] (config/watch.py)"),
+    _section("events", "[events] (config/events.py)"),
+    _section("cluster", "[cluster] (config/cluster.py)"),
+    _section("metrics", "[metrics] (config/metrics.py)"),
+))
+TOP_KEYS = set(TOP.names)
+OVERRIDE = Table((
+    Key("closed", date_list, [], "days the exchange is closed"),
+    Key("early_close", _moved, (), "days it closes early, and when"),
+    Key("late_open", _moved, (), "days it opens late, and when"),
+), not_table="must be a table with closed / early_close / late_open")
+OVERRIDE_KEYS = set(OVERRIDE.names)
 
 
 DIGEST_JOB = "digest"  # built in when [alerts.email] exists: the per-session email digest
@@ -149,8 +217,7 @@ def load(path: str | os.PathLike, *, problems: Problems | None = None) -> Config
 def parse(raw: dict, problems: Problems) -> Config:
     """The whole config from the TOML document; every problem added to `problems`."""
     cfg = Config(source=problems.source, raw=raw)
-    for key in sorted(set(raw) - TOP_KEYS):
-        problems.add(key, f"unknown key (known: {', '.join(sorted(TOP_KEYS))})")
+    TOP.unknown(raw, "", problems)
     _top_level(raw, cfg, problems)
     jobs = raw.get("job", [])
     if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
@@ -174,29 +241,10 @@ def parse(raw: dict, problems: Problems) -> Config:
 
 def _top_level(raw: dict, cfg: Config, problems: Problems) -> None:
     """calendar, horizon, retention_days, user, runner and the directories."""
-    if "calendar" in raw:
-        cfg.calendar = nonempty_str(raw, "calendar", problems, "calendar")
-    if "horizon" in raw:
-        cfg.horizon = whole_number(raw["horizon"], "horizon", problems, 1, 250, cfg.horizon)
-    if "retention_days" in raw:
-        cfg.retention_days = whole_number(raw["retention_days"], "retention_days", problems,
-                                          0, 366, cfg.retention_days)
-    if "user" in raw:
-        cfg.user = nonempty_str(raw, "user", problems, "user")
-        if cfg.user and not USER_NAME.match(cfg.user):
-            problems.add("user", "must be a user name: a letter or _, then letters, digits, _ "
-                         "or - (at most 31 characters)", cfg.user)
-    if "runner" in raw:
-        cfg.runner = nonempty_str(raw, "runner", problems, "runner")
-        if cfg.runner and not cfg.runner.startswith("/"):
-            problems.add("runner", "must be an absolute path", cfg.runner)
-    for key in ("unit_dir", "state_dir", "spool_dir", "runtime_dir"):
-        if key in raw:
-            value = nonempty_str(raw, key, problems, key)
-            if value is not None and not value.startswith("/"):
-                problems.add(key, "must be an absolute path", value)
-            elif value is not None and normal_path(value, key, problems):
-                setattr(cfg, key, Path(value))
+    values = TOP.values(raw, "", problems)
+    for key in TOP.keys:
+        if key.check is not None:
+            setattr(cfg, key.field, values[key.field])
 
 
 def _sections(raw: dict, cfg: Config, problems: Problems) -> None:
@@ -221,30 +269,8 @@ def _sections(raw: dict, cfg: Config, problems: Problems) -> None:
 
 
 def _override(table: Any, path: str, problems: Problems) -> Override:
-    if not isinstance(table, dict):
-        problems.add(path, "must be a table with closed / early_close / late_open", table)
+    values = OVERRIDE.parse(table, path, problems)
+    if values is None:
         return Override()
-    for key in sorted(set(table) - OVERRIDE_KEYS):
-        problems.add(f"{path}.{key}", f"unknown key (known: {', '.join(sorted(OVERRIDE_KEYS))})")
-    closed = frozenset(dates(table.get("closed", []), f"{path}.closed", problems))
-    moved = {}
-    for key in ("early_close", "late_open"):
-        value = table.get(key, {})
-        if not isinstance(value, dict):
-            problems.add(f"{path}.{key}", 'must be a table of "YYYY-MM-DD" = "HH:MM" '
-                         "(exchange-local time of that day)", value)
-            value = {}
-        items = []
-        for day, hhmm in value.items():
-            d = one_date(day, f"{path}.{key}.{day}", problems)
-            m = AT_TIME.match(hhmm) if isinstance(hhmm, str) else None
-            if not m or m.group(4):
-                problems.add(f"{path}.{key}.{day}", 'must be "HH:MM" (or "HH:MM:SS") in the '
-                             "exchange's local time of that day", hhmm)
-            elif (t := time_of_day(m)) is None:
-                problems.add(f"{path}.{key}.{day}", "not a valid time of day (00:00 to 23:59:59, "
-                             "the exchange's local time of that day)", hhmm)
-            elif d is not None:
-                items.append((d, t))
-        moved[key] = tuple(sorted(items))
-    return Override(closed=closed, **moved)
+    return Override(closed=frozenset(values["closed"]), early_close=values["early_close"],
+                    late_open=values["late_open"])

@@ -15,9 +15,10 @@ import os
 from dataclasses import dataclass
 
 from market_timers.schema.problems import Problems
+from market_timers.schema.table import Bad, Key, Table
+from market_timers.schema.values import flag
 
 DEFAULT_TEXTFILE = "/var/lib/prometheus/node-exporter/market_timers.prom"
-KEYS = ("textfile", "enabled")
 
 
 @dataclass(frozen=True)
@@ -30,29 +31,26 @@ class MetricsConfig:
         return os.path.dirname(self.textfile)
 
 
+def _textfile(value: object) -> str:
+    why = _textfile_problem(value)
+    if why:
+        raise Bad(why)
+    return os.path.normpath(value)
+
+
+TABLE = Table((
+    Key("enabled", flag, True, "write the textfile"),
+    Key("textfile", _textfile, DEFAULT_TEXTFILE, "the .prom file node_exporter reads"),
+), not_table="must be a table ([metrics])")
+KEYS = TABLE.names
+
+
 def parse_metrics(raw: dict | None, problems: Problems) -> MetricsConfig:
     """Validate `[metrics]`; problems are added (not raised), defaults kept for the bad keys."""
     if raw is None:
         return MetricsConfig()
-    if not isinstance(raw, dict):
-        problems.add("metrics", "must be a table ([metrics])", raw)
-        return MetricsConfig()
-    for key in sorted(set(raw) - set(KEYS)):
-        problems.add(f"metrics.{key}", f"unknown key (known: {', '.join(sorted(KEYS))})")
-    kw: dict = {}
-    if "enabled" in raw:
-        if isinstance(raw["enabled"], bool):
-            kw["enabled"] = raw["enabled"]
-        else:
-            problems.add("metrics.enabled", "must be true or false", raw["enabled"])
-    if "textfile" in raw:
-        value = raw["textfile"]
-        why = _textfile_problem(value)
-        if why:
-            problems.add("metrics.textfile", why, value)
-        else:
-            kw["textfile"] = os.path.normpath(value)
-    return MetricsConfig(**kw)
+    values = TABLE.parse(raw, "metrics", problems)
+    return MetricsConfig() if values is None else MetricsConfig(**values)
 
 
 def _textfile_problem(value: object) -> str | None:

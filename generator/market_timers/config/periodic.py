@@ -16,7 +16,8 @@ minutes) of every minute (hour) of the window, so one timer needs a handful of `
 per session (three for a whole NYSE day at 1 min), and `plan` reads like a clock ("every 5 min at
 :35, :40..."). An odd period such as 7 s or 90 s would still be exact but needs dozens of lines.
 
-The keys are checked here (config/jobs.py calls parse_periodic); the slots of a session and their
+The keys are declared and checked here (KEYS: config/jobs.py's [[job]] Table holds them and calls
+parse_periodic); the slots of a session and their
 OnCalendar= lines are schedule/periodic.py's.
 """
 
@@ -27,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from market_timers.schema.durations import format_duration, parse_duration, parse_offset
+from market_timers.schema.table import Bad, Key, Table
+from market_timers.schema.values import flag
 
-PERIODIC_KEYS = {"every", "from", "until", "during_break", "stall_after"}
 _EDGE = re.compile(r"^\s*(open|close)\s*(?:([+-].*))?$")
 ALLOWED_PERIODS = sorted({*(s for s in range(1, 61) if 60 % s == 0),
                           *(60 * m for m in range(1, 61) if 60 % m == 0),
@@ -58,18 +60,34 @@ def describe(p: Periodic) -> str:
             f"{edge(p.end_event, p.end_offset)}")
 
 
-def _edge(value: Any, path: str, problems) -> tuple[str, int] | None:
+def _edge(value: Any) -> tuple[str, int]:
+    """`from` / `until`: open | close with an optional signed offset."""
     m = _EDGE.match(value) if isinstance(value, str) else None
     if not m:
-        problems.add(path, 'must be "open" or "close" with an optional signed offset, such as '
-                     '"open+5min" or "close-10min"', value)
-        return None
+        raise Bad('must be "open" or "close" with an optional signed offset, such as '
+                  '"open+5min" or "close-10min"')
     try:
         offset = parse_offset(m.group(2)) if m.group(2) else 0
     except ValueError as e:
-        problems.add(path, f"the offset: {e}", value)
-        return None
+        raise Bad(f"the offset: {e}") from None
     return m.group(1), offset
+
+
+def _period(value: Any) -> int:
+    return parse_duration(value, 12 * 3600, "the longest period is 12h")
+
+
+# The keys a [[job]] table has for a periodic job (config/jobs.py puts them in its Table).
+KEYS = (
+    Key("every", _period, None, "the period: a job that runs every period inside a window"),
+    Key("from", _edge, ("open", 0), "the window's start: open or close with a signed offset"),
+    Key("until", _edge, ("close", 0), "the window's end, inclusive (same form)"),
+    Key("during_break", flag, False, "slots also strictly between break_start and break_end"),
+    Key("stall_after", lambda v: parse_duration(v, 24 * 3600), None,
+        "critical when no slot has started for this long (default five periods)"),
+)
+PERIODIC_KEYS = {k.name for k in KEYS}
+_TABLE = Table(KEYS)
 
 
 def parse_periodic(t: dict, path: str, problems) -> dict | None:
@@ -93,14 +111,12 @@ def parse_periodic(t: dict, path: str, problems) -> dict | None:
                          '"close-15min" for a window tied to the close)', t[key])
     before = len(problems.items)  # from here every problem makes the job unusable
     every = _every(t, path, problems)
-    start = _edge(t.get("from", "open"), f"{path}.from", problems)
-    end = _edge(t.get("until", "close"), f"{path}.until", problems)
+    start = _TABLE.check("from", t, path, problems)
+    end = _TABLE.check("until", t, path, problems)
     if start is not None and end is not None and start[0] == end[0] and end[1] < start[1]:
         problems.add(f"{path}.until", f"the window ends before it starts (from = "
                      f"{t.get('from', 'open')!r}): no slot would ever run", t.get("until"))
-    during_break = t.get("during_break", False)
-    if not isinstance(during_break, bool):
-        problems.add(f"{path}.during_break", "must be true or false", during_break)
+    during_break = _TABLE.check("during_break", t, path, problems)
     stall_after = _stall_after(t, path, every, problems)
     _check_grace(t, path, every, problems)
     if len(problems.items) != before or every is None or start is None or end is None:
@@ -121,10 +137,8 @@ def _every(t: dict, path: str, problems) -> int | None:
         problems.add(f"{path}.retries", "a periodic job is not retried: its next slot is the "
                      "retry (a restarted slot would only be refused as already run)",
                      t["retries"])
-    try:
-        every = parse_duration(t["every"], 12 * 3600, "the longest period is 12h")
-    except ValueError as e:
-        problems.add(f"{path}.every", str(e), t["every"])
+    every = _TABLE.check("every", t, path, problems)
+    if every is None:
         return None
     if every not in ALLOWED_PERIODS:
         problems.add(f"{path}.every", "the period must divide a minute (1, 2, 3, 4, 5, 6, 10, 12, "
@@ -134,12 +148,8 @@ def _every(t: dict, path: str, problems) -> int | None:
 
 
 def _stall_after(t: dict, path: str, every: int | None, problems) -> int | None:
-    if "stall_after" not in t:
-        return None
-    try:
-        stall_after = parse_duration(t["stall_after"], 24 * 3600)
-    except ValueError as e:
-        problems.add(f"{path}.stall_after", str(e), t["stall_after"])
+    stall_after = _TABLE.check("stall_after", t, path, problems)
+    if stall_after is None:
         return None
     if every and stall_after < every:
         problems.add(f"{path}.stall_after", f"must be at least one period ({every} s): it "

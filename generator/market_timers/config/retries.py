@@ -50,7 +50,6 @@ Import-light (the runner uses `backoff`): nothing at the top.
 from __future__ import annotations
 
 MAX_RETRIES = 10
-KEYS = ("retries", "retry_delay", "retry_delay_max", "orders")
 REFUSALS = "170 171 172 173 174 175"  # the runner's own exit codes: never retried
 
 
@@ -65,35 +64,44 @@ def window(grace: int, timeout: int, retries: int, delay: int, cap: int) -> int:
     return grace + (retries + 1) * timeout + waits + 60
 
 
-def retry_fields(t: dict, path: str, problems) -> dict:
-    """The retry keys of one [[job]] table, validated; defaults when absent."""
+def _retries(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES:
+        from market_timers.schema.table import Bad
+
+        raise Bad(f"a whole number from 0 to {MAX_RETRIES} (attempts after the first failure)")
+    return value
+
+
+def _delay(value) -> int:
     from market_timers.schema.durations import parse_duration
 
-    out = {"retries": 0, "retry_delay": 30, "retry_delay_max": 600, "orders": False}
-    retries = t.get("retries", 0)
-    if isinstance(retries, bool) or not isinstance(retries, int) or not \
-            0 <= retries <= MAX_RETRIES:
-        problems.add(f"{path}.retries", f"a whole number from 0 to {MAX_RETRIES} (attempts "
-                     "after the first failure)", retries)
-    else:
-        out["retries"] = retries
-    for key in ("retry_delay", "retry_delay_max"):
-        if key in t:
-            try:
-                out[key] = parse_duration(t[key], 6 * 3600, "a retry waits at most 6h")
-            except ValueError as e:
-                problems.add(f"{path}.{key}", str(e), t[key])
+    return parse_duration(value, 6 * 3600, "a retry waits at most 6h")
+
+
+def keys() -> tuple:
+    """The retry keys of a [[job]] table (config/jobs.py puts them in its Table)."""
+    from market_timers.schema.table import Key
+    from market_timers.schema.values import flag
+
+    return (
+        Key("retries", _retries, 0, "attempts after the first failure (default 0: never)"),
+        Key("retry_delay", _delay, 30, "the wait before the second attempt, doubled each time"),
+        Key("retry_delay_max", _delay, 600, "the longest wait between attempts"),
+        Key("orders", flag, False, "the job sends orders: never retried, nor its lock group"),
+    )
+
+
+def retry_fields(t: dict, path: str, problems) -> dict:
+    """The retry keys of one [[job]] table, validated; defaults when absent."""
+    from market_timers.schema.table import Table
+
+    out = Table(keys()).values(t, path, problems)
     if out["retry_delay_max"] < out["retry_delay"]:
         problems.add(f"{path}.retry_delay_max", "must be at least retry_delay",
                      t.get("retry_delay_max"))
-    orders = t.get("orders", False)
-    if not isinstance(orders, bool):
-        problems.add(f"{path}.orders", "must be true or false", orders)
-    else:
-        out["orders"] = orders
     if out["orders"] and out["retries"]:
         problems.add(f"{path}.retries", "a job that sends orders (orders = true) is never "
-                     "retried: a blind retry can send its orders twice", retries)
+                     "retried: a blind retry can send its orders twice", t.get("retries", 0))
     return out
 
 

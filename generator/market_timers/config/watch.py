@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from market_timers.schema.problems import Problems
+from market_timers.schema.table import Bad, Key, Table
+from market_timers.schema.values import flag, whole
 
 DEFAULT_PING_CREDENTIAL = "market-timers.deadman-ping-url"
 
@@ -31,48 +33,40 @@ class WatchConfig:
     calendar_warn_days: int = 45
 
 
-KEYS = ("ping", "ping_credential", "ping_timeout", "slack_sec", "calendar_max_age_days",
-        "calendar_warn_days")
+def _ping_credential(name: object) -> str:
+    if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
+        return name
+    raise Bad("must be a credential name (a file name in $CREDENTIALS_DIRECTORY, no '/'), not "
+              "the URL itself", shown=_hide(name))
+
+
+def _ping_timeout(value: object) -> float:
+    if _number(value) and 0 < value <= 30:
+        return float(value)
+    raise Bad("must be a number of seconds, more than 0 and at most 30 (a slow monitor must not "
+              "hold up the dead-man pass)")
+
+
+TABLE = Table((
+    Key("ping", flag, False, "heartbeat to an external monitor"),
+    Key("ping_credential", _ping_credential, DEFAULT_PING_CREDENTIAL,
+        "the systemd credential holding the heartbeat URL"),
+    Key("ping_timeout", _ping_timeout, 5.0, "seconds the heartbeat may take"),
+    Key("slack_sec", whole(0, 3600), 30, 'extra seconds after grace + timeout before "missed"'),
+    Key("calendar_max_age_days", whole(0, 3650), 365,
+        "warn when exchange_calendars is older; 0 = off"),
+    Key("calendar_warn_days", whole(0, 366), 45,
+        "warn when a calendar's data ends this soon; 0 = off"),
+), not_table="must be a table ([watch])")
+KEYS = TABLE.names
 
 
 def parse_watch(raw: dict | None, problems: Problems) -> WatchConfig:
     """Validate `[watch]`; problems are added (not raised), defaults kept for the bad keys."""
     if raw is None:
         return WatchConfig()
-    if not isinstance(raw, dict):
-        problems.add("watch", "must be a table ([watch])", raw)
-        return WatchConfig()
-    for key in sorted(set(raw) - set(KEYS)):
-        problems.add(f"watch.{key}", f"unknown key (known: {', '.join(sorted(KEYS))})")
-    kw: dict = {}
-    if "ping" in raw:
-        if isinstance(raw["ping"], bool):
-            kw["ping"] = raw["ping"]
-        else:
-            problems.add("watch.ping", "must be true or false", raw["ping"])
-    if "ping_credential" in raw:
-        name = raw["ping_credential"]
-        if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
-            kw["ping_credential"] = name
-        else:
-            problems.add("watch.ping_credential", "must be a credential name (a file name in "
-                         "$CREDENTIALS_DIRECTORY, no '/'), not the URL itself", _hide(name))
-    if "ping_timeout" in raw:
-        value = raw["ping_timeout"]
-        if _number(value) and 0 < value <= 30:
-            kw["ping_timeout"] = float(value)
-        else:
-            problems.add("watch.ping_timeout", "must be a number of seconds, more than 0 and at "
-                         "most 30 (a slow monitor must not hold up the dead-man pass)", value)
-    for key, lo, hi in (("slack_sec", 0, 3600), ("calendar_max_age_days", 0, 3650),
-                        ("calendar_warn_days", 0, 366)):
-        if key in raw:
-            value = raw[key]
-            if _number(value) and isinstance(value, int) and lo <= value <= hi:
-                kw[key] = value
-            else:
-                problems.add(f"watch.{key}", f"must be a whole number from {lo} to {hi}", value)
-    return WatchConfig(**kw)
+    values = TABLE.parse(raw, "watch", problems)
+    return WatchConfig() if values is None else WatchConfig(**values)
 
 
 def _number(value: object) -> bool:

@@ -12,7 +12,7 @@ import re
 # * ReadWritePaths=: quoted words (backslash escapes, no C escapes); `%` specifiers.
 # * Description=: the raw rest of the line; `%` specifiers; no quoting exists.
 # The config refuses control characters (but a tab in arguments and environment values) and a
-# trailing backslash (config_values.unit_safe); these functions refuse them too, so nothing
+# trailing backslash (schema/values.py unit_unsafe); these functions refuse them too, so nothing
 # unchecked reaches a unit.
 _NEEDS_QUOTES = frozenset(' \t"\'\\;')
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
