@@ -1,13 +1,15 @@
 """Every table of market-timers.toml with its schema Table (schema/table.py), and where
 market-timers.toml(5) describes it: tests/test_docs.py holds the man page to every declared key.
 
-Imported only where every table is wanted (the docs test): it loads each table's module.
+Imported only where every table is wanted (the docs test): it loads every table's module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from market_timers.channels import specs
+from market_timers.config import alerts, cluster, events, jobs, loader, metrics, watch
 from market_timers.schema.table import Table
 
 
@@ -20,9 +22,6 @@ class Documented:
 
 
 def tables() -> list[Documented]:
-    from market_timers.channels import specs
-    from market_timers.config import alerts, cluster, events, jobs, loader, metrics, watch
-
     return [
         Documented("(top level)", "TOP-LEVEL KEYS", None, loader.TOP),
         Documented("[[job]]", "JOBS", None, jobs.JOB),
