@@ -64,7 +64,7 @@ def peak_rss_kb(argv: list[str], env: dict[str, str], before: Path | None = None
 def imported_modules(env: dict[str, str], runner: str) -> list[str]:
     """Top-level packages the runner imports, from `python -X importtime` (before the exec)."""
     code = f"import sys; sys.argv = ['{runner}', '--', '/bin/true']; " \
-           "from market_timers.cli.run import main; sys.exit(main())"
+           "from market_timers.run import main; sys.exit(main())"
     proc = subprocess.run([PY, "-X", "importtime", "-c", code], env=env, capture_output=True,
                           text=True, check=True)
     mods = []
@@ -139,7 +139,7 @@ def run(_box=None) -> Section:
         "'.venv/bin/market-timers-run -- /bin/true' '/bin/true' '.venv/bin/python -S -c pass'",
         f"/usr/bin/time -v .venv/bin/market-timers-run -- /bin/true   # x{RSS_RUNS}, "
         "'Maximum resident set size'",
-        ".venv/bin/python -X importtime -c 'from market_timers.cli.run import main; ...'",
+        ".venv/bin/python -X importtime -c 'from market_timers.run import main; ...'",
     ]
     return s
 

@@ -219,7 +219,7 @@ def as_unit_user(shared_dir: Path, env: dict, instant: int) -> list[str]:
     out = subprocess.run(
         ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
          "--inh-caps=+sys_nice", "--ambient-caps=+sys_nice",
-         sys.executable, "-m", "market_timers.cli.run", "--", str(job)],
+         sys.executable, "-m", "market_timers.run", "--", str(job)],
         capture_output=True, text=True, timeout=20, env=full)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""

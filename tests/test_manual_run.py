@@ -64,7 +64,7 @@ def start_as_systemd_would(tmp_path: Path, unit: str) -> subprocess.CompletedPro
             argv = shlex.split(line[len("ExecStart="):])
     env["MARKET_LOCK_DIR"] = str(tmp_path / "run")
     assert argv[1] == "--"
-    return subprocess.run([sys.executable, "-m", "market_timers.cli.run", *argv[1:]], env=env,
+    return subprocess.run([sys.executable, "-m", "market_timers.run", *argv[1:]], env=env,
                           capture_output=True, text=True, timeout=30)
 
 

@@ -318,10 +318,10 @@ def test_the_runners_record_step_writes_the_metrics(setup, tmp_path):
                MARKET_STATE_DIR=str(cfg.state_dir), MARKET_LOCK_DIR=str(tmp_path / "run"),
                MARKET_GRACE_SEC="99999999")
     env.pop("JOURNAL_STREAM", None)
-    subprocess.run([sys.executable, "-m", "market_timers.cli.run", "--", "/bin/true"], env=env,
+    subprocess.run([sys.executable, "-m", "market_timers.run", "--", "/bin/true"], env=env,
                    check=True)
     env.update(SERVICE_RESULT="success", EXIT_CODE="exited", EXIT_STATUS="0")
-    subprocess.run([sys.executable, "-m", "market_timers.cli.run", "--record"], env=env,
+    subprocess.run([sys.executable, "-m", "market_timers.run", "--record"], env=env,
                    check=True)
     fams = scrape(cfg)
     assert value(fams, "market_timers_job_runs_total", market_job="signal") == 1

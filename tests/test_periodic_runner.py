@@ -16,7 +16,7 @@ from market_timers.contracts import exitcodes
 from market_timers.runner import record, slotaccount, slotclock, slotrecords
 from market_timers.runner.slotclock import Schedule
 
-RUNNER = [sys.executable, "-m", "market_timers.cli.run"]
+RUNNER = [sys.executable, "-m", "market_timers.run"]
 SESSION = "2026-12-23"
 
 
@@ -154,7 +154,7 @@ def test_the_ledger_claims_each_slot_once_a_second_start_is_already_ran_173(tmp_
 
 def test_another_job_of_the_lock_group_running_skips_the_slot(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-m", "market_timers.cli.run", "--", "/bin/sh", "-c", "echo go; sleep 10"],
+        [sys.executable, "-m", "market_timers.run", "--", "/bin/sh", "-c", "echo go; sleep 10"],
         env={**context(tmp_path, 1), "MARKET_JOB": "orders-open", "MARKET_SLOT_EVERY_SEC": "",
              "MARKET_SCHEDULED_UTC": slotclock.z(datetime.now(UTC))},
         stdout=subprocess.PIPE, text=True)
@@ -220,14 +220,6 @@ def test_slots_after_a_run_that_ended_are_recorded_not_started(tmp_path):
     assert (summary.ran, summary.not_started, summary.overlap) == (1, 4, 0)
     records = slotrecords.read_slots(state, "cycle", SESSION)
     assert records[slotclock.z(first + timedelta(seconds=10))]["skipped"] == "not-started"
-
-
-def test_runner_with_a_periodic_context_imports_nothing_heavy():
-    code = ("import sys, market_timers.runner; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('pandas', 'numpy', 'exchange_calendars', 'jinja2', 'json', 'typing')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 def test_try_refuses_when_any_slot_of_a_periodic_job_of_its_lock_group_falls_within_it(

@@ -148,7 +148,7 @@ def run_runner(tmp_path: Path, scheduled: float, nice: int | None = None, python
     full.pop("JOURNAL_STREAM", None)
     if python != sys.executable:  # a python without market-timers-exec-at beside it
         full["PYTHONPATH"] = str(Path(runner.__file__).parents[2])
-    out = subprocess.run([python, "-m", "market_timers.cli.run", "--", str(job)],
+    out = subprocess.run([python, "-m", "market_timers.run", "--", str(job)],
                          env=full, capture_output=True, text=True, check=True,
                          preexec_fn=None if nice is None else
                          (lambda: os.setpriority(os.PRIO_PROCESS, 0, nice))).stdout

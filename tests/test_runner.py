@@ -15,7 +15,7 @@ import pytest
 from market_timers.contracts import exitcodes
 from market_timers.ledger import runrecord
 
-RUNNER = [sys.executable, "-m", "market_timers.cli.run"]
+RUNNER = [sys.executable, "-m", "market_timers.run"]
 
 
 def context(tmp_path: Path, scheduled: datetime | None = None, **extra) -> dict:
@@ -144,14 +144,69 @@ def test_record_completes_the_run_with_how_the_service_ended(tmp_path):
     env = context(tmp_path)
     assert run(env, "/bin/true").returncode == 0
     env.update(SERVICE_RESULT="watchdog", EXIT_CODE="killed", EXIT_STATUS="ABRT")
-    subprocess.run([*RUNNER[:-1], "market_timers.cli.run", "--record"], env=env, check=True)
+    subprocess.run([*RUNNER[:-1], "market_timers.run", "--record"], env=env, check=True)
     rec = record(tmp_path)
     assert (rec["result"], rec["exit_code"], rec["exit_status"]) == ("watchdog", "killed", "ABRT")
     assert rec["scheduled_utc"] == env["MARKET_SCHEDULED_UTC"] and rec["duration_sec"] >= 0
 
 
-def test_runner_does_not_import_pandas_or_exchange_calendars():
-    code = ("import sys, market_timers.runner, market_timers.jobnotify; "
+# What a start has loaded when it execs the job: os.execve is replaced by a report of sys.modules.
+AT_EXEC = """
+import os, sys
+def report(path, argv, env):
+    print(" ".join(sorted(sys.modules)), flush=True)
+    os._exit(0)
+os.execve = report
+from market_timers.run import main
+sys.argv = ["market-timers-run", "--", "/bin/true"]
+main()
+"""
+HEAVY = ("pandas", "numpy", "exchange_calendars", "jinja2", "json", "typing")
+START = {"market_timers", "market_timers.run", "market_timers.runner",
+         "market_timers.runner.start", "market_timers.contracts",
+         "market_timers.contracts.environment", "market_timers.contracts.exitcodes",
+         "market_timers.ledger", "market_timers.ledger.local"}
+PRE_FIRE = {"market_timers.runner.prefire", "market_timers.runner.nice",
+            "market_timers.runner.realtime"}
+SLOT = {"market_timers.runner.slotclock", "market_timers.files", "market_timers.files.flatjson"}
+
+
+def loaded_at_exec(env: dict) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", AT_EXEC], env=env, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.strip(), out.stderr
+    return set(out.stdout.split())
+
+
+def slot_context(tmp_path: Path) -> dict:
+    now = datetime.now(UTC)
+    z = "%Y-%m-%dT%H:%M:%SZ"
+    return context(tmp_path, MARKET_SESSION=now.date().isoformat(), MARKET_SCHEDULED_UTC="",
+                   MARKET_SLOT_FIRST_UTC=(now - timedelta(seconds=1)).strftime(z),
+                   MARKET_SLOT_LAST_UTC=(now + timedelta(hours=1)).strftime(z),
+                   MARKET_SLOT_EVERY_SEC="60", INVOCATION_ID="0123456789abcdef")
+
+
+@pytest.mark.parametrize("kind", ["session job", "pre-fired", "periodic slot"])
+def test_a_start_loads_only_its_own_modules_and_nothing_heavy(tmp_path, kind):
+    """The hot path, up to the exec: no pandas, exchange_calendars, jinja2 or json, and of the
+    package only what this kind of start needs (a module more is a decision: add it here)."""
+    if kind == "pre-fired":  # its timer fired 2 s early: the wait is handed to exec-at
+        env = context(tmp_path, datetime.now(UTC) + timedelta(seconds=1.5), MARKET_LEAD_SEC="2")
+        want = START | PRE_FIRE
+        if not os.access(Path(sys.executable).parent / "market-timers-exec-at", os.X_OK):
+            want |= {"market_timers.runner.instant_wait"}  # the wait is done in Python then
+    elif kind == "periodic slot":
+        env, want = slot_context(tmp_path), START | SLOT
+    else:
+        env, want = context(tmp_path), START
+    modules = loaded_at_exec(env)
+    assert sorted(m for m in modules if m.split(".")[0] in HEAVY) == []
+    assert {m for m in modules if m.startswith("market_timers")} == want
+
+
+def test_the_jobs_library_imports_nothing_heavy():
+    code = ("import sys, market_timers.jobnotify; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('pandas', 'numpy', 'exchange_calendars', 'jinja2')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

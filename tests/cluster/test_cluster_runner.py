@@ -16,7 +16,7 @@ from market_timers.contracts import exitcodes
 from market_timers.ledger import Key
 from market_timers.ledger import postgresql as pg
 
-RUNNER = [sys.executable, "-m", "market_timers.cli.run"]
+RUNNER = [sys.executable, "-m", "market_timers.run"]
 SESSION = "2025-11-26"
 
 

@@ -19,7 +19,7 @@ from market_timers.runner.retry import take_marker
 from market_timers.schedule import render
 from market_timers.schema.problems import ConfigError, Problems
 
-RUNNER = [sys.executable, "-m", "market_timers.cli.run"]
+RUNNER = [sys.executable, "-m", "market_timers.run"]
 JOB = """
 calendar = "XNYS"
 [[job]]

@@ -3,11 +3,11 @@ sync, then writes the alert snapshot, then the metrics; the record step of `mark
 records the run, then updates the metrics. No flow calls another flow's side effects.
 
 entry.py     `market-timers`: the parser (parser.py) and the dispatch to commands.py
-run.py       `market-timers-run`: the runner's entry point (the start is runner/, import-light)
 commands.py  every command, each a call into one flow or a composition of flows
 cluster.py   `cluster init|status`, `fence check`
 
-This face imports nothing, so that `market-timers-run` loads only what a start needs.
+This face imports nothing. `market-timers-run`, the units' entry point, is ../run.py: a start loads
+no module of the command line.
 """
 
 

@@ -49,7 +49,8 @@ The runner's modules: this one, a session job's start (run, _start, main); start
 start shares (the journal line, the lock group, the exec, the refusal notes); prefire.py the wait
 for the instant (realtime.py its real-time escort); slotclock.py a periodic job's slots (Slot: what a slot's start adds); retry.py the
 retry marker's two ends; record.py the --record step. The entry point, market-timers-run, is
-cli/run.py. Only this one, start.py and prefire.py load on a plain start.
+run.py at the package's root. Only this one and start.py load on a plain start; prefire.py joins them
+for a pre-fired one.
 """
 
 import os
@@ -66,7 +67,6 @@ from market_timers.contracts.exitcodes import (
     STALE_START,
 )
 from market_timers.ledger import DatabaseError
-from market_timers.runner.prefire import await_exec_time
 from market_timers.runner.start import (
     ERR,
     INFO,
@@ -241,13 +241,17 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
 
             set_nice(job_nice(env))
         return exec_job(argv, env, session, slot.text, claim, fence, MARKET_SLOT_UTC=slot.text)
-    capable, wait = await_exec_time(env, scheduled, job)
+    capable, wait = False, []
+    if env.get(environment.LEAD_SEC):  # a pre-fired start: the wait for the instant
+        from market_timers.runner.prefire import await_exec_time
+
+        capable, wait = await_exec_time(env, scheduled, job)
     return exec_job([*wait, *argv], env, session, _utc(scheduled), claim, fence,
                     drop_capabilities=capable)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """A start (`market-timers-run -- COMMAND`); the entry point, with --record, is cli/run.py."""
+    """A start (`market-timers-run -- COMMAND`); the entry point, with --record, is run.py."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["--help"], ["-h"]):
         print(USAGE, end="")

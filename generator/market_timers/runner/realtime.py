@@ -28,15 +28,15 @@ that stops its escort keeps priority 1 until it exits, and the kernel's real-tim
 CPU time. Without the capability (an older unit, a container that withholds it, a cgroup
 without real-time budget) the escort says so in the journal and the run goes on as before.
 
-Loaded by the runner only for a pre-fired wait, before it: os, time, instant_wait; ctypes for
-the capset(2) the standard library lacks.
+Loaded by the runner only for a pre-fired wait, before it: os and time; ctypes for the capset(2)
+the standard library lacks. The escort's own wait (instant_wait) is imported in the escort, after
+the fork: the run never loads it.
 """
 
 import ctypes
 import os
 import time
 
-from market_timers.runner.instant_wait import sleep_until
 from market_timers.runner.start import WARNING, log
 
 BEFORE = 0.05  # seconds before the instant: the run is still asleep, before its last-ms spin
@@ -102,6 +102,8 @@ def escort(target: int, born: str | None, instant: float, job: str, *,
     left alone). 0 when done or the job has gone; 1 when the priority could not be raised
     (logged). Its sleeps do not spin: its own wake-up may be late without harm, and a spin
     would take the CPU the job is about to need."""
+    from market_timers.runner.instant_wait import sleep_until
+
     sleep_until(instant - before, spin=0)
     if start_time(target) != born:
         return 0  # the job has ended (or failed to exec) in the meantime

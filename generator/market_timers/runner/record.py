@@ -1,5 +1,5 @@
 """`market-timers-run --record` (ExecStopPost=): how the attempt (or the refusal) ended, in the run
-ledger, and the retry marker for the next start (the metrics follow: cli/run.py). Off the hot path:
+ledger, and the retry marker for the next start (the metrics follow: run.py). Off the hot path:
 the job has ended.
 """
 

@@ -2,8 +2,10 @@
 
 A start (`market-timers-run -- COMMAND`) is the runner's alone (runner/, import-light: this module
 imports nothing at the top, so a start loads what it loaded before). The record step
-(`--record`, after the job) composes two flows: the runner records how the run ended, then the
-metrics are updated.
+(`--record`, after the job) composes two flows, as the command layer (cli/) composes them for
+`market-timers`: the runner records how the run ended, then the metrics are updated. It sits at
+the package's root, beside the package's face, so that a start loads no package of the command
+line.
 """
 
 import os
