@@ -17,7 +17,7 @@ from email.utils import formatdate
 
 from market_timers.channels import spec
 from market_timers.channels.base import Channel, DeliveryError
-from market_timers.channels.httppost import _Deadline
+from market_timers.channels.httppost import Deadline
 
 log = logging.getLogger("market_timers.alerts")
 
@@ -42,7 +42,7 @@ class EmailChannel(Channel):
         msg["X-Market-Timers-Alert"] = ident
         msg.set_content(body)
         password = self.secret(s.password_credential) if s.username else None
-        deadline = _Deadline(s.timeout)  # `timeout` bounds the whole attempt, not each read
+        deadline = Deadline(s.timeout)  # `timeout` bounds the whole attempt, not each read
         deadline.timer.start()
         try:
             refused = self._exchange(deadline, msg, recipients, password)
@@ -83,7 +83,7 @@ class EmailChannel(Channel):
             raise DeliveryError(f"email: {type(e).__name__}", permanent=False) from None
 
 
-def _smtp(deadline: _Deadline):
+def _smtp(deadline: Deadline):
     """smtplib.SMTP whose sockets the deadline can shut down (then every blocked read returns)."""
     class SMTP(smtplib.SMTP):
         def _get_socket(self, host, port, timeout):

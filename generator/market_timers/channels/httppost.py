@@ -38,7 +38,7 @@ class Response:
     headers: dict
 
 
-class _Deadline:
+class Deadline:
     """Shuts down every watched socket when `seconds` have passed (also used by email)."""
 
     def __init__(self, seconds: float):
@@ -75,7 +75,7 @@ def _shut(sock) -> None:
         pass  # already closed: nothing left to interrupt
 
 
-def _connection(base, deadline: _Deadline):
+def _connection(base, deadline: Deadline):
     class Conn(base):
         def connect(self):
             self.timeout = deadline.remaining()
@@ -90,7 +90,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises HTTPError(3xx): returned to the caller as the answer
 
 
-def _opener(deadline: _Deadline):
+def _opener(deadline: Deadline):
     class HTTPHandler(urllib.request.HTTPHandler):
         def http_open(self, req):
             return self.do_open(_connection(http.client.HTTPConnection, deadline), req)
@@ -115,7 +115,7 @@ def post(url: str, body: bytes, headers: dict, timeout: float) -> Response:
     if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
         raise PostError("the configured URL contains a space or a control character",
                         config=True)
-    deadline = _Deadline(timeout)
+    deadline = Deadline(timeout)
     try:
         request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     except ValueError:

@@ -72,17 +72,17 @@ from market_timers.runner.start import (
     INFO,
     WARNING,
     LockError,
-    _already_ran,
-    _cluster_lock,
-    _local,
-    _now_text,
-    _refuse,
-    _utc,
     claim_start,
+    cluster_lock,
     exec_job,
+    local_ledger,
     log,
+    note_refusal,
+    now_text,
+    refuse_already_ran,
     scheduled_instant,
     take_lock,
+    utc_text,
 )
 
 USAGE = """\
@@ -145,7 +145,7 @@ def _unreachable(argv, env, error, key, now, scheduled, grace, slot) -> int:
                  "(on_db_unreachable = run): another node may run it too")
     if slot:  # the slot's job and records are told the ledger is the local one
         env = dict(env, MARKET_LEDGER="local")
-    return _start(argv, env, _local(env), key, now, scheduled, grace, slot)
+    return _start(argv, env, local_ledger(env), key, now, scheduled, grace, slot)
 
 
 def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: datetime,
@@ -155,7 +155,7 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     delay and no pre-fire wait)."""
     job, session = key.job, key.session
     what = slot.what if slot else f"{job} for session {session}"
-    base = dict(scheduled_utc=_utc(scheduled), host=os.uname().nodename, pid=os.getpid(),
+    base = dict(scheduled_utc=utc_text(scheduled), host=os.uname().nodename, pid=os.getpid(),
                 invocation=env.get("INVOCATION_ID"))
     how, by = "timer", None
     delay = int(env.get(environment.STANDBY_DELAY_SEC) or 0)
@@ -186,7 +186,7 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
             attempt, refused = retry_start(env, env.get(environment.STATE_DIR) or
                                            ledger.DEFAULT_STATE_DIR, job, session, scheduled, grace)
             if refused:
-                _refuse(book, key, base, "retries-over", attempt=attempt)
+                note_refusal(book, key, base, "retries-over", attempt=attempt)
                 return refused
             if attempt > 1:
                 how = "retry"
@@ -198,13 +198,13 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
                  "run twice)")
         return RUNNER_ERROR
     if holder is not None:
-        return _already_ran(book, key, holder, base)
+        return refuse_already_ran(book, key, holder, base)
     late_field = {"late_sec": round(late, 3)}
     if how == "timer" and late > grace:
         log(ERR, slot.stale_message(late, grace) if slot else
-                 f"stale start: {what} was due at {_utc(scheduled)} and it is {late:.0f} s later, "
+                 f"stale start: {what} was due at {utc_text(scheduled)} and it is {late:.0f} s later, "
                  f"more than its grace of {grace} s; not running it")
-        _refuse(book, key, base, "stale-start", **late_field)
+        note_refusal(book, key, base, "stale-start", **late_field)
         if slot:
             slot.note(refused="stale-start", **late_field)
         return STALE_START
@@ -219,16 +219,16 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         log(ERR, f"{e}; {what} did not run")
         return RUNNER_ERROR
     if lock is None:
-        _refuse(book, key, base, "overlap-skipped", **(late_field if slot else {}))
+        note_refusal(book, key, base, "overlap-skipped", **(late_field if slot else {}))
         if slot:
             slot.note(refused="overlap-skipped", **late_field)
         return OVERLAP_SKIPPED
-    fence = _cluster_lock(env, book, key, base, lock, what)
+    fence = cluster_lock(env, book, key, base, lock, what)
     if isinstance(fence, int):
         if slot:
             slot.note(refused="overlap-skipped", **late_field)
         return fence
-    fields = dict(base, started_utc=_now_text(), started_mono=time.monotonic(), **late_field)
+    fields = dict(base, started_utc=now_text(), started_mono=time.monotonic(), **late_field)
     if not slot:
         fields["by"] = by
     claim = claim_start(book, key, how, fields, lock, what, base)
@@ -246,7 +246,7 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         from market_timers.runner.prefire import await_exec_time
 
         capable, wait = await_exec_time(env, scheduled, job)
-    return exec_job([*wait, *argv], env, session, _utc(scheduled), claim, fence,
+    return exec_job([*wait, *argv], env, session, utc_text(scheduled), claim, fence,
                     drop_capabilities=capable)
 
 

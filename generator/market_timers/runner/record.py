@@ -15,7 +15,7 @@ from market_timers.contracts import environment
 from market_timers.ledger import DatabaseError
 from market_timers.runner.nice import job_nice, set_nice
 from market_timers.runner.retry import plan_retry
-from market_timers.runner.start import WARNING, _local, log, scheduled_instant
+from market_timers.runner.start import WARNING, local_ledger, log, scheduled_instant
 
 
 def record(env: dict) -> int:
@@ -33,7 +33,7 @@ def record(env: dict) -> int:
     try:
         session = env.get(environment.SESSION) or scheduled_instant(env, now).date().isoformat()
         key = ledger.Key(job, session, env.get(environment.SLOT, ""))
-        book = ledger.open_ledger(env) if not _ran_locally(env, key) else _local(env)
+        book = ledger.open_ledger(env) if not _ran_locally(env, key) else local_ledger(env)
         book.finish(key, env.get("INVOCATION_ID"), dict(
             result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
             exit_status=env.get("EXIT_STATUS"),
@@ -107,7 +107,7 @@ def _ran_locally(env: dict, key) -> bool:
     if (env.get(environment.LEDGER) or "local") == "local":
         return False
     invocation = env.get("INVOCATION_ID")
-    return any(a.get("invocation") == invocation for a in _local(env).attempts(key))
+    return any(a.get("invocation") == invocation for a in local_ledger(env).attempts(key))
 
 
 def _drop_capabilities() -> None:

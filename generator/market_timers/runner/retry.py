@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from market_timers import ledger
 from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import RETRIES_OVER
-from market_timers.runner.start import ERR, INFO, _utc, log, scheduled_instant
+from market_timers.runner.start import ERR, INFO, log, scheduled_instant, utc_text
 
 
 def retry_start(env: dict, state_dir: str, job: str, session: str, scheduled: datetime,
@@ -38,7 +38,7 @@ def retry_start(env: dict, state_dir: str, job: str, session: str, scheduled: da
     deadline = scheduled + timedelta(seconds=grace + int(env.get(environment.TIMEOUT_SEC, "1800")))
     if datetime.now(UTC) + timedelta(seconds=max(extra, 0)) > deadline:
         log(ERR, f"{job} for session {session}: attempt {n} would start after "
-                 f"{_utc(deadline)} (instant + grace + timeout); not retried")
+                 f"{utc_text(deadline)} (instant + grace + timeout); not retried")
         return n - 1, RETRIES_OVER
     if extra > 0:
         log(INFO, f"{job} for session {session}: attempt {n} in {extra} s more (backoff)")

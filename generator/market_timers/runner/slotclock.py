@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from market_timers import ledger
 from market_timers.contracts import environment
 from market_timers.files import flatjson
-from market_timers.runner.start import WARNING, _now_text, _utc, log
+from market_timers.runner.start import WARNING, log, now_text, utc_text
 
 
 def record_path(state_dir: str, job: str, key: str) -> str:
@@ -153,7 +153,7 @@ class Slot:
         if not self.session:
             raise KeyError(environment.SESSION)
         self.instant = Schedule.from_env(env).current(now)
-        self.text = _utc(self.instant)
+        self.text = utc_text(self.instant)
         self.key = ledger.Key(job, self.session, slot_name(self.instant))
         self.what = f"{job} for session {self.session}, slot {self.text}"
         self.lock_label = f"{self.session} slot {self.text}"
@@ -171,7 +171,7 @@ class Slot:
             key = record_key(self.session, self.instant)
             if write_new(self._state_dir, self.key.job, key, dict(
                     session=self.session, slot=self.text, scheduled_utc=self.text,
-                    started_utc=_now_text(), started_mono=time.monotonic(),
+                    started_utc=now_text(), started_mono=time.monotonic(),
                     invocation=self._invocation, result=None, **fields)):
                 write_pointer(self._state_dir, self.key.job, self.session, self._invocation,
                               key)

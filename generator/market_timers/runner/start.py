@@ -79,15 +79,15 @@ def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
     return fd
 
 
-def _utc(instant: datetime) -> str:
+def utc_text(instant: datetime) -> str:
     return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _now_text() -> str:
+def now_text() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
+def cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
     """On the cluster ledger the lock group is held cluster-wide too: the fence token (str, or
     None on the local ledger), or OVERLAP_SKIPPED when another node holds the group (the local
     lock fd is then closed). One-shot and periodic starts share it, so a group is never run
@@ -106,7 +106,7 @@ def _cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
         log(WARNING, f"lock group '{group}' is busy on node {holder.get('node', '?')} "
                      f"({holder.get('job', '?')} {holder.get('session', '?')} since "
                      f"{holder.get('since', '?')}); this run of {what} is dropped, not queued")
-        _refuse(book, key, base, "overlap-skipped")
+        note_refusal(book, key, base, "overlap-skipped")
         return OVERLAP_SKIPPED
     # The advisory lock lives on this connection: the job inherits its socket, so the lock is
     # released exactly when the job's process ends (ledger/postgresql.py).
@@ -141,23 +141,23 @@ def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, clai
     return RUNNER_ERROR  # not reached
 
 
-def _already_ran(book, key, holder: dict, base: dict) -> int:
+def refuse_already_ran(book, key, holder: dict, base: dict) -> int:
     log(WARNING, f"already ran: {key.job} for session {key.session} was started "
                  f"{ledger.describe(holder)}; not running it again. To run it again on purpose: "
                  f"market-timers run {key.job} --session {key.session} --force")
-    _refuse(book, key, base, "already-ran", ran_host=holder.get("host"),
+    note_refusal(book, key, base, "already-ran", ran_host=holder.get("host"),
             ran_pid=holder.get("pid"), ran_utc=holder.get("started_utc"))
     return ALREADY_RAN
 
 
-def _refuse(book, key, base: dict, why: str, **fields) -> None:
+def note_refusal(book, key, base: dict, why: str, **fields) -> None:
     try:
-        book.refuse(key, dict(base, refused=why, started_utc=_now_text(), **fields))
+        book.refuse(key, dict(base, refused=why, started_utc=now_text(), **fields))
     except (OSError, DatabaseError) as e:  # a note never changes the outcome; the journal has it
         log(WARNING, f"cannot note the {why} in the run ledger: {e}")
 
 
-def _local(env: dict):
+def local_ledger(env: dict):
     from market_timers.ledger.local import LocalLedger
 
     return LocalLedger(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR)
@@ -179,5 +179,5 @@ def claim_start(book, key, how: str, fields: dict, lock: int, what: str, base: d
         raise
     if not claim.ok:
         os.close(lock)
-        return _already_ran(book, key, claim.holder or {}, base)
+        return refuse_already_ran(book, key, claim.holder or {}, base)
     return claim

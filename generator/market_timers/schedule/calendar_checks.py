@@ -19,13 +19,13 @@ from market_timers.config import loader as config_mod
 from market_timers.config.loader import Config, Override
 from market_timers.schedule.calendars import (
     CalendarError,
-    _local,
-    _utc,
     calendar_for,
     data_limits,
     has_breaks,
+    local_instant,
     resolve,
     supported_range,
+    utc_instant,
 )
 from market_timers.schema.problems import ConfigError, Problems
 
@@ -127,8 +127,8 @@ def check_override(canonical: str, override: Override, path: str, problems: Prob
         if at is None:
             continue
         row = sched.loc[label]
-        opens, closes = _utc(row["open"]), _utc(row["close"])
-        moved = _local(day, at, local)
+        opens, closes = utc_instant(row["open"]), utc_instant(row["close"])
+        moved = local_instant(day, at, local)
         hm = f"{opens.astimezone(local):%H:%M}-{closes.astimezone(local):%H:%M}"
         if key == "early_close" and not opens < moved <= closes:
             problems.add(where, f"an early close must fall inside the session ({canonical} "

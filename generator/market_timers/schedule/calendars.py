@@ -278,7 +278,7 @@ def session_table(name: str, start: date, end: date, override: Override | None =
     for event, moved in (("close", override.early_close), ("open", override.late_open)):
         for day, at in moved:
             seconds[event][days == day.toordinal() - EPOCH_DAY] = int(
-                _local(day, at, local).timestamp())
+                local_instant(day, at, local).timestamp())
     if override.closed:
         keep = ~np.isin(days, [d.toordinal() - EPOCH_DAY for d in override.closed])
         days = days[keep]
@@ -307,11 +307,11 @@ def covered_until(name: str, end: date) -> date | None:
     return last if last is not None and last < end else None
 
 
-def _local(day: date, t: time, zone: ZoneInfo) -> datetime:
+def local_instant(day: date, t: time, zone: ZoneInfo) -> datetime:
     return datetime.combine(day, t, tzinfo=zone).astimezone(UTC)
 
 
-def _utc(value) -> datetime | None:
+def utc_instant(value) -> datetime | None:
     import pandas as pd
 
     if value is None or pd.isna(value):

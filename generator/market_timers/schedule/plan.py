@@ -239,7 +239,7 @@ def plan_between_columns(config: Config, start: date, end: date
              job.offset if job.is_session_job else 0) for job in config.jobs]
 
     def fires_of(cal: str, cal_jobs: list[Job]) -> list[tuple]:
-        table = calendars.session_table(cal, start, end, _override(config, cal))
+        table = calendars.session_table(cal, start, end, calendar_overrides(config, cal))
         out = [_session_fires(index[job.name], job, table) for job in cal_jobs]
         stop = calendars.covered_until(cal, end)
         if stop is not None:
@@ -268,7 +268,7 @@ def plan_between_partial(config: Config, start: date, end: date) -> Plan:
     for job in periodic_jobs:
         cal = calendars.resolve(job.calendar)
         try:
-            sess = calendars.sessions(cal, start, end, _override(config, cal))
+            sess = calendars.sessions(cal, start, end, calendar_overrides(config, cal))
         except calendars.CalendarError as e:
             failures.append(CalendarFailure(cal, (job.name,), str(e)))
             continue
@@ -291,7 +291,7 @@ def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None
             raise calendars.none_after(cal, now, last)
         # Look back a day so that a job after the close of the current session is kept.
         sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
-                                       _override(config, cal))
+                                       calendar_overrides(config, cal))
         # last_utc: a periodic job's session stays planned until its last slot has passed
         fires = [f for job in jobs for f in fires_for_sessions(job, sess) if f.last_utc > now]
         if not fires and last is not None:  # its data ran out today: said, never an empty plan
@@ -333,7 +333,7 @@ def _within_horizon(fires: list[Fire], horizon: int) -> list[Fire]:
     return [f for f in fires if (f.calendar, f.session) in allowed]
 
 
-def _override(config: Config, canonical: str):
+def calendar_overrides(config: Config, canonical: str):
     for name, override in config.overrides.items():
         if calendars.resolve(name) == canonical:
             return override

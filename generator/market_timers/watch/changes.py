@@ -19,7 +19,7 @@ def _hms(text: str) -> str:
 def describe_changes(config, changes) -> list[tuple[str, str, str]]:
     """(calendar, session, line) for each Change sync reported, worded for people."""
     from market_timers.schedule import calendars
-    from market_timers.schedule.plan import _override
+    from market_timers.schedule.plan import calendar_overrides
 
     jobs = {j.name: j for j in config.jobs}
     closed: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -43,7 +43,7 @@ def describe_changes(config, changes) -> list[tuple[str, str, str]]:
                                         f"(was due {c.old_utc})"))
             continue
         try:
-            is_session = bool(calendars.sessions(cal, day, day, _override(config, cal)))
+            is_session = bool(calendars.sessions(cal, day, day, calendar_overrides(config, cal)))
         except calendars.CalendarError:
             is_session = False
         if not is_session:
