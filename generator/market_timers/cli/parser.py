@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from market_timers import __version__
+from market_timers.contracts import environment
 from market_timers.contracts.severities import SEVERITIES
 
 EPILOG = """\
@@ -39,8 +40,8 @@ def _instant(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
-CONFIG_HELP = ("config file (default: $MARKET_TIMERS_CONFIG, else "
-               "/etc/market-timers/market-timers.toml)")
+CONFIG_HELP = (f"config file (default: ${environment.CONFIG}, else "
+               f"{environment.DEFAULT_CONFIG})")
 NOW_HELP = "pretend it is this UTC instant (replays and tests), e.g. 2025-11-24T12:00:00Z"
 CRON_QUOTE_HINT = ('hint: quote the cron line as one argument, e.g. market-timers check-cron '
                    '"45 15 * * 1-5" --calendar XNYS (unquoted, the shell also replaces each * '

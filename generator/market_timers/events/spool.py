@@ -24,8 +24,8 @@ from market_timers.contracts import environment
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.files import atomicfile, flatjson
 
-DEFAULT_DIR = "/var/spool/market-timers/events"
-FALLBACK_DIR = "/run/market-timers/events"
+DEFAULT_DIR = f"{environment.DEFAULT_SPOOL_DIR}/events"
+FALLBACK_DIR = f"{environment.DEFAULT_RUNTIME_DIR}/events"
 DIR_ENV = environment.EVENTS_DIR  # set in every job unit (render.py): <spool_dir>/events
 FALLBACK_ENV = environment.LOCK_DIR  # the job unit's runtime_dir; its events/ is the fallback
 MAX_TEXT = 2000
