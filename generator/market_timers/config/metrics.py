@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from market_timers.schema.problems import Problems
+from market_timers.schema.problems import Problems, table_of
 from market_timers.schema.table import Bad, Key, Table
 from market_timers.schema.values import flag
 
@@ -71,9 +71,7 @@ def _textfile_problem(value: object) -> str | None:
 
 def metrics_of(config) -> MetricsConfig:
     """The config's MetricsConfig; parses `raw["metrics"]` if config.parse has not done it yet."""
-    metrics = getattr(config, "metrics", None)
-    if isinstance(metrics, MetricsConfig):
-        return metrics
+    return table_of(config, "metrics", MetricsConfig, parse_metrics)
     from market_timers.schema.problems import ConfigError
 
     problems = Problems(getattr(config, "source", "<config>"))

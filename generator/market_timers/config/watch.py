@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from market_timers.schema.problems import Problems
+from market_timers.schema.problems import Problems, table_of
 from market_timers.schema.table import Bad, Key, Table
 from market_timers.schema.values import flag, whole
 
@@ -82,9 +82,7 @@ def _hide(value: object) -> object:
 
 def watch_of(config) -> WatchConfig:
     """The config's WatchConfig; parses `raw["watch"]` if config.parse has not done it yet."""
-    watch = getattr(config, "watch", None)
-    if isinstance(watch, WatchConfig):
-        return watch
+    return table_of(config, "watch", WatchConfig, parse_watch)
     from market_timers.schema.problems import ConfigError
 
     problems = Problems(getattr(config, "source", "<config>"))

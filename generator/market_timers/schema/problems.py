@@ -50,6 +50,20 @@ class ConfigError(Exception):
         super().__init__("\n".join(problems.lines()))
 
 
+def table_of(config, name: str, kind: type, parse):
+    """config.<name> when it is a `kind` (the loader has parsed it), else the config's raw
+    `[name]` table parsed now by `parse(raw, problems)`: ConfigError on any problem. For a config
+    object built without the loader (tests, the alert snapshot's lenient copy)."""
+    value = getattr(config, name, None)
+    if isinstance(value, kind):
+        return value
+    problems = Problems(getattr(config, "source", "<config>"))
+    value = parse((getattr(config, "raw", None) or {}).get(name), problems)
+    if problems:
+        raise ConfigError(problems)
+    return value
+
+
 def did_you_mean(name: str, choices, cutoff: float = 0.6) -> str:
     """'; did you mean A, B?' for the names closest to `name` (case-insensitive, shown as spelt
     in `choices`), or '' when none is close: the one hint every unknown-name error uses."""
