@@ -113,12 +113,13 @@ def _command(command: Any) -> list[str]:
     return command
 
 
-def _calendar(cal: Any) -> str:
-    if not isinstance(cal, str):
+def _unit_text(value: Any) -> str:
+    """A string that goes into a unit file as it is (a calendar name, a Description=)."""
+    if not isinstance(value, str):
         raise Bad("must be a string")
-    if reason := unit_unsafe(cal):
+    if reason := unit_unsafe(value):
         raise Bad(reason)
-    return cal
+    return value
 
 
 def _event(event: Any) -> str:
@@ -162,14 +163,6 @@ def _environment(env: Any) -> dict:
     return env
 
 
-def _description(value: Any) -> str:
-    if not isinstance(value, str):
-        raise Bad("must be a string")
-    if reason := unit_unsafe(value):
-        raise Bad(reason)
-    return value
-
-
 def _read_write_paths(paths: Any) -> tuple[str, ...]:
     if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/")
                                               for p in paths):
@@ -209,7 +202,7 @@ JOB = Table((
     Key("event", _event, None, "the session event: open, close, break_start or break_end "
         "(required unless `at` or `every`)", required=True),
     Key("offset", parse_offset, 0, "signed offset from the event"),
-    Key("calendar", _calendar, None, "the exchange calendar (default: the top-level calendar)"),
+    Key("calendar", _unit_text, None, "the exchange calendar (default: the top-level calendar)"),
     Key("at", _at, None, "a daily fixed UTC time instead of an event"),
     Key("grace", _duration(*MAX_GRACE), 120, "how late a start may still run (default 2min)"),
     Key("timeout", _duration(*MAX_TIMEOUT), 1800, "the longest run (default 30min)"),
@@ -219,7 +212,7 @@ JOB = Table((
         "the severity of its alerts"),
     Key("skip", date_list, [], "sessions the job does not run"),
     Key("environment", _environment, {}, "environment variables of the job"),
-    Key("description", _description, "", "the units' Description="),
+    Key("description", _unit_text, "", "the units' Description="),
     Key("read_write_paths", _read_write_paths, (), "paths the sandboxed job may write"),
     Key("lead", _lead_seconds, 2, "the timer fires this early (default 2s)"),
     Key("warm", _lead_seconds, 0, "the job is started this early (default 0s)"),
