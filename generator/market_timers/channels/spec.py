@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
+from market_timers.schema import values as checks
 from market_timers.schema.table import Bad, Key, Table
 
 # A credential name goes into a LoadCredential= line that root writes into a unit drop-in
@@ -78,12 +79,6 @@ def _port(value):
     return value
 
 
-def _flag(value):
-    if not isinstance(value, bool):
-        raise Bad("must be true or false")
-    return value
-
-
 def _strings(value):
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise Bad("must be a list of non-empty strings")
@@ -116,7 +111,7 @@ def port(key, default, doc):
 
 
 def flag(key, default, doc):
-    return Setting(key, default, doc, _flag)
+    return Setting(key, default, doc, checks.flag)
 
 
 def strings(key, doc, *, required=False):
