@@ -15,6 +15,13 @@ DEFAULT_SPOOL_DIR = "/var/spool/market-timers"
 DEFAULT_RUNTIME_DIR = "/run/market-timers"  # the lock groups' directory
 DEFAULT_GRACE_SEC = 120
 
+# The package's own user: the scheduler's parts (runner, record step, alert handlers, events,
+# outbox, dead-man, refresh) run as it and it owns the state above. Fixed: never taken from a
+# config or a file. Jobs run as another user (the config's `user`, default DEFAULT_JOB_USER, made
+# by sysusers.d), which owns nothing the scheduler relies on.
+PACKAGE_USER = "market-timers"
+DEFAULT_JOB_USER = "market-jobs"
+
 # The pre-fired unit's priority, which the unit tells the runner beyond its environment: render.py
 # writes `Nice=PRE_FIRE_NICE` into a unit with a lead (MARKET_LEAD_SEC), so that the runner's
 # wake-up at the instant is not queued behind other work; the runner (runner/nice.py) recognises
