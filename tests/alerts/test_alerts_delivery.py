@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from market_timers.alerts.api import raise_alert
 from market_timers.alerts.commands import outbox_list, outbox_summary
 from market_timers.alerts.delivery import flush
 from market_timers.alerts.model import UNDELIVERABLE, Alert
+from market_timers.config.alerts import parse_alerts
+from market_timers.schema.problems import Problems
 
 
 def spooled(ctx) -> list[Alert]:
@@ -164,3 +167,37 @@ def test_missing_credential_is_permanent_and_falls_back(make_ctx, api, creds):
     ctx = make_ctx()
     raise_alert(ctx, kind="failed", job="j", session="2026-11-30")
     assert [m["service"] for m in api.received()] == ["slack"]
+
+
+def test_a_far_not_before_in_channels_json_is_cut_to_max_backoff(make_ctx, api, clock, caplog):
+    """A channels.json (or a 429) naming year 9999 must not silence the channel: it is obeyed
+    for at most [alerts] max_backoff_minutes (default 60)."""
+    ctx = make_ctx(fallback_after_minutes=1000)  # it stays on telegram all along
+    for name in ("telegram", "slack"):
+        ctx.state.set_channel_not_before(name, datetime(9999, 12, 31, tzinfo=UTC))
+    raise_alert(ctx, kind="failed", job="j", session="2026-11-30")
+    assert api.received() == []
+    [waiting] = spooled(ctx)
+    assert waiting.not_before == "2026-11-30T15:31:05Z"  # now + 60 min, not 9999
+    assert "beyond max_backoff_minutes" in caplog.text
+    clock.advance(minutes=59)
+    assert flush(ctx)["waiting"] == 1
+    clock.advance(minutes=2)
+    assert flush(ctx)["delivered"] == 1
+    assert len(api.received("telegram")) == 1
+
+
+def test_a_429_asking_for_a_year_is_obeyed_for_max_backoff_minutes(make_ctx, api, clock):
+    ctx = make_ctx(max_backoff_minutes=5)
+    api.fail_next("telegram", 429, retry_after=365 * 86400)
+    raise_alert(ctx, kind="failed", job="j", session="2026-11-30")
+    [waiting] = spooled(ctx)
+    assert waiting.not_before == "2026-11-30T14:36:05Z"
+    clock.advance(minutes=5)
+    assert flush(ctx)["delivered"] == 1
+
+
+def test_max_backoff_minutes_must_be_at_least_one():
+    problems = Problems()
+    parse_alerts({"max_backoff_minutes": 0}, problems)
+    assert any("alerts.max_backoff_minutes" in line for line in problems.lines())

@@ -40,6 +40,7 @@ class FakeSystemctl:
         self.active: set[str] = set()
         self.calls: list[tuple[str, tuple[str, ...]]] = []
         self.broken = False  # show returns nothing (D-Bus unreachable)
+        self.failed: set[str] = set()  # units systemd shows as failed (the package's own)
 
     def show(self, units, props):
         units = list(units)
@@ -49,7 +50,10 @@ class FakeSystemctl:
         out = {}
         for unit in units:
             path = self.unit_dir / unit
-            if not path.exists():
+            if unit in self.failed:
+                out[unit] = {"Id": unit, "LoadState": "loaded", "ActiveState": "failed",
+                             "SubState": "failed"}
+            elif not path.exists():
                 out[unit] = {"Id": unit, "LoadState": "not-found", "ActiveState": "inactive",
                              "SubState": "dead"}
             elif unit not in self.active:

@@ -149,3 +149,35 @@ def test_ping_answered_by_a_redirect_is_not_a_ping(pinged_week, fake_systemctl, 
         assert server.requests == [("POST", "/ping/5e3c")]
     assert result.ping_delivered is False
     assert "HTTP 302" in caplog.text
+
+
+def test_a_failed_unit_of_the_package_pings_fail_at_every_pass_until_it_recovers(
+        pinged_week, fake_systemctl, alerts, monitor):
+    config, creds = pinged_week
+    (creds / "market-timers.deadman-ping-url").write_text(monitor.url + "\n")
+    fake_systemctl.failed = {"market-events.service"}
+    for minute in ("12:00", "12:01"):
+        result = run(config, fake_systemctl, alerts, creds, utc(f"2025-11-24T{minute}:00Z"))
+        assert result.ping == "fail", minute
+        assert result.errors == [] and result.new == []  # the pass itself did its job
+    assert [p for _, p, _ in monitor.requests] == ["/ping/5e3c-secret-uuid/fail"] * 2
+    assert b"not working: failed: market-events.service" in monitor.requests[-1][2]
+    fake_systemctl.failed = set()
+    assert run(config, fake_systemctl, alerts, creds, utc("2025-11-24T12:02:00Z")).ping == "ok"
+
+
+def test_an_alert_undeliverable_on_every_channel_pings_fail(pinged_week, fake_systemctl, alerts,
+                                                             monitor):
+    from market_timers.alerts.model import UNDELIVERABLE, Alert
+    from market_timers.alerts.outbox import Outbox
+
+    config, creds = pinged_week
+    (creds / "market-timers.deadman-ping-url").write_text(monitor.url + "\n")
+    stuck = Alert(id="2025-0a0b0c0d", kind="failed", severity="critical", key="k", job="close",
+                  session="2025-11-24", title="close failed", text="x", chain=["telegram"],
+                  created="2025-11-24T11:00:00Z", state=UNDELIVERABLE)
+    Outbox(config.spool_dir).put(stuck)
+    result = run(config, fake_systemctl, alerts, creds, utc("2025-11-24T12:00:00Z"))
+    assert result.ping == "fail"
+    assert result.unhealthy == ["1 alert(s) undeliverable on every channel (first: close failed)"]
+    assert monitor.requests[-1][1].endswith("/fail")

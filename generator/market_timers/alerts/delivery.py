@@ -28,6 +28,20 @@ def backoff(attempts: int) -> timedelta:
     return timedelta(seconds=min(30 * 2 ** max(attempts - 1, 0), 600))
 
 
+def capped(ctx, when, now):
+    """A not-before instant, never later than now + [alerts] max_backoff_minutes: a service's
+    Retry-After of a year, or a channels.json / outbox file naming year 9999, would otherwise
+    silence the channel for as long. The cut is logged."""
+    if when is None:
+        return None
+    limit = now + timedelta(minutes=ctx.cfg.max_backoff_minutes)
+    if when <= limit:
+        return when
+    log.warning("alerts: a back-off until %s is beyond max_backoff_minutes (%g): obeyed until %s",
+                iso(when), ctx.cfg.max_backoff_minutes, iso(limit))
+    return limit
+
+
 def _save(ctx, alert: Alert) -> None:
     """Keep the alert's delivery state; a full spool must not stop the flush of the others."""
     try:
@@ -50,7 +64,7 @@ def attempt(ctx, alert: Alert) -> str:
     """One pass over the alert: send on the current channel (or the next ones). Saves the outcome."""
     now = ctx.now()
     if alert.state == UNDELIVERABLE:
-        retry_at = parse_iso(alert.not_before)
+        retry_at = capped(ctx, parse_iso(alert.not_before), now)
         if retry_at and now < retry_at:
             return GAVE_UP
         alert.channel_index, alert.attempts, alert.channel_since = 0, 0, ""
@@ -78,7 +92,11 @@ def _on_channel(ctx, alert: Alert, now) -> str | None:
         _advance(ctx, alert, now, f"not delivered within {ctx.cfg.fallback_after_minutes:g} min"
                  f" (last error: {alert.last_error or 'none'})")
         return None
-    waits = [t for t in (parse_iso(alert.not_before), ctx.state.channel_not_before(name)) if t]
+    stored = ctx.state.channel_not_before(name)
+    channel_wait = capped(ctx, stored, now)
+    if channel_wait != stored:  # kept cut: a later pass must not cut it again from its own now
+        ctx.state.set_channel_not_before(name, channel_wait)
+    waits = [t for t in (capped(ctx, parse_iso(alert.not_before), now), channel_wait) if t]
     if waits and now < max(waits):
         alert.not_before = iso(max(waits))
         _save(ctx, alert)
@@ -112,7 +130,7 @@ def _failed(ctx, alert: Alert, name: str, now, e: DeliveryError) -> str | None:
         _advance(ctx, alert, now, str(e))
         return None
     if e.retry_after is not None:
-        until = now + timedelta(seconds=e.retry_after)
+        until = capped(ctx, now + timedelta(seconds=min(e.retry_after, 10 ** 9)), now)
         ctx.state.set_channel_not_before(name, until)
     else:
         until = now + backoff(alert.attempts)

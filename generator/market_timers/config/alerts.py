@@ -44,6 +44,9 @@ class AlertsConfig:
     escalation_channel: str = ""
     fallback_after_attempts: int = 3  # K: failed attempts on one channel before the next one
     fallback_after_minutes: float = 10  # T: minutes on one channel before the next one
+    # The longest a channel's back-off (a 429's Retry-After, a stored not-before) is obeyed: a
+    # not-before further away is cut to now + this, so no answer or file silences a channel.
+    max_backoff_minutes: float = 60
     digest_offset_minutes: float = 30  # after the session close
     journal_lines: int = 20
     kind_severity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_KIND_SEVERITY))
@@ -91,6 +94,8 @@ TABLE = Table((
     Key("fallback_after_attempts", _number(integer=True, minimum=1), 3,
         "failed attempts on one channel before the next one"),
     Key("fallback_after_minutes", _number(), 10, "minutes on one channel before the next one"),
+    Key("max_backoff_minutes", _number(minimum=1), 60,
+        "the longest a channel's back-off (Retry-After, 429) is obeyed, in minutes"),
     Key("digest_offset_minutes", _number(), 30, "minutes after the close the digest is sent"),
     Key("journal_lines", _number(integer=True), 20, "lines of the journal in an alert"),
     Key("escalation_channel", None, "", "the channel added to repeated critical alerts"),
@@ -135,7 +140,8 @@ def parse_alerts(raw: dict | None, problems: Problems) -> AlertsConfig:
     _routes(values["routes"], cfg, configured, problems)
     cfg.fallback = list(values["fallback"])
     for key in ("dedup_minutes", "repeat_minutes", "escalate_after", "fallback_after_attempts",
-                "fallback_after_minutes", "digest_offset_minutes", "journal_lines"):
+                "fallback_after_minutes", "max_backoff_minutes", "digest_offset_minutes",
+                "journal_lines"):
         setattr(cfg, key, values[key])
     esc = values["escalation_channel"]
     if esc and esc not in configured:

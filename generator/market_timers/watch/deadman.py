@@ -72,9 +72,40 @@ def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
                   title=findings.title(finding), now=now)
         except Exception:  # the journal still has it (command() logs every new finding)
             log.exception("deadman: could not raise the %s alert %s", finding.kind, finding.key)
+    try:
+        own_parts(config, systemctl, result)
+    except Exception as e:  # the ping still goes out, saying the check itself broke
+        log.exception("deadman: cannot check the package's own units and outbox")
+        result.unhealthy.append(f"cannot check the package's own parts: {type(e).__name__}")
     if ping:
         heartbeat(watch, result, env)
     return result
+
+
+# The package's own services that a dead-man pass watches (the deadman itself is running).
+OWN_SERVICES = ("market-outbox.service", "market-events.service", "market-refresh.service")
+
+
+def own_parts(config, systemctl: Systemctl, result: PassResult) -> None:
+    """What makes the heartbeat /fail for as long as it lasts, beyond the pass's findings: an
+    alert that is undeliverable on every channel of its chain (the outside watcher is then the
+    only one who can learn of it), and a failed unit of the package's own."""
+    from market_timers.alerts.model import UNDELIVERABLE
+    from market_timers.alerts.outbox import Outbox
+
+    spool = getattr(config, "spool_dir", None)
+    if spool is not None:
+        stuck = [a for a in Outbox(spool).load_all() if a.state == UNDELIVERABLE]
+        if stuck:
+            log.error("deadman: %d alert(s) undeliverable on every channel (first: %s %s)",
+                      len(stuck), stuck[0].id, stuck[0].title)
+            result.unhealthy.append(f"{len(stuck)} alert(s) undeliverable on every channel "
+                                    f"(first: {stuck[0].title})")
+    shown = systemctl.show(OWN_SERVICES, ["ActiveState"])
+    failed = [u for u in OWN_SERVICES if shown.get(u, {}).get("ActiveState") == "failed"]
+    if failed:
+        log.error("deadman: failed unit(s) of the package: %s", ", ".join(failed))
+        result.unhealthy.append(f"failed: {', '.join(failed)}")
 
 
 def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, state_dir: Path,

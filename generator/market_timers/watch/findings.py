@@ -31,13 +31,18 @@ class PassResult:
     findings: list[Finding] = field(default_factory=list)  # everything wrong right now
     new: list[Finding] = field(default_factory=list)  # reported (alerted) by this pass
     errors: list[str] = field(default_factory=list)  # the pass could not check something
+    # The package's own parts that are not working (an alert undeliverable on every channel, a
+    # failed unit of the package): reported by the heartbeat as /fail at every pass while they
+    # last, without failing the pass itself (it did its job).
+    unhealthy: list[str] = field(default_factory=list)
     ping: str | None = None  # "ok" | "fail" | None (off, no URL)
     ping_delivered: bool | None = None
 
     @property
     def failed(self) -> bool:
-        """What the heartbeat reports as /fail: a new problem, or a pass that could not look."""
-        return bool(self.new or self.errors)
+        """What the heartbeat reports as /fail: a new problem, a pass that could not look, or a
+        part of the package that is not working."""
+        return bool(self.new or self.errors or self.unhealthy)
 
 
 def title(f: Finding) -> str:

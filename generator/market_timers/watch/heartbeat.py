@@ -41,6 +41,7 @@ def heartbeat(watch: WatchConfig, result: PassResult, env: dict | None) -> None:
 def summary(result: PassResult) -> str:
     lines = [f"{f.kind}: {f.job or '-'} {f.session or ''}".rstrip() for f in result.new]
     lines += [f"error: {e}" for e in result.errors]
+    lines += [f"not working: {u}" for u in result.unhealthy]
     lines.append(f"{len(result.findings)} open finding(s), {len(result.new)} new")
     return "\n".join(lines)
 
