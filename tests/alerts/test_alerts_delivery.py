@@ -200,4 +200,5 @@ def test_a_429_asking_for_a_year_is_obeyed_for_max_backoff_minutes(make_ctx, api
 def test_max_backoff_minutes_must_be_at_least_one():
     problems = Problems()
     parse_alerts({"max_backoff_minutes": 0}, problems)
-    assert any("alerts.max_backoff_minutes" in line for line in problems.lines())
+    assert any("alerts.max_backoff_minutes" in line and "must be a number >= 1" in line
+               for line in problems.lines()), problems.lines()
