@@ -21,7 +21,7 @@ from market_timers.config import loader as config_mod
 UNIT = "market-signal@2026-11-30-204500.service"
 
 
-def good_text(tmp_path, api, grace='"2min"') -> str:
+def good_text(tmp_path, api, grace='"2min"', repeat="0") -> str:
     return f"""
 calendar = "XNYS"
 state_dir = "{tmp_path}/state"
@@ -36,7 +36,7 @@ command = ["/bin/true"]
 grace = {grace}
 
 [alerts]
-repeat_minutes = 0
+repeat_minutes = {repeat}
 
 [alerts.telegram]
 chat_id = "-42"
@@ -46,13 +46,14 @@ api_base = "{api.base}"
 
 @pytest.fixture
 def env(tmp_path, api, creds, monkeypatch):
-    """A config that synced once (snapshot written), then broken by `grace = 60`."""
+    """A config that synced once (snapshot written), then broken by `grace = 60` and, in its
+    [alerts] table, `repeat_minutes = -5` (a valid [alerts] of its own would be used instead)."""
     monkeypatch.setenv(OVERRIDE, str(creds))
     path = tmp_path / "market-timers.toml"
     path.write_text(good_text(tmp_path, api))
     snapshot.write(config_mod.load(path),
                    datetime(2026, 11, 30, 6, 0, tzinfo=UTC))
-    path.write_text(good_text(tmp_path, api, grace="60"))
+    path.write_text(good_text(tmp_path, api, grace="60", repeat="-5"))
     with pytest.raises(config_mod.ConfigError):
         config_mod.load(path)
     return path
@@ -138,7 +139,7 @@ def test_one_broken_config_alert_per_content_and_again_after_a_fix(env, api, tmp
     env.write_text(good_text(tmp_path, api))  # fixed
     flush()
     assert not (tmp_path / "state" / "alerts" / snapshot.MARKER).exists()
-    env.write_text(good_text(tmp_path, api, grace="60"))  # the first break again
+    env.write_text(good_text(tmp_path, api, grace="60", repeat="-5"))  # the first break again
     flush()
     assert count() == 3
 
@@ -151,7 +152,7 @@ def test_without_a_snapshot_the_files_own_alerts_table_is_used(tmp_path, api, cr
     assert failure(path, monkeypatch) == 0
     texts = [m["text"] for m in api.received("telegram")]
     [job] = [t for t in texts if "signal failed with exit status 3" in t]
-    assert "no snapshot" in job
+    assert "[alerts] and [watch] tables, which are valid on their own" in job
     assert len([t for t in texts if t.startswith("[CRITICAL] config ")]) == 1
 
 
@@ -170,7 +171,7 @@ def test_ack_and_outbox_list_work_with_a_broken_config(env, api, capsys):
 
 
 def test_the_snapshot_holds_no_secret_and_is_readable(env, tmp_path, creds):
-    path = tmp_path / "state" / snapshot.SNAPSHOT
+    path = snapshot.snapshot_path(tmp_path / "state")
     text = path.read_text()
     assert oct(path.stat().st_mode & 0o777) == "0o644"
     for f in creds.iterdir():
@@ -186,7 +187,7 @@ def test_no_snapshot_and_a_toml_syntax_error_elsewhere_still_alerts(tmp_path, ap
     path.write_text(text + '\n[watch]\nslack_sec = 5\n[overrides.XNYS]\nclosed = [2026-13-45]\n')
     assert failure(path, monkeypatch) == 0
     texts = [m["text"] for m in api.received("telegram")]
-    assert any("signal failed" in t and "no snapshot" in t for t in texts)
+    assert any("signal failed" in t and "which are valid on their own" in t for t in texts)
     assert any(t.startswith("[CRITICAL] config ") and "not valid TOML" in t for t in texts)
     cfg = snapshot.load(path)
     assert cfg.watch.slack_sec == 5 and str(cfg.state_dir) == f"{tmp_path}/state"

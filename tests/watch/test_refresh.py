@@ -193,9 +193,11 @@ def test_every_successful_sync_writes_the_alert_snapshot_and_a_broken_refresh_us
     code = refresh.main_from_path(path, FIRST, systemctl=fake_systemctl, alert=alerts,
                                   stamp_dir=tmp_path / "stamps", data_vintage=FRESH)
     assert code == 0
-    doc = (tmp_path / "state" / snap.SNAPSHOT).read_text()
+    doc = snap.snapshot_path(tmp_path / "state").read_text()
     assert '"repeat_minutes": 5' in doc and '"written_utc": "2025-12-01T12:00:00Z"' in doc
-    make_config.write(THANKSGIVING_CONFIG.replace('"2min"', "60") + ALERTS)
+    # Broken, [alerts] included (a valid [alerts] of its own would be used over the snapshot).
+    make_config.write(THANKSGIVING_CONFIG.replace('"2min"', "60")
+                      + ALERTS.replace("repeat_minutes = 5", "repeat_minutes = -1"))
     code = refresh.main_from_path(path, SECOND, systemctl=fake_systemctl, alert=alerts,
                                   stamp_dir=tmp_path / "stamps", data_vintage=FRESH)
     assert code == 2

@@ -63,7 +63,7 @@ def test_sync_refuses_a_planted_lock_symlink(make_config, fake_systemctl, tmp_pa
     assert not target.exists()
 
 
-@pytest.mark.parametrize("name", ["plan.json", snapshot.SNAPSHOT])
+@pytest.mark.parametrize("name", ["plan.json", f"sync/{snapshot.SNAPSHOT}"])
 def test_sync_replaces_a_planted_symlink_never_writes_through_it(make_config, fake_systemctl,
                                                                  tmp_path, precious, name):
     config = make_config(THANKSGIVING_CONFIG + ALERTS)

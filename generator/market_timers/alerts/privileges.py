@@ -23,8 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from market_timers.channels.credentials import OVERRIDE
+from market_timers.contracts import environment
+
+log = logging.getLogger("market_timers.alerts")
 
 CREDSTORES = ("/etc/credstore", "/run/credstore", "/usr/lib/credstore")
+# Where the package's units and the drop-ins sync writes for them live (root's files).
+UNIT_DIRS = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
 
 
 def credential_names(config) -> list[str]:
@@ -43,16 +48,55 @@ def credential_names(config) -> list[str]:
     return names
 
 
+def loaded_credential_names(unit_dirs=UNIT_DIRS) -> set[str]:
+    """Every credential name a unit of the package loads: the `LoadCredential=` lines of its
+    unit files and of the drop-ins sync wrote for them, root-owned files only. As root, these are
+    the only names handed over: a name read from the config (or, were it writable, from the
+    snapshot) can never make root copy another file of the credential store."""
+    from market_timers.schedule.credunits import DROPIN
+
+    names: set[str] = set()
+    for directory in unit_dirs:
+        for path in (*Path(directory).glob("market-*.service"),
+                     *Path(directory).glob(f"market-*.service.d/{DROPIN}")):
+            try:
+                if path.is_symlink() or path.stat().st_uid != 0:
+                    continue
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("LoadCredential="):
+                    names.add(line.split("=", 1)[1].split(":", 1)[0].strip())
+    return names
+
+
+def names_to_hand_over(config, unit_dirs=UNIT_DIRS) -> list[str]:
+    """The configured channels' credential names that a unit of the package loads; the others
+    are logged and left in the store."""
+    loaded = loaded_credential_names(unit_dirs)
+    wanted = credential_names(config)
+    for name in wanted:
+        if name not in loaded:
+            log.warning("alerts: credential %r is loaded by no unit of the package: not handed "
+                        "over (run `market-timers sync` after renaming one)", name)
+    return [n for n in wanted if n in loaded]
+
+
 def become_service_user(config) -> bool:
-    """As root with the config's user present: switch to it. True when switched."""
+    """As root with the package's user present: switch to it. True when switched.
+
+    The user is always PACKAGE_USER (the config's `user` is the jobs', and nothing read from a
+    file chooses who root hands secrets to); the secrets handed over are the configured channels'
+    that a unit of the package loads (loaded_credential_names)."""
     if os.geteuid() != 0:
         return False
     try:
-        user = pwd.getpwnam(config.user)
+        user = pwd.getpwnam(environment.PACKAGE_USER)
     except KeyError:
         return False  # a development machine without the package's user: stay as we are
     if not os.environ.get(OVERRIDE) and not os.environ.get("CREDENTIALS_DIRECTORY"):
-        _hand_over_credentials(credential_names(config), user)
+        _hand_over_credentials(names_to_hand_over(config), user)
     os.initgroups(user.pw_name, user.pw_gid)
     os.setgid(user.pw_gid)
     os.setuid(user.pw_uid)

@@ -3,13 +3,23 @@
 One typo (`grace = 60`) used to make `alert-handler`, `outbox flush` and `deadman` exit 2: no job
 failure was even spooled while the installed timers kept running jobs. Now:
 
-* every successful `sync` writes `<state_dir>/alerts-snapshot.json` (atomically, no symlink
-  followed): the raw `[alerts]` and `[watch]` tables, the paths, the user and the job names;
+* every successful `sync` writes `<state_dir>/sync/alerts-snapshot.json` (atomically, no symlink
+  followed): the raw `[alerts]` and `[watch]` tables, the paths and the job names;
 * `load(path)` is what the alert-path commands use instead of `config.load`: with a valid config
-  it is the config; with a broken one it is a degraded Config built from the snapshot (found in the
-  state_dir the broken file names, read leniently, else the default), or, with no snapshot, from
-  the broken file's own `[alerts]`/`[watch]` tables and paths parsed leniently. Every alert raised
-  with it says so (`alert_note`);
+  it is the config; with a broken one it is a degraded Config built from the broken file's own
+  `[alerts]`/`[watch]` tables when its `[alerts]` is valid on its own (the file is the admin's
+  latest word), else from the snapshot (found in the state_dir the broken file names, read
+  leniently, else the default), else from those tables parsed leniently. Every alert raised with it
+  says so (`alert_note`).
+
+Who may write the snapshot decides where every alert and secret goes, so only root's sync does:
+`sync/` is a root-owned 0755 directory (ledger/__init__.py names it) inside the package's state
+directory, which jobs cannot write and where the package's own user cannot replace the file. The
+reader uses a snapshot only when the file and its directory belong to root (or, on a development
+machine, to whoever reads it), are writable by no one else, are not symlinks, and the snapshot
+names the config file being loaded and its state directory. The `user` it once held is gone: the
+alert path's user is always PACKAGE_USER (privileges.py). A snapshot at the old place
+(`<state_dir>/alerts-snapshot.json`, writable by the package's user) is never read.
 * `announce(config)` (called by those commands once they run as the service user) raises one
   critical "config-broken" alert per content of the file: keyed on the file's sha256, remembered in
   `<state_dir>/alerts/config-broken.json`, forgotten (and its repeats stopped) once the file loads.
@@ -21,10 +31,13 @@ import hashlib
 import logging
 import os
 import re
+import stat
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from market_timers import ledger
 from market_timers.config import loader as config_mod
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
@@ -57,13 +70,39 @@ def write(config, now) -> Path:
     """Write the snapshot of a config that loaded and synced fine (root: readable by the user)."""
     raw = getattr(config, "raw", None) or {}
     doc = {"version": VERSION, "written_utc": iso(now), "source": str(config.source),
-           "config_sha256": _sha256(config.source), "user": config.user,
+           "config_sha256": _sha256(config.source),
            "state_dir": str(config.state_dir), "spool_dir": str(config.spool_dir),
            "alerts": raw.get("alerts"), "watch": raw.get("watch"),
            "jobs": [{"name": j.name, "session": bool(j.is_session_job)} for j in config.jobs]}
-    path = Path(config.state_dir) / SNAPSHOT
+    directory = Path(ledger.sync_dir(config.state_dir))
+    _own_directory(directory)
+    path = directory / SNAPSHOT
     safefs.write_json(path, doc, base=config.state_dir, mode=0o644, sync=atomicfile.DURABLE)
+    safefs.unlink(Path(config.state_dir) / SNAPSHOT, base=config.state_dir)  # 0.1's place
     return path
+
+
+def snapshot_path(state_dir) -> Path:
+    return Path(ledger.sync_dir(state_dir)) / SNAPSHOT
+
+
+def _own_directory(directory: Path) -> None:
+    """sync/ as this process's own 0755 directory. One that is not (another owner, writable by
+    others, a symlink: planted before root's first sync) is moved aside, never written into."""
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+                               and not st.st_mode & 0o022):
+        aside = directory.with_name(f"{directory.name}.untrusted-{int(time.time())}")
+        os.rename(directory, aside)
+        log.warning("alerts: %s was not this user's own directory: moved to %s", directory, aside)
+        st = None
+    if st is None:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(directory, 0o755)
+    os.chmod(directory, 0o755, follow_symlinks=False)
 
 
 # loading ---------------------------------------------------------------------------------------
@@ -85,17 +124,22 @@ def degraded(path: str | os.PathLike, problems: tuple[str, ...] = ()):
     except Exception:  # the validator itself tripped on this input: the defaults, then
         log.exception("alerts: cannot read even part of %s", path)
         lenient = config_mod.Config(source=str(path))
-    snap = _read_snapshot(Path(lenient.state_dir))
+    alerts_ok = _valid_alone(raw, "alerts")
+    snap = None if alerts_ok and isinstance(raw.get("alerts"), dict) else \
+        _read_snapshot(Path(lenient.state_dir), path)
     if snap is not None:
         cfg, how = snap, (f"the last good snapshot written by sync at {snap.snapshot_utc} "
-                          f"({Path(lenient.state_dir) / SNAPSHOT})")
+                          f"({snapshot_path(lenient.state_dir)})")
+    elif alerts_ok and isinstance(raw.get("alerts"), dict):
+        cfg = lenient
+        how = ("the file's own [alerts] and [watch] tables, which are valid on their own (the "
+               "file's latest word, over the last good snapshot)")
     else:
         cfg = lenient
-        alerts_ok = _valid_alone(raw, "alerts")
-        how = ("no snapshot (sync has not succeeded yet): the file's own [alerts] and [watch] "
-               "tables, read on their own" + ("" if alerts_ok else
-                                              "; [alerts] itself has problems, so only its valid "
-                                              "parts are used"))
+        how = ("no usable snapshot (sync has not succeeded yet, or it was refused): the file's "
+               "own [alerts] and [watch] tables, read on their own" + (
+                   "" if alerts_ok else "; [alerts] itself has problems, so only its valid "
+                                        "parts are used"))
     cfg.source = str(path)
     broken = Broken(str(path), _sha256(path), problems, how)
     cfg.broken = broken
@@ -164,16 +208,48 @@ def _valid_alone(raw: dict, table: str) -> bool:
     return not problems
 
 
-def _read_snapshot(state_dir: Path):
-    doc = safefs.read_json(state_dir / SNAPSHOT, base=state_dir)
+def untrusted(path: Path) -> str | None:
+    """Why the snapshot at path must not be used (None: it may): its file and directory must be
+    root's or this reader's own, writable by no one else, and neither a symlink."""
+    trusted = {0, os.geteuid()}
+    for what, p in (("directory", path.parent), ("file", path)):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            return "absent"
+        except OSError as e:
+            return f"unreadable: {e.strerror}"
+        kind = stat.S_ISDIR if what == "directory" else stat.S_ISREG
+        if not kind(st.st_mode):
+            return f"its {what} {p} is not a plain {what} (a symlink or another kind)"
+        if st.st_uid not in trusted:
+            return f"its {what} {p} belongs to uid {st.st_uid}, not root's sync"
+        if st.st_mode & 0o022:
+            return f"its {what} {p} is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def _read_snapshot(state_dir: Path, source=None):
+    path = snapshot_path(state_dir)
+    why = untrusted(path)
+    if why is not None:
+        if why != "absent":
+            log.error("alerts: the snapshot %s is not used: %s", path, why)
+        return None
+    doc = safefs.read_json(path, base=state_dir)
     if not isinstance(doc, dict) or doc.get("version") != VERSION:
+        return None
+    if source is not None and os.path.abspath(str(doc.get("source", ""))) != \
+            os.path.abspath(str(source)):
+        log.error("alerts: the snapshot %s is of %s, not of %s: not used", path,
+                  doc.get("source"), source)
         return None
     from market_timers.config.alerts import parse_alerts
     from market_timers.config.watch import parse_watch
 
     problems = Problems(str(state_dir / SNAPSHOT))
     try:
-        cfg = config_mod.Config(source=str(doc.get("source", "")), user=str(doc["user"]),
+        cfg = config_mod.Config(source=str(doc.get("source", "")),
                                 state_dir=Path(doc["state_dir"]),
                                 spool_dir=Path(doc["spool_dir"]))
         cfg.alerts = parse_alerts(doc.get("alerts"), problems)
@@ -182,7 +258,11 @@ def _read_snapshot(state_dir: Path):
     except (KeyError, TypeError, ValueError):
         return None
     if problems or not cfg.state_dir.is_absolute() or not cfg.spool_dir.is_absolute():
-        log.error("alerts: the snapshot %s is not valid; not used", state_dir / SNAPSHOT)
+        log.error("alerts: the snapshot %s is not valid; not used", path)
+        return None
+    if os.path.abspath(cfg.state_dir) != os.path.abspath(state_dir):
+        log.error("alerts: the snapshot %s names another state directory (%s): not used", path,
+                  cfg.state_dir)
         return None
     cfg.snapshot_utc = str(doc.get("written_utc", "?"))
     return cfg

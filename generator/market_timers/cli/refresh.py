@@ -43,7 +43,7 @@ from market_timers import metrics
 from market_timers.alerts.privileges import run_as
 from market_timers.config import loader as config_mod
 from market_timers.config.watch import watch_of
-from market_timers.contracts import journal
+from market_timers.contracts import environment, journal
 from market_timers.contracts.exitcodes import FAILURE, USAGE
 from market_timers.schema.problems import ConfigError, Problems
 from market_timers.watch.alert import send_alert
@@ -209,18 +209,19 @@ def _safe_alert(alert, config, *, once_a_day: tuple[str, date] | None = None, **
         return
 
     def failed(e: BaseException) -> None:
-        log.exception("refresh: could not raise an alert as %s", config.user)
+        log.exception("refresh: could not raise an alert as %s", environment.PACKAGE_USER)
 
     run_as(pw.pw_uid, pw.pw_gid, raise_it, on_error=failed)
 
 
 def _drop_to(config):
     """The refresh runs as root (it writes /etc/systemd/system); the alert layer's state and spool
-    belong to the package user, who must be able to read and rewrite them afterwards."""
+    belong to the package user, who must be able to read and rewrite them afterwards (the fixed
+    PACKAGE_USER: the config's `user` is the jobs')."""
     if os.geteuid() != 0:
         return None
     try:
-        return pwd.getpwnam(config.user)
+        return pwd.getpwnam(environment.PACKAGE_USER)
     except (KeyError, TypeError):
         return None
 

@@ -49,9 +49,18 @@ DEFAULT_STATE_DIR = environment.DEFAULT_STATE_DIR
 #   runs/<job>/<session>/<slot>.json             a periodic job's slot records (runner/slotclock.py)
 #   runs/<job>/<session>/.invocation-<id>        which slot an invocation judged, for --record
 #   runs/<job>/<session>.json                    a record from before the ledger (read only)
+#   sync/alerts-snapshot.json                    the alert path's last-good config (alerts/snapshot.py):
+#                                                sync/ is root's (0755), written by root's sync only,
+#                                                so nothing the package's user or a job writes
+#                                                decides where alerts go
 LEDGER_DIR = "ledger"
+SYNC_DIR = "sync"
 TICKETS_DIR = "tickets"
 RUNS_DIR = "runs"
+
+
+def sync_dir(state_dir) -> str:
+    return os.path.join(state_dir, SYNC_DIR)
 
 
 def runs_dir(state_dir, job: str | None = None) -> str:
