@@ -71,7 +71,7 @@ def gateway(scenario: Scenario) -> Scenario:
 
 def test_the_spool_is_setgid_and_group_writable(container) -> None:
     out = container.run(["stat", "-c", "%a %U %G", SPOOL, "/run/market-timers/events"]).stdout
-    assert out.split("\n")[:2] == ["2770 market-timers market-timers"] * 2
+    assert out.split("\n")[:2] == ["3770 market-timers market-timers"] * 2
     assert container.show("market-events.path", "ActiveState") == "active"
     assert container.show("market-events.timer", "ActiveState") == "active"
 

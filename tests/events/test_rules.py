@@ -193,7 +193,7 @@ def test_a_malformed_spool_file_is_set_aside_and_raises_a_warning(feed, api, dir
     with open(bad, "w") as fh:
         fh.write('{"kind": "Bad kind"}')
     f.run(0)
-    assert heads(api) == ["[WARNING] malformed event file set aside: 0000000000000000001-1-aa.json"]
+    assert heads(api) == ["[WARNING] 1 malformed event file(s) set aside"]
     assert list(Path(dirs[0]).iterdir()) == []
     assert [p.name for p in Path(dirs[0] + ".bad").iterdir()] == ["0000000000000000001-1-aa.json"]
 

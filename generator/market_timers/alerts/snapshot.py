@@ -72,7 +72,7 @@ def write(config, now) -> Path:
     doc = {"version": VERSION, "written_utc": iso(now), "source": str(config.source),
            "config_sha256": _sha256(config.source),
            "state_dir": str(config.state_dir), "spool_dir": str(config.spool_dir),
-           "alerts": raw.get("alerts"), "watch": raw.get("watch"),
+           "alerts": raw.get("alerts"), "watch": raw.get("watch"), "events": raw.get("events"),
            "jobs": [{"name": j.name, "session": bool(j.is_session_job)} for j in config.jobs]}
     directory = Path(ledger.sync_dir(config.state_dir))
     _own_directory(directory)
@@ -255,6 +255,9 @@ def _read_snapshot(state_dir: Path, source=None):
         cfg.alerts = parse_alerts(doc.get("alerts"), problems)
         cfg.watch = parse_watch(doc.get("watch"), problems)
         cfg.jobs = [SnapshotJob(str(j["name"]), bool(j["session"])) for j in doc.get("jobs", [])]
+        from market_timers.config.events import parse_events  # the events processor's rules
+
+        cfg.events = parse_events(doc.get("events"), problems, {j.name for j in cfg.jobs})
     except (KeyError, TypeError, ValueError):
         return None
     if problems or not cfg.state_dir.is_absolute() or not cfg.spool_dir.is_absolute():

@@ -259,16 +259,14 @@ def cmd_event(args) -> int:
 def cmd_incidents(args) -> int:
     from market_timers.events import process
 
-    try:
-        cfg = _as_service_user(_config(args, check_calendars=False))
-    except ConfigError:
-        if args.action == "process" and os.environ.get("INVOCATION_ID"):
-            import time  # market-events.path would start us again at once: no busy loop
+    if args.action == "process":  # the alert path: a broken file must not stop the routing
+        from market_timers.alerts.snapshot import announce
 
-            time.sleep(30)
-        raise
-    if args.action == "process":
+        cfg = _as_service_user(_alert_config(args))
+        if getattr(cfg, "broken", None) is not None:
+            announce(cfg)
         return process.process(cfg, now=args.now)
+    cfg = _as_service_user(_config(args, check_calendars=False))
     return process.incidents_list(cfg, args.json, now=args.now)
 
 

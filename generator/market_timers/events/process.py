@@ -21,7 +21,7 @@ import os
 import stat
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from market_timers.alerts.api import raise_alert
@@ -60,8 +60,23 @@ def pending(dirs: list[str]) -> list[Path]:
     return sorted(files, key=lambda p: p.name)
 
 
-def read_event(path: Path) -> dict:
-    """The event in `path`; ValueError naming what is wrong with it."""
+# What a spooled event may hold: anything else is set aside, never routed, so that no file can
+# stop the pass (a year-1 `at` overflowed the clock arithmetic, a 400-digit value the float
+# conversion, deep nesting the JSON parser's recursion, a 300-character session the file names).
+MAX_PAST = timedelta(days=7)  # an event older than this at its arrival is refused
+MAX_FUTURE = timedelta(minutes=5)  # clock skew allowed; later is clamped to the arrival
+MAX_FIELD = {"kind": 40, "key": spool.MAX_KEY, "text": spool.MAX_TEXT + 1, "job": 64,
+             "session": 10, "severity": 10}
+MAX_VALUE = 1e15
+MAX_BAD = 1000  # files kept in events.bad/; beyond, a bad file is deleted (and still counted)
+
+
+def read_event(path: Path, now: datetime | None = None) -> dict:
+    """The event in `path`, checked field by field; ValueError naming what is wrong with it.
+
+    `now` (the pass's instant) bounds its time: older than MAX_PAST is refused; later than
+    now + MAX_FUTURE (a gateway's clock ahead) is clamped to its arrival, the file's mtime, and
+    the event says so (`clamped_from`)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
@@ -74,36 +89,83 @@ def read_event(path: Path) -> dict:
         os.close(fd)
     try:
         event = json.loads(data)
-    except ValueError:
-        raise ValueError("not valid JSON") from None
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's
+        raise ValueError("not valid JSON (or nested too deeply)") from None
     if not isinstance(event, dict) or not KIND.match(str(event.get("kind", ""))):
         raise ValueError("no valid kind")
-    parse_at(event.get("at", ""))
-    for key in ("key", "text", "job", "session", "severity"):
-        if not isinstance(event.get(key, ""), str):
+    for key, limit in MAX_FIELD.items():
+        value = event.get(key, "")
+        if value is None and key == "severity":
+            continue
+        if not isinstance(value, str):
             raise ValueError(f"{key} is not a string")
+        if len(value) > limit:
+            raise ValueError(f"{key} is longer than {limit} characters")
     if event.get("severity") not in ("", None, *spool.SEVERITIES):
         raise ValueError("bad severity")
+    if event.get("session") and not _is_date(event["session"]):
+        raise ValueError(f"session {event['session']!r} is not a YYYY-MM-DD date")
     value = event.get("value")
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-        raise ValueError("value is not a number")
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("value is not a number")
+        try:
+            finite = abs(float(value)) <= MAX_VALUE
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ValueError(f"value is not a finite number within ±{MAX_VALUE:g}")
+    try:
+        at = parse_at(event.get("at", ""))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"at is not an instant ({e})") from None
+    if now is not None:
+        arrival = min(datetime.fromtimestamp(st.st_mtime, UTC), now)
+        if at < arrival - MAX_PAST:
+            raise ValueError(f"at {event['at']} is more than {MAX_PAST.days} days before it "
+                             "was spooled")
+        if at > now + MAX_FUTURE:
+            event["clamped_from"] = event["at"]
+            event["at"] = arrival.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return event
 
 
-def _set_aside(ctx, path: Path, reason: str, now: datetime) -> None:
-    """Move a bad file to the sibling `events.bad/` (kept for a look; out of the path unit's
-    watched directory, so it does not start the processor again and again)."""
+def _is_date(text: str) -> bool:
+    try:
+        return len(text) == 10 and bool(date.fromisoformat(text))
+    except ValueError:
+        return False
+
+
+def _set_aside(path: Path, reason: str) -> str:
+    """Move a bad file to the sibling `events.bad/` (kept for a look, at most MAX_BAD files; out
+    of the path unit's watched directory, so it does not start the processor again and again).
+    Returns where it went."""
     target = path.parent.with_name(path.parent.name + ".bad") / path.name
     try:
         target.parent.mkdir(mode=0o750, exist_ok=True)
+        if len(os.listdir(target.parent)) >= MAX_BAD:
+            raise OSError(f"{target.parent} already holds {MAX_BAD} files")
         os.rename(path, target)
-    except OSError:
+        where = str(target)
+    except OSError as e:
         with contextlib.suppress(OSError):
             path.unlink()
+        where = f"deleted ({e.strerror or e})"
     log.error("events: %s set aside: %s", path, reason)
-    raise_alert(ctx, kind="event", key=f"bad-event:{path.name}", severity="warning",
-                title=f"malformed event file set aside: {path.name}",
-                text=f"{path}: {reason}. Moved to {target}; the event was not routed.")
+    return where
+
+
+def _alert_bad(ctx, bad: list[tuple[Path, str, str]]) -> None:
+    """One warning per pass for every file set aside in it, however many."""
+    if not bad:
+        return
+    lines = [f"{p.name}: {reason} -> {where}" for p, reason, where in bad[:20]]
+    more = f"\n… and {len(bad) - 20} more" if len(bad) > 20 else ""
+    raise_alert(ctx, kind="event", key=f"bad-events:{bad[0][0].name}", severity="warning",
+                title=f"{len(bad)} malformed event file(s) set aside",
+                text=(f"{len(bad)} spooled file(s) were not valid events and were not routed; "
+                      "the other events were.\n" + "\n".join(lines) + more))
 
 
 def _sweep_temp(dirs: list[str], now: float) -> None:
@@ -127,27 +189,39 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
             schedule = Schedule.from_state(state_dir, {r.after_job for r in ecfg.expected}) \
                 if files else Schedule()
         engine = Engine(ctx, ecfg, store, schedule)
+        bad: list[tuple[Path, str, str]] = []
         for path in files:
             event_id = path.name.removesuffix(".json")
             if store.seen(event_id):
                 path.unlink(missing_ok=True)
                 continue
             try:
-                event = read_event(path)
+                event = read_event(path, now)
             except FileNotFoundError:
                 continue
             except (OSError, ValueError) as e:
-                _set_aside(ctx, path, getattr(e, "strerror", None) or str(e), now)
+                reason = getattr(e, "strerror", None) or str(e)
+                bad.append((path, reason, _set_aside(path, reason)))
                 continue
+            if "clamped_from" in event:
+                log.warning("events: %s is dated %s, ahead of this host's clock: taken as spooled "
+                            "at %s", path.name, event["clamped_from"], event["at"])
             event["id"] = event_id
-            at = parse_at(event["at"])
-            _tick_until(engine, min(at, now))
-            engine.handle(event)
+            try:  # one event's failure (a bug) never stops the pass: it is set aside instead
+                at = parse_at(event["at"])
+                _tick_until(engine, min(at, now))
+                engine.handle(event)
+            except Exception as e:
+                log.exception("events: routing %s failed", path.name)
+                reason = f"the processor failed on it ({type(e).__name__}: {e})"
+                bad.append((path, reason, _set_aside(path, reason)))
+                continue
             store.mark_seen(event_id)
             store.save()
             path.unlink(missing_ok=True)
         _tick_until(engine, now)
         store.save()
+    _alert_bad(ctx, bad)
     engine.deliver()
     _sweep_temp(dirs, time.time())
     return engine

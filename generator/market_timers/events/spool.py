@@ -1,6 +1,6 @@
 """The event spool: one small JSON file per event, written durably by any process of the host.
 
-Directories (made by the package's tmpfiles.d, mode 2770 market-timers:market-timers, setgid):
+Directories (made by the package's tmpfiles.d, mode 3770 market-timers:market-timers, setgid and sticky):
 `<spool_dir>/events` (default /var/spool/market-timers/events: survives a reboot) and, when that
 write fails (a full or read-only /var), `<runtime_dir>/events` (/run/market-timers/events, a tmpfs:
 best effort, lost at reboot). The package's user and the members of its group may write there; the
@@ -66,8 +66,11 @@ def make_event(kind: str, *, key: str = "", severity: str = "", text: str = "", 
             raise EventError(f"value must be a number (got {value!r})") from None
         if value != value or value in (float("inf"), float("-inf")):
             raise EventError(f"value must be a finite number (got {value!r})")
-    at = time.time() if at is None else float(at)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
+    try:
+        at = time.time() if at is None else float(at)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
+    except (TypeError, ValueError, OverflowError, OSError):
+        raise EventError(f"at must be a POSIX time (got {at!r})") from None
     return {"v": 1, "kind": kind, "key": _line(key, MAX_KEY),
             "severity": severity or "", "text": _line(text, MAX_TEXT),
             "job": _line(job or os.environ.get(environment.JOB, ""), 64),
