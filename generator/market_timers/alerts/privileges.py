@@ -48,7 +48,7 @@ def credential_names(config) -> list[str]:
     return names
 
 
-def loaded_credential_names(unit_dirs=UNIT_DIRS) -> set[str]:
+def loaded_credential_names(unit_dirs=None) -> set[str]:
     """Every credential name a unit of the package loads: the `LoadCredential=` lines of its
     unit files and of the drop-ins sync wrote for them, root-owned files only. As root, these are
     the only names handed over: a name read from the config (or, were it writable, from the
@@ -56,7 +56,7 @@ def loaded_credential_names(unit_dirs=UNIT_DIRS) -> set[str]:
     from market_timers.schedule.credunits import DROPIN
 
     names: set[str] = set()
-    for directory in unit_dirs:
+    for directory in unit_dirs or UNIT_DIRS:
         for path in (*Path(directory).glob("market-*.service"),
                      *Path(directory).glob(f"market-*.service.d/{DROPIN}")):
             try:
@@ -71,7 +71,7 @@ def loaded_credential_names(unit_dirs=UNIT_DIRS) -> set[str]:
     return names
 
 
-def names_to_hand_over(config, unit_dirs=UNIT_DIRS) -> list[str]:
+def names_to_hand_over(config, unit_dirs=None) -> list[str]:
     """The configured channels' credential names that a unit of the package loads; the others
     are logged and left in the store."""
     loaded = loaded_credential_names(unit_dirs)
