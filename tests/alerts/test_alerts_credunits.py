@@ -149,3 +149,13 @@ def test_a_drop_in_reload_comes_before_the_new_timers_are_written(write_config, 
     sc = Systemctl(tmp_path / "units")
     result = sync.sync(config.load(write_config(RENAMED)), now=WED, systemctl=sc)
     assert result.written and sc.timers_at_reload == [[]]
+
+
+def test_the_events_processor_loads_every_configured_channels_secret(write_config, tmp_path):
+    """Its static unit used to load four fixed names: PagerDuty, ntfy and renamed secrets were
+    missing when an incident alerted."""
+    cfg = config.load(write_config(RENAMED))
+    sync.sync(cfg, now=WED, systemctl=Systemctl())
+    names = loaded(tmp_path / "units", "market-events.service")
+    assert names[:2] == ["tg-prod", "pd-key"]
+    assert names == loaded(tmp_path / "units", "market-outbox.service")

@@ -190,3 +190,17 @@ def test_a_failed_attempt_systemd_will_restart_is_not_alerted_yet():
     again = unit_context(unit, _show("running", "b" * 32, None))
     assert not retry_pending(again, "a" * 32)
     assert not retry_pending(unit_context(unit, _show("auto-restart", "a" * 32, "0")), "a" * 32)
+
+
+def test_a_failed_unit_of_the_package_itself_is_alerted_at_once_and_named(make_ctx, creds, clock,
+                                                                           api):
+    """market-outbox.service has OnFailure=market-alert-failure@%n.service: the handler sends
+    directly, so the alert does not wait for the outbox that failed."""
+    env = {**monitor("exit-code", "exited", "1"), "MONITOR_UNIT": "market-outbox.service",
+           OVERRIDE: str(creds)}
+    assert alert_handler(make_ctx(), "failure", "market-outbox.service", env=env,
+                         run=lambda argv: "", now=clock) == 0
+    [msg] = api.received("telegram")
+    head = msg["text"].splitlines()[0]
+    assert head.startswith("[CRITICAL] market-outbox.service failed (exit-code, exited, 1): a part "
+                           "of market-timers itself is not working")

@@ -74,6 +74,21 @@ def test_apt_installed_this_releases_build_from_the_flat_repository(
     assert venv.stdout.startswith(python + ".")
 
 
+def test_remove_keeps_the_config_and_the_state(container: Container, deb_inside: str) -> None:
+    """`apt remove` is not purge: the config, the ledger and the drop-ins stay, as Debian expects,
+    and a reinstall finds them."""
+    container.write_file("/var/lib/market-timers/ledger/kept/2031-01-02/attempt-1", "host h\n")
+    config = container.read_file("/etc/market-timers/market-timers.toml")
+    container.run(["apt-get", "remove", "-y", "-q", "market-timers"], timeout=300)
+    try:
+        assert container.read_file("/etc/market-timers/market-timers.toml") == config
+        assert container.exists("/var/lib/market-timers/ledger/kept/2031-01-02/attempt-1")
+    finally:
+        container.apt_install(deb_inside)
+        container.run(["rm", "-rf", "/var/lib/market-timers/ledger/kept"])
+    assert container.exists("/var/lib/market-timers/ledger")
+
+
 def test_purge_removes_generated_units_stamps_state_and_spool(
     container: Container, deb_inside: str
 ) -> None:
@@ -98,6 +113,14 @@ def test_purge_removes_generated_units_stamps_state_and_spool(
     container.systemctl("start", f"{session}.timer")
     stamp = f"/var/lib/systemd/timers/stamp-{session}.timer"
     assert container.exists(stamp), "Persistent timer left no stamp to clean up"
+    # Drop-ins sync writes for the package's own units (their channels' credentials), and an
+    # admin's own drop-in beside one: purge removes the first, never the second.
+    for unit in ("market-outbox.service", "market-alert-failure@.service"):
+        container.write_file(f"{unit_dir}/{unit}.d/market-timers-credentials.conf",
+                             f"{GENERATED_HEADER} sync\n[Service]\nLoadCredential=x\n")
+    container.write_file(f"{unit_dir}/market-outbox.service.d/admin.conf",
+                         "[Service]\nEnvironment=MINE=1\n")
+    container.write_file("/var/lib/prometheus/node-exporter/market_timers.prom", "# metrics\n")
     container.write_file("/var/spool/market-timers/outbox-1.json", "{}\n")
     container.write_file("/var/lib/market-timers/runs.json", "{}\n")
 
@@ -109,15 +132,20 @@ def test_purge_removes_generated_units_stamps_state_and_spool(
             "ls -d /etc/systemd/system/market-* /etc/systemd/system/*/market-* "
             "/lib/systemd/system/market-* /var/lib/systemd/timers/stamp-market-* "
             "/var/lib/market-timers /var/spool/market-timers /run/market-timers "
-            "/etc/market-timers /opt/venvs/market-timers /usr/bin/market-timers* 2>/dev/null",
+            "/etc/market-timers /opt/venvs/market-timers /usr/bin/market-timers* "
+            "/etc/systemd/system/market-*.d/* /var/lib/prometheus/node-exporter/market_timers* "
+            "2>/dev/null",
             check=False,
         ).stdout.split()
-        assert leftovers == [f"{unit_dir}/market-mine.service"]
+        assert sorted(leftovers) == [f"{unit_dir}/market-mine.service",
+                                     f"{unit_dir}/market-outbox.service.d",
+                                     f"{unit_dir}/market-outbox.service.d/admin.conf"]
         loaded = container.systemctl("list-units", "--all", "--plain", "--no-legend",
                                      "market-*").stdout
         assert session not in loaded
     finally:
-        container.run(["rm", "-f", f"{unit_dir}/market-mine.service"])
+        container.run(["rm", "-rf", f"{unit_dir}/market-mine.service",
+                       f"{unit_dir}/market-outbox.service.d"])
         container.systemctl("daemon-reload")
 
 

@@ -54,3 +54,21 @@ def test_timer_calendars_parse():
         proc = subprocess.run(["systemd-analyze", "calendar", spec], capture_output=True,
                               text=True)
         assert proc.returncode == 0 and "Next elapse: never" not in proc.stdout
+
+
+def test_every_service_of_the_package_alerts_its_own_failure_and_the_handlers_do_not_recurse():
+    from market_timers.contracts.unitname import PACKAGE_SERVICES
+
+    services = sorted(p.name for p in UNITS.glob("*.service") if "@" not in p.name)
+    assert services == sorted(PACKAGE_SERVICES)  # one list: the heartbeat's, the handler's
+    for name in services:
+        assert keys(name).get("OnFailure") == ["market-alert-failure@%n.service"], name
+    for template in UNITS.glob("market-alert-*@.service"):
+        assert "OnFailure" not in keys(template.name), template.name
+
+
+def test_the_events_processor_loads_no_fixed_secret_its_drop_in_does():
+    from market_timers.schedule import credunits
+
+    assert "LoadCredential" not in keys("market-events.service")
+    assert "market-events.service" in credunits.CHANNEL_UNITS

@@ -125,6 +125,9 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
         if (last := final_failure(config, job, session)) is not None:
             kind, title, extra = last
             details.update(extra)
+    if unit in unitname.PACKAGE_SERVICES and not info.get(environment.JOB):
+        title = (f"{unit} failed ({details.get('result') or kind}): a part of market-timers "
+                 f"itself is not working; see `systemctl status {unit}`")
     cfg = getattr(getattr(config, "cfg", None) or getattr(config, "alerts", None),
                   "journal_lines", 20)
     excerpt = journal_excerpt(invocation, cfg, run)

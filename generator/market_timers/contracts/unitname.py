@@ -22,6 +22,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 PREFIX = "market-"
+# The package's own services (units/, not templates): each has OnFailure=market-alert-failure@%n,
+# whose handler delivers at once, without them; the dead-man's heartbeat reports /fail while one
+# is failed (watch/deadman.py). tests/watch/test_units.py holds units/ to this list.
+PACKAGE_SERVICES = ("market-outbox.service", "market-events.service", "market-refresh.service",
+                    "market-deadman.service")
 GLOB = "market-*@*"  # every job unit (and the templates market-alert-*@.service: check is_ours)
 FIRE, PERIODIC, DAILY, TRY, RUN = "fire", "periodic", "daily", "try", "run"
 

@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from market_timers.config.watch import WatchConfig, watch_of
-from market_timers.contracts import journal
+from market_timers.contracts import journal, unitname
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
 from market_timers.ledger import DatabaseError, Key, runrecord
@@ -83,7 +83,7 @@ def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
 
 
 # The package's own services that a dead-man pass watches (the deadman itself is running).
-OWN_SERVICES = ("market-outbox.service", "market-events.service", "market-refresh.service")
+OWN_SERVICES = tuple(u for u in unitname.PACKAGE_SERVICES if u != "market-deadman.service")
 
 
 def own_parts(config, systemctl: Systemctl, result: PassResult) -> None:
