@@ -27,10 +27,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +59,30 @@ static void set_nice(int nice) {
         snprintf(what, sizeof what, "cannot return to nice %d: ", nice);
         fail(what, strerror(errno));
     }
+}
+
+/* WATCHDOG=1 to systemd as the job is exec'd: the unit started `lead` seconds early and the
+ * wait counted against WatchdogSec=; the job's first interval is the whole of it. Only when the
+ * unit has a watchdog (WATCHDOG_USEC); NotifyAccess=all lets this process send it (the runner
+ * supervises it, or is it). A failure costs nothing but the reset. */
+static void notify_watchdog(void) {
+    const char *path = getenv("NOTIFY_SOCKET");
+    if (!getenv("WATCHDOG_USEC") || !path || (path[0] != '/' && path[0] != '@'))
+        return;
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    size_t len = strlen(path);
+    if (len >= sizeof addr.sun_path)
+        return;
+    memcpy(addr.sun_path, path, len);
+    if (path[0] == '@')
+        addr.sun_path[0] = '\0'; /* an abstract socket */
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    static const char msg[] = "WATCHDOG=1";
+    sendto(fd, msg, sizeof msg - 1, MSG_NOSIGNAL, (struct sockaddr *)&addr,
+           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
+    close(fd);
 }
 
 #define USAGE "usage: market-timers-exec-at [--nice N] EPOCH /PROGRAM [ARG...]"
@@ -83,8 +111,11 @@ int main(int argc, char **argv) {
     }
     errno = 0;
     long long epoch = strtoll(argv[first], &end, 10);
-    if (errno != 0 || end == argv[first] || *end != '\0' || epoch < 0 || epoch > (1LL << 34)) {
-        fail("market-timers-exec-at: not an instant in whole seconds: ", argv[first]);
+    /* epoch * NS must fit a long long: the largest instant is LLONG_MAX / NS (year 2262); a
+     * larger one used to overflow into the past and exec at once. */
+    if (errno != 0 || end == argv[first] || *end != '\0' || epoch < 0 || epoch > LLONG_MAX / NS) {
+        fail("market-timers-exec-at: not an instant in whole seconds up to 9223372036: ",
+             argv[first]);
         return RUNNER_ERROR;
     }
     long long target = epoch * NS;
@@ -104,6 +135,7 @@ int main(int argc, char **argv) {
     if (!reniced)
         set_nice(nice);
     char **job = argv + first + 1;
+    notify_watchdog();
     execv(job[0], job);
     int e = errno;
     char what[4200];

@@ -336,6 +336,25 @@ def test_user_must_be_a_user_name(write_config, user):
     assert f"{path}: user: " in line
 
 
+@pytest.mark.parametrize("where", ["top", "job"])
+@pytest.mark.parametrize("user", ["root", "market-timers"])
+def test_a_job_never_runs_as_root_or_the_package_user(write_config, where, user):
+    top = f"user = {_toml(user)}\n" if where == "top" else ""
+    job = f"user = {_toml(user)}\n" if where == "job" else ""
+    path = write_config(top + 'calendar = "XNYS"\n' + GOOD_JOB + job)
+    [line] = problems_of(path)
+    key = "user" if where == "top" else "job[0].user"
+    assert f"{path}: {key}: a job never runs as {user}: that user owns the scheduler's" in line
+
+
+def test_the_jobs_user_defaults_to_market_jobs_and_a_job_may_name_its_own(write_config):
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + GOOD_JOB.replace('"signal"', '"b"')
+                        + 'user = "trader"\n')
+    cfg = config.load(path)
+    assert cfg.user == "market-jobs"
+    assert [j.user or cfg.user for j in cfg.jobs] == ["market-jobs", "trader"]
+
+
 def test_path_with_dotdot_is_refused(write_config, tmp_path):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'read_write_paths = ["/srv/../etc"]\n')
     assert any("job[0].read_write_paths[0]: must not contain '..'" in x

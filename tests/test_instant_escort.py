@@ -314,19 +314,23 @@ def service(write_config, keys: str) -> list[str]:
 def test_only_a_pre_fired_jobs_unit_grants_cap_sys_nice_and_real_time(write_config):
     for keys in ("", 'warm = "10s"', 'lead = "30s"'):
         unit = service(write_config, keys)
-        assert "AmbientCapabilities=CAP_SYS_NICE" in unit
+        assert "AmbientCapabilities=CAP_SETUID CAP_SETGID CAP_SYS_NICE" in unit
         assert "RestrictRealtime=no" in unit and "RestrictRealtime=yes" not in unit
     plain = service(write_config, 'lead = "0s"')
-    assert not any(line.startswith("AmbientCapabilities=") for line in plain)
+    # only what the runner needs to start the job as its own user (jobuser.py)
+    assert [line for line in plain if line.startswith("AmbientCapabilities=")] == \
+        ["AmbientCapabilities=CAP_SETUID CAP_SETGID"]
     assert "RestrictRealtime=yes" in plain
     # nothing else is relaxed for it
     lead = service(write_config, "")
     assert [x for x in lead if x not in plain and not x.startswith(("#", "Environment=",
                                                                     "Nice=", "RuntimeMaxSec="))] \
-        == ["AmbientCapabilities=CAP_SYS_NICE", "RestrictRealtime=no"]
+        == ["CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_SYS_NICE",
+            "AmbientCapabilities=CAP_SETUID CAP_SETGID CAP_SYS_NICE", "RestrictRealtime=no"]
     assert [x for x in plain if x not in lead and not x.startswith(("Environment=",
                                                                     "RuntimeMaxSec="))] \
-        == ["RestrictRealtime=yes"]
+        == ["CapabilityBoundingSet=CAP_SETUID CAP_SETGID",
+            "AmbientCapabilities=CAP_SETUID CAP_SETGID", "RestrictRealtime=yes"]
 
 
 def test_a_periodic_jobs_unit_grants_nothing(write_config):
@@ -335,7 +339,8 @@ def test_a_periodic_jobs_unit_grants_nothing(write_config):
         'every = "5min"\nfrom = "open+5min"\nuntil = "close-10min"')))
     for u in render.render_all(cfg, plan_ahead(cfg, WED), "/r"):
         if u.name.endswith(".service"):
-            assert "AmbientCapabilities=" not in u.text and "RestrictRealtime=yes" in u.text
+            assert "AmbientCapabilities=CAP_SETUID CAP_SETGID\n" in u.text  # to switch users
+            assert "CAP_SYS_NICE" not in u.text and "RestrictRealtime=yes" in u.text
 
 
 def test_warm_on_a_periodic_job_is_refused_naming_the_key(write_config, capsys):

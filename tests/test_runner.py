@@ -83,7 +83,7 @@ def test_runner_pid_is_the_job_pid(tmp_path):
     """exec in place: the unit's main PID is the job (WatchdogSec= needs NotifyAccess=main)."""
     with running_job(tmp_path, "echo $$; sleep 5") as proc:
         assert int(proc.first_line) == proc.pid
-        assert f"pid {proc.pid} " in (tmp_path / "run" / "orders.lock").read_text()
+        assert f"pid {proc.pid} " in (tmp_path / "run" / "locks" / "orders.lock").read_text()
 
 
 def test_second_run_in_a_busy_lock_group_is_skipped_and_names_the_holder(tmp_path):
@@ -94,7 +94,8 @@ def test_second_run_in_a_busy_lock_group_is_skipped_and_names_the_holder(tmp_pat
         proc = run(env, "/usr/bin/touch", str(marker))
         assert proc.returncode == exitcodes.OVERLAP_SKIPPED == 171
         assert not marker.exists()
-        assert f"held by pid {first.pid} job signal session 2025-11-28 since" in proc.stderr
+        assert f"held by pid {first.pid} (job signal session 2025-11-28); its note: pid " \
+            f"{first.pid} job signal session 2025-11-28 since" in proc.stderr
         assert "dropped, not queued" in proc.stderr
         assert record(tmp_path, "closing-orders")["refused"] == "overlap-skipped"
 
@@ -163,7 +164,7 @@ main()
 """
 HEAVY = ("pandas", "numpy", "exchange_calendars", "jinja2", "json", "typing")
 START = {"market_timers", "market_timers.run", "market_timers.runner",
-         "market_timers.runner.start", "market_timers.contracts",
+         "market_timers.runner.start", "market_timers.runner.jobuser", "market_timers.contracts",
          "market_timers.contracts.environment", "market_timers.contracts.exitcodes",
          "market_timers.ledger", "market_timers.ledger.local"}
 PRE_FIRE = {"market_timers.runner.prefire", "market_timers.runner.nice",
@@ -400,16 +401,58 @@ def test_a_missing_or_unwritable_lock_dir_is_172_with_a_clear_line(tmp_path):
     (tmp_path / "afile").write_text("")
     proc = run(context(tmp_path, MARKET_LOCK_DIR=str(tmp_path / "afile" / "locks")), "/bin/true")
     assert proc.returncode == exitcodes.RUNNER_ERROR
-    assert f"cannot open the lock file {tmp_path}/afile/locks/orders.lock" in proc.stderr
+    assert f"cannot open the lock directory {tmp_path}/afile/locks/locks" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert record(tmp_path) is None  # not claimed: the session can still run
+
+
+def test_lock_files_are_0600_in_a_0700_directory_no_other_user_can_open(tmp_path):
+    assert run(context(tmp_path), "/bin/true").returncode == 0
+    locks = tmp_path / "run" / "locks"
+    assert oct(locks.stat().st_mode & 0o777) == "0o700"
+    assert oct((locks / "orders.lock").stat().st_mode & 0o777) == "0o600"
+    if os.geteuid() != 0:
+        return  # another user's attempt needs root to become one
+    os.chmod(tmp_path, 0o755)  # pytest's tmp_path is 0700: let `nobody` walk to the lock
+    os.chmod(tmp_path / "run", 0o755)
+    pid = os.fork()
+    if pid == 0:
+        os.setgid(65534)
+        os.setuid(65534)
+        try:
+            os.open(locks / "orders.lock", os.O_RDONLY)
+            os._exit(0)
+        except PermissionError:
+            os._exit(13)
+        os._exit(1)
+    assert os.WEXITSTATUS(os.waitpid(pid, 0)[1]) == 13  # EACCES: cannot even open it
+
+
+def test_busy_names_the_real_holder_even_when_the_note_lies(tmp_path):
+    with running_job(tmp_path, "echo go; sleep 10") as first:
+        assert first.first_line == "go"
+        (tmp_path / "run" / "locks" / "orders.lock").write_text("pid 1 job forged session x\n")
+        proc = run(context(tmp_path, MARKET_JOB="closing-orders"), "/bin/true")
+        assert proc.returncode == exitcodes.OVERLAP_SKIPPED
+        assert f"held by pid {first.pid} (job signal session 2025-11-28); its note: pid 1 job " \
+            "forged" in proc.stderr
+
+
+def test_a_lock_directory_other_users_may_enter_is_refused(tmp_path):
+    (tmp_path / "run" / "locks").mkdir(parents=True)
+    os.chmod(tmp_path / "run" / "locks", 0o755)
+    proc = run(context(tmp_path), "/bin/true")
+    assert proc.returncode == exitcodes.RUNNER_ERROR
+    assert "is not this user's own 0700 directory" in proc.stderr
+    assert record(tmp_path) is None
 
 
 def test_a_symlink_planted_as_the_lock_file_is_not_followed(tmp_path):
     target = tmp_path / "victim"
     target.write_text("precious\n")
     (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "orders.lock").symlink_to(target)
+    (tmp_path / "run" / "locks").mkdir(mode=0o700, parents=True)
+    (tmp_path / "run" / "locks" / "orders.lock").symlink_to(target)
     proc = run(context(tmp_path), "/bin/true")
     assert proc.returncode == exitcodes.RUNNER_ERROR
     assert "orders.lock: it is a symbolic link, not followed" in proc.stderr

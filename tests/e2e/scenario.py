@@ -29,6 +29,7 @@ PYTHON = "/opt/venvs/market-timers/bin/python3"
 CREDSTORE = "/etc/credstore"
 UNIT_DIR = "/etc/systemd/system"
 STATE_DIR = "/var/lib/market-timers"
+JOB_HOME = "/var/lib/market-jobs"  # the default job user's home: its jobs may write there
 TOKEN = "424242:e2e-telegram-token"
 CHAT_ID = "-100424242"
 SLACK_PATH = "/services/TE2E/BE2E/e2e-slack-secret"

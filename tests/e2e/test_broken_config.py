@@ -22,7 +22,7 @@ def test_broken_live_config_still_alerts_a_job_failure_and_says_once_it_is_broke
 ) -> None:
     job = Job("typo-victim", instant_in(LEAD), ["fail", "3"])
     scenario.schedule([job])
-    assert scenario.box.exists("/var/lib/market-timers/alerts-snapshot.json")
+    assert scenario.box.exists("/var/lib/market-timers/sync/alerts-snapshot.json")
     typo = Job("typo", instant_in(3600), ["ok"], {"grace": 60})
     scenario.box.write_file(CONFIG, scenario.config_text([job, typo]))
     check = scenario.box.run(["market-timers", "plan"], check=False)

@@ -20,12 +20,21 @@ from dataclasses import dataclass
 
 import pytest
 
-from .scenario import JOB, JOBS_DIR, STATE_DIR, UNIT_DIR, Job, Scenario, instant_in, toml_value
+from .scenario import (
+    JOB,
+    JOB_HOME,
+    JOBS_DIR,
+    UNIT_DIR,
+    Job,
+    Scenario,
+    instant_in,
+    toml_value,
+)
 
 pytestmark = pytest.mark.e2e
 
 PROBE = f"{JOBS_DIR}/dropin-probe"
-OUT_DIR = f"{STATE_DIR}/e2e-dropins"  # the job unit's StateDirectory=: writable by the job
+OUT_DIR = f"{JOB_HOME}/e2e-dropins"  # the job user's home: writable by the job
 PYTHON = "/opt/venvs/market-timers/bin/python3"
 PROBE_SCRIPT = f'''#!{PYTHON}
 """e2e drop-in probe: what the job got from its unit and its drop-ins, in a file."""

@@ -57,7 +57,7 @@ def test_job_receives_exactly_the_configured_argv_environment_and_paths(
     box = scenario.box
     box.write_file(PRINTER, PRINTER_SCRIPT, mode=0o755)
     box.run(["rm", "-rf", OUT_DIR])
-    box.run(["install", "-d", "-o", "market-timers", "-g", "market-timers", OUT_DIR])
+    box.run(["install", "-d", "-o", "market-jobs", "-g", "market-jobs", OUT_DIR])
     job = PrintJob("odd", instant_in(LEAD), [])
     scenario.schedule([job])
     record = scenario.wait_finished(job, LEAD + 20)

@@ -14,12 +14,12 @@ import time
 
 import pytest
 
-from .scenario import STATE_DIR, Job, Scenario, instant_in
+from .scenario import JOB_HOME, Job, Scenario, instant_in
 
 pytestmark = pytest.mark.e2e
 
 LEAD = 6
-SENT = f"{STATE_DIR}/e2e-orders-sent"  # the job's unit may write in the state directory
+SENT = f"{JOB_HOME}/e2e-orders-sent"  # the job user's home: writable by the job
 
 
 def lines_sent(scenario: Scenario) -> list[str]:

@@ -34,12 +34,15 @@ def test_installed_cli_runs_from_the_bundled_venv(container: Container) -> None:
 
 
 def test_install_creates_system_user_and_directories(container: Container) -> None:
-    user = container.run(["getent", "passwd", "market-timers"]).stdout.split(":")
-    assert int(user[2]) < 1000, f"not a system user: {user}"
+    for name in ("market-timers", "market-jobs"):  # the scheduler's, and the jobs' by default
+        user = container.run(["getent", "passwd", name]).stdout.split(":")
+        assert int(user[2]) < 1000, f"not a system user: {user}"
     for path, mode in (
         ("/var/lib/market-timers", "750 market-timers"),
         ("/var/spool/market-timers", "750 market-timers"),
         ("/run/market-timers", "755 market-timers"),
+        ("/run/market-timers/locks", "700 market-timers"),
+        ("/var/lib/market-jobs", "750 market-jobs"),
     ):
         assert container.run(["stat", "-c", "%a %U", path]).stdout.strip() == mode, path
 

@@ -14,14 +14,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from .scenario import JOBS_DIR, STATE_DIR, Scenario, instant_in, iso
+from .scenario import JOB_HOME, JOBS_DIR, STATE_DIR, Scenario, instant_in, iso
 
 pytestmark = pytest.mark.e2e
 
 EVERY = 10
 SLOTS = 16
 SLOW_FOR = 45  # runs starting within 45 s of the first slot take 15 s, later ones 5 s
-LOG = f"{STATE_DIR}/e2e-cycle.log"
+LOG = f"{JOB_HOME}/e2e-cycle.log"  # the job user's home: writable by the job
 CYCLE = f"{JOBS_DIR}/cycle"
 # The job: its own log of start/end (a file, not the journal: journald may attribute a line of a
 # process that exits right after logging to no unit, systemd#2913).

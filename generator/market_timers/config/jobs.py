@@ -16,6 +16,7 @@ from market_timers.config.periodic import KEYS as PERIODIC_KEYS
 from market_timers.config.periodic import Periodic, parse_periodic
 from market_timers.config.retries import keys as retry_keys
 from market_timers.config.retries import retry_fields
+from market_timers.contracts import environment
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.durations import (
     DURATION_EXAMPLE,
@@ -31,6 +32,7 @@ from market_timers.schema.values import (
     flag,
     one_of,
     path_problem,
+    text,
     unit_unsafe,
 )
 
@@ -78,6 +80,7 @@ class Job:
     retry_delay: int = 30
     retry_delay_max: int = 600
     orders: bool = False  # sends orders: never retried, nor any job of its lock group
+    user: str = ""  # its own user; "": the config's top-level `user`
 
     @property
     def is_session_job(self) -> bool:
@@ -90,6 +93,25 @@ class Job:
 
 
 # checks of single keys (a Key's check: the value to keep, or Bad) ------------------------------
+
+# systemd's strict user-name rule (valid_user_group_name): no specifier `%`, no quoting needed.
+USER_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_-]{0,30}\Z")
+
+
+def job_user(value: Any) -> str:
+    """`user` (top level and per job): who the job runs as. Never root nor the package's own
+    user: they own the run ledger, the lock groups and the alert state that a job must not be
+    able to change (runner/jobuser.py)."""
+    value = text(value)
+    if not USER_NAME.match(value):
+        raise Bad("must be a user name: a letter or _, then letters, digits, _ or - (at most 31 "
+                  "characters)")
+    if value in ("root", environment.PACKAGE_USER):
+        raise Bad(f"a job never runs as {value}: that user owns the scheduler's run ledger, lock "
+                  f"groups and alert state; use {environment.DEFAULT_JOB_USER} (the default) or a "
+                  "user of your own")
+    return value
+
 
 def _name(name: Any) -> str:
     if not isinstance(name, str) or not JOB_NAME.match(name):
@@ -217,6 +239,7 @@ JOB = Table((
     Key("lead", _lead_seconds, 2, "the timer fires this early (default 2s)"),
     Key("warm", _lead_seconds, 0, "the job is started this early (default 0s)"),
     Key("enabled", flag, True, "false: the job is left out"),
+    Key("user", job_user, "", "the user this job runs as (default: the top-level user)"),
     *retry_keys(),  # retries, retry_delay, retry_delay_max, orders: retries.py
     *PERIODIC_KEYS,  # every, from, until, during_break, stall_after: periodic.py
 ), refused={key: DST_EXPLANATION for key in REFUSED_JOB_KEYS})
@@ -243,6 +266,7 @@ def parse_job(t: dict, path: str, calendar: str | None, problems: Problems) -> J
     description = JOB.check("description", t, path, problems)
     kw["read_write_paths"] = JOB.check("read_write_paths", t, path, problems)
     kw.update(retry_fields(t, path, problems))
+    kw["user"] = JOB.check("user", t, path, problems)
     enabled = JOB.check("enabled", t, path, problems)
     if len(problems.items) != before or not enabled:
         return None

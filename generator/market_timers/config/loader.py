@@ -12,7 +12,6 @@ handlers, records) load the config without it.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from datetime import date, time
 from pathlib import Path
 from typing import Any
 
-from market_timers.config.jobs import Job, check_unique_names, parse_job
+from market_timers.config.jobs import Job, check_unique_names, job_user, parse_job
 from market_timers.config.retries import check_order_groups
 from market_timers.contracts import environment
 from market_timers.schema.durations import MAX_OFFSET
@@ -39,8 +38,6 @@ from market_timers.schema.values import (
 DEFAULT_PATH = environment.DEFAULT_CONFIG
 ENV_VAR = environment.CONFIG
 
-# systemd's strict user-name rule (valid_user_group_name): no specifier `%`, no quoting needed.
-USER_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,30}$")
 
 @dataclass(frozen=True)
 class Override:
@@ -55,7 +52,7 @@ class Config:
     calendar: str | None = None
     horizon: int = 10
     retention_days: int = 7
-    user: str = "market-timers"
+    user: str = environment.DEFAULT_JOB_USER  # the jobs' user (never the package's: jobs.py)
     unit_dir: Path = Path("/etc/systemd/system")
     state_dir: Path = Path(environment.DEFAULT_STATE_DIR)
     spool_dir: Path = Path(environment.DEFAULT_SPOOL_DIR)
@@ -75,14 +72,6 @@ class Config:
             if j.name == name:
                 return j
         raise KeyError(name)
-
-
-def _user(value: object) -> str:
-    value = text(value)
-    if not USER_NAME.match(value):
-        raise Bad("must be a user name: a letter or _, then letters, digits, _ or - (at most 31 "
-                  "characters)")
-    return value
 
 
 def _runner(value: object) -> str:
@@ -128,7 +117,7 @@ TOP = Table((
     Key("calendar", text, None, "the exchange calendar of every job that names none"),
     Key("horizon", whole(1, 250), 10, "sessions ahead that have timers"),
     Key("retention_days", whole(0, 366), 7, "days of run records and logs kept"),
-    Key("user", _user, "market-timers", "the user the jobs run as"),
+    Key("user", job_user, environment.DEFAULT_JOB_USER, "the user the jobs run as"),
     Key("runner", _runner, None, "the runner's absolute path"),
     Key("unit_dir", _directory, Path("/etc/systemd/system"), "where the units are written"),
     Key("state_dir", _directory, Path(environment.DEFAULT_STATE_DIR), "the state directory"),

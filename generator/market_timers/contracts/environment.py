@@ -21,6 +21,10 @@ DEFAULT_GRACE_SEC = 120
 # by sysusers.d), which owns nothing the scheduler relies on.
 PACKAGE_USER = "market-timers"
 DEFAULT_JOB_USER = "market-jobs"
+DEFAULT_JOB_HOME = "/var/lib/market-jobs"  # the default job user's home (sysusers.d, tmpfiles.d)
+# util-linux's setpriv(1) (Essential on Debian): the runner's child execs it to become the job's
+# user with no capability left (runner/jobuser.py).
+SETPRIV = "/usr/bin/setpriv"
 
 # The pre-fired unit's priority, which the unit tells the runner beyond its environment: render.py
 # writes `Nice=PRE_FIRE_NICE` into a unit with a lead (MARKET_LEAD_SEC), so that the runner's
@@ -36,6 +40,7 @@ TEMPLATES = "MARKET_TIMERS_TEMPLATES"
 
 # Every job unit.
 JOB = "MARKET_JOB"
+JOB_USER = "MARKET_JOB_USER"  # the user the runner runs the job as (it runs as PACKAGE_USER)
 SESSION = "MARKET_SESSION"
 CALENDAR = "MARKET_CALENDAR"
 EVENT = "MARKET_EVENT"

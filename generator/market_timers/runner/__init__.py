@@ -67,6 +67,8 @@ from market_timers.contracts.exitcodes import (
     STALE_START,
 )
 from market_timers.ledger import DatabaseError
+from market_timers.runner.jobuser import JobUserError
+from market_timers.runner.jobuser import resolve as resolve_user
 from market_timers.runner.start import (
     ERR,
     INFO,
@@ -211,6 +213,11 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     if not os.access(argv[0], os.X_OK):  # before the claim: a run that cannot start takes none
         log(ERR, f"cannot run {argv[0]}: not an executable file; {what} did not run")
         return RUNNER_ERROR
+    try:  # the job's own user, also before the claim (jobuser.py)
+        user = resolve_user(env)
+    except JobUserError as e:
+        log(ERR, f"{e}; {what} did not run")
+        return RUNNER_ERROR
     try:
         lock = take_lock(env.get(environment.LOCK_DIR, environment.DEFAULT_RUNTIME_DIR),
                          env.get(environment.LOCK_GROUP, job), job,
@@ -240,14 +247,16 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
             from market_timers.runner.nice import job_nice, set_nice
 
             set_nice(job_nice(env))
-        return exec_job(argv, env, session, slot.text, claim, fence, MARKET_SLOT_UTC=slot.text)
+        return exec_job(argv, env, session, slot.text, claim, fence, user=user,
+                        MARKET_SLOT_UTC=slot.text)
     capable, wait = False, []
     if env.get(environment.LEAD_SEC):  # a pre-fired start: the wait for the instant
         from market_timers.runner.prefire import await_exec_time
 
-        capable, wait = await_exec_time(env, scheduled, job)
+        capable, wait = await_exec_time(env, scheduled, job, escort_later=user is not None)
+    escort_at = scheduled.timestamp() if capable and user is not None else None
     return exec_job([*wait, *argv], env, session, utc_text(scheduled), claim, fence,
-                    drop_capabilities=capable)
+                    drop_capabilities=capable, user=user, escort_at=escort_at)
 
 
 def main(argv: list[str] | None = None) -> int:

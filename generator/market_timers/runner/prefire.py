@@ -15,7 +15,8 @@ from market_timers.runner.start import WARNING, log
 EXEC_AT = "market-timers-exec-at"  # built from generator/exec_at.c into the venv's bin/
 
 
-def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool, list[str]]:
+def await_exec_time(env: dict, scheduled: datetime, job: str = "",
+                    escort_later: bool = False) -> tuple[bool, list[str]]:
     """Pre-fire: the timer fired MARKET_LEAD_SEC early and everything else is done; the wait for
     the instant (or MARKET_WARM_SEC before it, for a warm job) on the realtime clock, escorted
     (instant_escort.py). A start by hand well before its timer would have fired runs at once,
@@ -24,7 +25,8 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool
     Returns (capable, wait): capable when this process holds the capability the escort needs
     (exec_job then drops it, so the job never has it); wait, the argv prefix that hands the
     wait to market-timers-exec-at (generator/exec_at.c), exec'd at once in place of the job,
-    or [] when the wait is over (done here when that program is missing)."""
+    or [] when the wait is over (done here when that program is missing). escort_later: the
+    job will run in a child (jobuser.py), whose escort exec_job starts once it exists."""
     lead = int(env.get(environment.LEAD_SEC) or 0)
     if lead <= 0:
         return False, []
@@ -34,10 +36,12 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool
     nice = job_nice(env)  # None: this process's nice value is the job's (a drop-in's Nice=)
     capable = instant_escort.has_cap_sys_nice()
     instant = scheduled.timestamp()
+    escorted = False  # with escort_later: whether exec_job is to start the child's escort
     if 0 < instant - time.time() <= lead + 1:  # started by its timer, not by hand long before
-        if capable:
+        escorted = capable
+        if capable and not escort_later:
             instant_escort.start(instant, job)
-        elif os.geteuid() != 0:
+        elif not capable and os.geteuid() != 0:
             log(WARNING, f"no CAP_SYS_NICE for this pre-fired start of {job} (a unit written "
                          "by an older version: run `market-timers sync`): no real-time "
                          "priority is lent for its instant")
@@ -45,7 +49,8 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool
     if 0 < target - time.time() <= lead + 1:
         helper = exec_at_program()
         if helper is not None:  # it waits, sets the job's nice value and execs the job
-            return capable, [helper, *exec_at_nice(nice), str(round(target))]
+            return (escorted if escort_later else capable), \
+                [helper, *exec_at_nice(nice), str(round(target))]
         from market_timers.runner.instant_wait import sleep_until
 
         # The job's nice value as the sleep ends, SPIN before the instant, not at it: lowering a
@@ -55,7 +60,7 @@ def await_exec_time(env: dict, scheduled: datetime, job: str = "") -> tuple[bool
         # handed the CPU to the other units starting around that second.
         sleep_until(target, before_spin=None if nice is None else lambda: set_nice(nice))
     set_nice(nice)
-    return capable, []
+    return (escorted if escort_later else capable), []
 
 
 def exec_at_nice(nice: int | None) -> list[str]:

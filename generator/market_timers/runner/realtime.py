@@ -68,13 +68,15 @@ def start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]  # fields after "(comm)" start at field 3
 
 
-def start(instant: float, job: str) -> bool:
-    """Fork the escort of this process (it will exec the job); False when it is not worth it
-    (the instant is past the hold already) or the fork failed. A double fork: the escort is
+def start(instant: float, job: str, target: int | None = None) -> bool:
+    """Fork the escort of this process (it will exec the job), or of `target` (the job's own
+    process, which the runner supervises: jobuser.py); False when it is not worth it (the
+    instant is past the hold already) or the fork failed. A double fork: the escort is
     reparented to the service manager, never a child the job would see or reap."""
     if time.time() > instant + HOLD:
         return False
-    target, born = os.getpid(), start_time(os.getpid())
+    target = os.getpid() if target is None else target
+    born = start_time(target)
     try:
         middle = os.fork()
     except OSError as e:

@@ -6,6 +6,7 @@ the job and the notes of a refused start. On the hot path: standard library only
 import errno
 import fcntl
 import os
+import stat
 import sys
 from datetime import UTC, datetime, timedelta
 
@@ -42,29 +43,59 @@ class LockError(Exception):
     pass
 
 
+LOCKS = "locks"  # <lock dir>/locks/<group>.lock: 0700, only the package's user enters
+
+
 def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
     """The locked fd (inheritable), or None when another run holds the group's lock.
 
-    LockError when the lock cannot be taken at all (missing or unwritable directory, a symlink
-    planted in place of the lock file: it is never followed).
+    The lock files are 0600 in <lock dir>/locks/, a 0700 directory of the package's user (made
+    here if missing; tmpfiles.d makes it at boot): no other user can open a lock file, and so
+    none can take, hold or probe a lock group (flock needs only a read-only descriptor). A lock
+    directory that another user owns or may enter, a lock file that is not this user's regular
+    file, or a symlink planted in place of either, is a LockError: never followed, never used.
+
+    "Busy" names the holder from the kernel's lock table (/proc/locks: the pid that holds the
+    flock on that inode), not from the note the holder wrote into the file, which could be a
+    previous holder's.
 
     Every other flock goes through atomicfile.flock; this one is the runner's own import-light
-    copy, on purpose: the fd outlives any `with` block (it is inherited by the exec'd job, so
-    the lock dies with the job, never before), and the start path imports nothing more."""
-    path = os.path.join(lock_dir, f"{group}.lock")
+    copy, on purpose: the fd outlives any `with` block (the supervisor holds it while the job
+    runs, or the job inherits it), and the start path imports nothing more."""
+    directory = os.path.join(lock_dir, LOCKS)
+    path = os.path.join(directory, f"{group}.lock")
     try:
-        os.makedirs(lock_dir, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        why = "it is a symbolic link, not followed" if e.errno == errno.ELOOP else e.strerror
+        raise LockError(f"cannot open the lock directory {directory}: {why}") from None
+    try:
+        st = os.fstat(dfd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise LockError(f"the lock directory {directory} is not this user's own 0700 "
+                            f"directory (owner uid {st.st_uid}, mode "
+                            f"{st.st_mode & 0o7777:04o}): another user could take the locks")
+        fd = os.open(f"{group}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                     0o600, dir_fd=dfd)
     except OSError as e:
         why = "it is a symbolic link, not followed" if e.errno == errno.ELOOP else e.strerror
         raise LockError(f"cannot open the lock file {path}: {why}") from None
+    finally:
+        os.close(dfd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        os.close(fd)
+        raise LockError(f"the lock file {path} is not this user's own 0600 file: not used")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "unknown"
+        holder = lock_holder(st) or "a process this user cannot see"
+        note = os.pread(fd, 512, 0).decode(errors="replace").strip()
         os.close(fd)
-        log(WARNING, f"lock group '{group}' is busy (held by {holder}); this run of {job} "
-                     f"for session {session} is dropped, not queued")
+        log(WARNING, f"lock group '{group}' is busy (held by {holder}"
+                     f"{f'; its note: {note}' if note else ''}); this run of {job} for session "
+                     f"{session} is dropped, not queued")
         return None
     except OSError as e:
         os.close(fd)
@@ -77,6 +108,32 @@ def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
         log(WARNING, f"cannot write the holder's note into {path}: {e.strerror}")
     os.set_inheritable(fd, True)
     return fd
+
+
+def lock_holder(st, locks: str = "/proc/locks") -> str | None:
+    """Who holds the flock on the file of `st` (os.stat_result), from the kernel's lock table:
+    "pid N (job J session S)" with what /proc/N/environ tells, or "pid N"; None if not found."""
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open(locks) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF" (a waiter's line has "->")
+        if len(fields) >= 6 and fields[1] == "FLOCK" and "->" not in fields[1:3] \
+                and fields[5] == device:
+            pid = fields[4]
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as e:
+                    env = dict(v.split(b"=", 1) for v in e.read().split(b"\0") if b"=" in v)
+            except OSError:
+                return f"pid {pid}"
+            what = " ".join(f"{k.lower()} {env[f'MARKET_{k}'.encode()].decode(errors='replace')}"
+                            for k in ("JOB", "SESSION") if f"MARKET_{k}".encode() in env)
+            return f"pid {pid}" + (f" ({what})" if what else "")
+    return None
 
 
 def utc_text(instant: datetime) -> str:
@@ -116,29 +173,49 @@ def cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
 
 
 def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, claim,
-             fence: str | None = None, drop_capabilities: bool = False, **context: str) -> int:
-    """Exec the job in this process with its context (returns only when the exec failed).
-    drop_capabilities: empty this process's capability sets first (the pre-fire escort's
-    CAP_SYS_NICE is never the job's: instant_escort.py)."""
+             fence: str | None = None, drop_capabilities: bool = False, user=None,
+             escort_at: float | None = None, **context: str) -> int:
+    """Run the job with its context: as `user` (jobuser.JobUser), in a child this process
+    supervises (its exit status is returned), or, without one, exec'd in this process (returns
+    only when the exec failed). drop_capabilities: empty this process's capability sets first
+    (the pre-fire escort's CAP_SYS_NICE is never the job's: instant_escort.py). escort_at: the
+    instant whose real-time escort is started for the child once it exists."""
+    if user is not None:
+        from market_timers.runner.jobuser import supervise
+
+        after_fork = None
+        if escort_at is not None:
+            from market_timers.runner import realtime
+
+            def after_fork(pid: int) -> None:
+                realtime.start(escort_at, env.get(environment.JOB, ""), target=pid)
+
+        return supervise(argv, _child_env(env, session, scheduled_text, claim, fence, context),
+                         user, realtime=escort_at is not None, after_fork=after_fork)
     if drop_capabilities:
         from market_timers.runner.realtime import (  # loaded before the wait
             drop_capabilities as drop,
         )
 
         drop(f"the exec of {argv[0]}")
+    try:
+        os.execve(argv[0], argv, _child_env(env, session, scheduled_text, claim, fence, context))
+    except OSError as e:
+        log(ERR, f"cannot run {argv[0]}: {e.strerror}")
+        return RUNNER_ERROR
+    return RUNNER_ERROR  # not reached
+
+
+def _child_env(env: dict, session: str, scheduled_text: str, claim, fence, context) -> dict:
     child_env = dict(env)
     child_env.update(MARKET_SESSION=session, PYTHONFAULTHANDLER="1",
                      MARKET_SCHEDULED_UTC=scheduled_text, MARKET_ATTEMPT=str(claim.attempt),
                      **context)
     child_env.pop(environment.TICKET, None)
+    child_env.pop(environment.JOB_USER, None)
     if fence or claim.fence:
         child_env[environment.FENCE] = str(fence or claim.fence)
-    try:
-        os.execve(argv[0], argv, child_env)
-    except OSError as e:
-        log(ERR, f"cannot run {argv[0]}: {e.strerror}")
-        return RUNNER_ERROR
-    return RUNNER_ERROR  # not reached
+    return child_env
 
 
 def refuse_already_ran(book, key, holder: dict, base: dict) -> int:

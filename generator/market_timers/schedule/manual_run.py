@@ -24,7 +24,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from market_timers import ledger
-from market_timers.contracts import unitname
+from market_timers.contracts import environment, unitname
 from market_timers.contracts.exitcodes import FAILURE, USAGE
 from market_timers.contracts.instants import iso
 
@@ -50,7 +50,7 @@ def _owner(config) -> tuple[int, int] | None:
     if os.geteuid() != 0:
         return None
     try:
-        user = pwd.getpwnam(config.user)
+        user = pwd.getpwnam(environment.PACKAGE_USER)  # the runner's user, not the job's
     except KeyError:
         return None
     return user.pw_uid, user.pw_gid

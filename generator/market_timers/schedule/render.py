@@ -96,7 +96,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
     env_lines = _job_environment(config, job, context)
     service = env.get_template("job.service.j2").render(
         header=header, description=plain(f"market-timers job {description}"),
-        user=config.user, job=job.name,
+        user=environment.PACKAGE_USER, job=job.name,
         environment=[quote_env(k, v) for k, v in env_lines],
         exec_start=" ".join(quote_arg(a) for a in (runner, "--", *job.command)),
         exec_stop_post=f"{quote_arg(runner)} --record",
@@ -108,7 +108,8 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         retry=retry_settings(job),
         read_write_paths=" ".join(quote_path(p) for p in (
             str(config.state_dir), str(config.runtime_dir), str(config.spool_dir / "events"),
-            *job.read_write_paths, *metrics_config.write_paths(config))),
+            *_job_home(config, job), *job.read_write_paths,
+            *metrics_config.write_paths(config))),
         on_success=not try_id,
     )
     timer = env.get_template("job.timer.j2").render(
@@ -151,9 +152,16 @@ def _daily_schedule(job: Job):
             [f"MARKET_JOB={job.name}"])
 
 
+def _job_home(config: Config, job: Job) -> list[str]:
+    """The default job user's home, writable by its jobs (sysusers.d and tmpfiles.d make it)."""
+    return [environment.DEFAULT_JOB_HOME] if (job.user or config.user) == \
+        environment.DEFAULT_JOB_USER else []
+
+
 def _job_environment(config: Config, job: Job, context: list) -> list[tuple[str, str]]:
     """Environment= of a job's service: its MARKET_* context, then the job's own variables."""
-    return [(environment.JOB, job.name), *context,
+    return [(environment.JOB, job.name), (environment.JOB_USER, job.user or config.user),
+            *context,
             (environment.SEVERITY, job.severity),
             (environment.GRACE_SEC, str(job.grace)),
             (environment.LOCK_GROUP, job.lock),

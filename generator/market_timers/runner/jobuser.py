@@ -1,0 +1,143 @@
+"""The job's own user: the runner, as the package's user, supervises a job that runs as another.
+
+Why. The run ledger, the lock groups, the retry markers, the tickets, the alert state and the
+snapshot belong to the package's user (PACKAGE_USER). A job that ran as that user could cancel
+another job's session, silence the alerts or hold a lock group (issue 29). So a job unit runs the
+runner as the package's user with CAP_SETUID and CAP_SETGID (and CAP_SYS_NICE for the real-time
+escort), and the runner, once it has checked, locked and claimed, forks: the child execs
+setpriv(1) (util-linux, Essential on Debian: a well-kept tool for exactly this, rather than our
+own setresuid/capset code) which becomes the job's user with its groups, clears the inheritable
+and ambient capability sets, and execs the job, so the job holds no capability. The parent is the
+supervisor: it keeps the lock fd and the cluster ledger's connection (the child closes every
+descriptor but 0-2), forwards the stop signals, waits, and exits with the job's status, or dies
+of the job's signal, so that $SERVICE_RESULT, $EXIT_CODE and $EXIT_STATUS of ExecStopPost= and
+OnFailure= say what they said when the job was the main process. The job's heartbeats reach
+systemd through NotifyAccess=all (render.py); WATCHDOG_PID names the job.
+
+The supplementary groups: the job user's own, plus the package's group (the runner's gid), whose
+members may spool events (jobnotify.event; the spool is 3770 market-timers:market-timers).
+Nothing the scheduler decides on is group-writable (UMask=0027; the lock directory is 0700).
+
+A unit written by an older version has no MARKET_JOB_USER: the job is exec'd in place, as then,
+until the next sync re-renders it. So is a job whose user is the runner's own (a development
+machine without privileges).
+
+Hot path: os, pwd, signal and, for the escort, resource (all C modules).
+"""
+
+import os
+import pwd
+import signal
+
+from market_timers.contracts import environment
+
+CAP_SETGID, CAP_SETUID = 6, 7
+# What the supervisor passes on to the job: systemd's stop and reload signals, a terminal's.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+             signal.SIGUSR2, signal.SIGABRT, signal.SIGCONT)
+# RLIMIT_RTTIME of a job lent SCHED_FIFO for its instant: real-time CPU time without a blocking
+# call, in microseconds. The escort's window is 150 ms; a job that keeps the policy past it (it
+# cannot stop the escort: another uid) is killed by the kernel after this much spinning.
+RTTIME_USEC = 1_000_000
+
+
+class JobUserError(Exception):
+    pass
+
+
+class JobUser:
+    def __init__(self, name: str, uid: int, gid: int, home: str, groups: list[int]):
+        self.name, self.uid, self.gid, self.home, self.groups = name, uid, gid, home, groups
+
+
+def resolve(env: dict) -> JobUser | None:
+    """The job's user, checked before the claim (a run that cannot switch takes none); None: the
+    job is exec'd in place (an older unit, or the job's user is ours). JobUserError says why the
+    job cannot be started as its user."""
+    name = env.get(environment.JOB_USER)
+    if not name:
+        return None
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        raise JobUserError(f"the job's user {name!r} does not exist (`user` in the config; "
+                           f"{environment.DEFAULT_JOB_USER} is made by the package)") from None
+    if pw.pw_uid == 0 or name == environment.PACKAGE_USER:
+        raise JobUserError(f"the job's user {name!r} owns the scheduler's state; a job never "
+                           "runs as root or as the package's user")
+    if pw.pw_uid == os.geteuid():
+        return None
+    if os.geteuid() != 0 and not _can_switch():
+        raise JobUserError(f"cannot switch to the job's user {name!r}: no CAP_SETUID/CAP_SETGID "
+                           "(a unit written by an older version: run `market-timers sync`)")
+    try:
+        groups = sorted(set(os.getgrouplist(name, pw.pw_gid)) | {os.getgid()})
+    except OSError as e:
+        raise JobUserError(f"cannot read the groups of {name!r}: {e.strerror}") from None
+    return JobUser(name, pw.pw_uid, pw.pw_gid, pw.pw_dir, groups)
+
+
+def _can_switch(status: str = "/proc/self/status") -> bool:
+    try:
+        with open(status) as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    eff = int(line.split()[1], 16)
+                    return bool(eff >> CAP_SETUID & 1 and eff >> CAP_SETGID & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def setpriv_argv(user: JobUser, argv: list[str]) -> list[str]:
+    return [environment.SETPRIV, f"--reuid={user.uid}", f"--regid={user.gid}",
+            "--groups=" + ",".join(str(g) for g in user.groups),
+            "--inh-caps=-all", "--ambient-caps=-all", "--", *argv]
+
+
+def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = False,
+              after_fork=None) -> int:
+    """Fork the job as `user` and wait for it: its exit status, or this process dies of its
+    signal. after_fork(pid) runs in the supervisor once the child exists (the escort)."""
+    child_env = dict(env, HOME=user.home, USER=user.name, LOGNAME=user.name)
+    command = setpriv_argv(user, argv)
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the supervisor's but stdin/out/err, then the job
+        code = 172  # exitcodes.RUNNER_ERROR, without importing it here
+        try:
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+            if "WATCHDOG_PID" in child_env:
+                child_env["WATCHDOG_PID"] = str(os.getpid())
+            if realtime:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_RTTIME, (RTTIME_USEC, RTTIME_USEC))
+            os.execve(command[0], command, child_env)
+        except BaseException as e:  # noqa: BLE001 - a forked child never returns into the runner
+            import sys
+
+            prefix = "<3>" if os.environ.get("JOURNAL_STREAM") else ""
+            print(f"{prefix}market-timers-run: cannot start the job as {user.name}: {e}",
+                  file=sys.stderr, flush=True)
+        os._exit(code)
+    import faulthandler  # the job's PYTHONFAULTHANDLER is not the supervisor's
+
+    faulthandler.disable()
+    for sig in FORWARDED:
+        signal.signal(sig, lambda signum, frame: _forward(pid, signum))
+    if after_fork is not None:
+        after_fork(pid)
+    _, status = os.waitpid(pid, 0)  # PEP 475: retried after each forwarded signal
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    sig = os.WTERMSIG(status)
+    signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)  # die as the job died: systemd sees the same result
+    return 128 + sig  # a signal that does not end a process (not reached for the others)
+
+
+def _forward(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
