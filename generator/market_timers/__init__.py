@@ -14,4 +14,4 @@ cli/ composes them (the sync, refresh and deadman commands call the metrics and 
 after the flow, no flow calls another's side effects); contracts/ holds what they agree on.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -66,6 +66,33 @@ def _ensure_deb_locked(repo: Path, suite: str) -> Path:
     return deb
 
 
+def released_deb(commit: str, suite: str = SUITE, repo: Path = REPO) -> Path:
+    """The .deb of an earlier commit (a release users have installed), for the upgrade tests:
+    built once from a detached worktree of that commit and kept in the e2e cache."""
+    from .rootfs import cache_dir
+
+    keep = cache_dir() / "released" / f"{commit[:12]}-{suite}"
+    keep.mkdir(parents=True, exist_ok=True)
+    with open(keep / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = sorted(keep.glob("market-timers_*.deb"))
+        if found:
+            return found[-1]
+        tree = keep / "tree"
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=repo,
+                       capture_output=True, check=False)
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=repo,
+                       capture_output=True, text=True, check=True)
+        try:
+            deb = _ensure_deb_locked(tree, suite)
+            target = keep / deb.name
+            target.write_bytes(deb.read_bytes())
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=repo,
+                           capture_output=True, check=False)
+        return target
+
+
 def make_repo(out: Path, debs: dict[str, Path], repo: Path = REPO) -> Path:
     """scripts/make-repo: a flat apt repository in out with one index per release."""
     result = subprocess.run(

@@ -1,0 +1,52 @@
+"""Upgrading an installed 0.1 package (issue 29): the ledger and the history are kept, and a
+session that ran before the upgrade is still "already ran" after it, although the jobs now run
+as their own user and the scheduler's files moved."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import PACKAGE
+from .container import Container
+from .debpkg import released_deb
+from .rootfs import Release
+from .scenario import Job, Scenario, instant_in
+
+pytestmark = pytest.mark.e2e
+
+# The last commit of 0.1.0 (before the jobs got their own user).
+RELEASED = "7580deb70364c2a4c740ef094485a34427ea72ab"
+KEEP_CONFFILES = ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+
+
+def test_an_upgrade_from_0_1_keeps_the_ledger_and_a_session_that_ran_stays_ran(
+    container: Container, scenario: Scenario, release: Release, deb_inside: str
+) -> None:
+    old = container.copy_in(released_deb(RELEASED, release.suite))
+    container.run(["apt-get", "purge", "-y", "-q", PACKAGE], timeout=300)
+    container.apt_install(old, *KEEP_CONFFILES)
+    version = container.run(["dpkg-query", "-W", "-f=${Version}", PACKAGE]).stdout
+    assert version.startswith("0.1.0"), version
+
+    job = Job("orders", instant_in(8), ["ok"])
+    scenario.schedule([job])
+    before = scenario.wait_finished(job, 40)
+    assert before["result"] == "success"
+    attempts = scenario.ledger(job)["attempts"]
+    assert len(attempts) == 1
+
+    container.apt_install(deb_inside, *KEEP_CONFFILES)
+    version = container.run(["dpkg-query", "-W", "-f=${Version}", PACKAGE]).stdout
+    assert not version.startswith("0.1.0"), f"not upgraded: {version}"
+
+    assert scenario.ledger(job)["attempts"] == attempts
+    assert scenario.run_record(job)["result"] == "success"
+    again = container.run(["market-timers", "run", job.name, "--session",
+                           job.session.isoformat()], check=False)
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert f"orders already ran for session {job.session}" in again.stdout + again.stderr
+    # And the upgraded package still runs the next fire of a job, as its new user.
+    nxt = Job("orders2", instant_in(8), ["ok"])
+    scenario.schedule([nxt])
+    assert scenario.wait_finished(nxt, 40)["result"] == "success"
+    assert "user=market-timers" not in scenario.journal_of(nxt)
