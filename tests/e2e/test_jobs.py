@@ -6,6 +6,7 @@ alerts go to the fake Telegram (critical) and Slack (warning) on the host's loop
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -134,3 +135,21 @@ def test_second_job_of_a_busy_lock_group_is_skipped_and_slack_gets_a_warning(
     done = scenario.wait_finished(holder, 20)
     assert done["result"] == "success" and done["scheduled_utc"] == iso(holder.instant)
     assert "e2e-job slept" in scenario.journal_of(holder)
+
+
+def test_a_pre_fired_jobs_first_watchdog_interval_is_the_whole_watchdog_sec(
+    scenario: Scenario,
+) -> None:
+    """The unit starts `lead` (2 s) before the instant; the wait must not eat into the job's
+    first watchdog interval (issue 24: a job with watchdog 5s was killed 3.1 s after its first
+    line). Measured from the job's own first line to systemd's watchdog timeout."""
+    job = Job("silent", instant_in(LEAD + 2), ["sleep", "30"], {"watchdog": "5s", "lead": None})
+    scenario.schedule([job])
+    assert scenario.wait_finished(job, LEAD + 40)["result"] == "watchdog"
+    start = float(re.search(r"e2e-job start=(\d+\.\d+)", scenario.journal_of(job))[1])
+    out = scenario.box.journal("-u", job.service, "-o", "json", "--output-fields=MESSAGE")
+    killed = [int(json.loads(line)["__REALTIME_TIMESTAMP"]) / 1e6 for line in out.splitlines()
+              if "Watchdog timeout" in json.loads(line).get("MESSAGE", "")]
+    assert killed, out
+    print(f"[e2e] {job.service}: killed {killed[0] - start:.2f} s after the job's first line")
+    assert killed[0] - start >= 4.5  # the whole 5 s (the old code: about 3 s)
