@@ -126,3 +126,59 @@ def test_symlinks_planted_in_the_ledger_are_never_followed_by_the_readers(tmp_pa
     claim = LocalLedger(str(state)).claim(ledger.Key("signal", "2025-12-01"), "timer", {})
     assert not claim.ok
     assert precious.read_text() == "job=signal\nhost=evil\n"
+
+
+def test_a_claim_that_hits_a_full_disk_leaves_nothing_that_reads_as_a_start(tmp_path,
+                                                                              monkeypatch):
+    import errno
+
+    from market_timers.ledger import local
+
+    book = LocalLedger(str(tmp_path))
+    real_write = os.write
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(local.os, "write", full)
+    with pytest.raises(OSError, match="No space left"):
+        book.claim(KEY, "timer", {"pid": 1})
+    monkeypatch.setattr(local.os, "write", real_write)
+    assert book.holder(KEY) is None  # not "already ran": the session can still run
+    assert runrecord.read(tmp_path, KEY.job, KEY.session) is None  # status, the deadman: no start
+    key_dir = tmp_path / "ledger" / KEY.job / KEY.session
+    assert sorted(p.name for p in key_dir.iterdir()) == []  # not even the temp file
+    assert book.claim(KEY, "timer", {"pid": 2}).ok
+
+
+def test_an_empty_claim_left_by_an_older_version_is_no_start_and_is_replaced(tmp_path):
+    book = LocalLedger(str(tmp_path))
+    key_dir = tmp_path / "ledger" / KEY.job / KEY.session
+    key_dir.mkdir(parents=True)
+    (key_dir / "attempt-1").write_text("")
+    assert book.holder(KEY) is None
+    claim = book.claim(KEY, "timer", {"pid": 7})
+    assert claim.ok and claim.attempt == 1
+    assert book.holder(KEY)["pid"] == 7
+
+
+def test_a_fifo_planted_in_the_ledger_is_refused_without_blocking(tmp_path):
+    import subprocess
+    import sys
+
+    key_dir = tmp_path / "ledger" / KEY.job / KEY.session
+    key_dir.mkdir(parents=True)
+    os.mkfifo(key_dir / "attempt-1")
+    code = ("import sys; from market_timers import ledger; from market_timers.ledger.local import "
+            "LocalLedger\ntry:\n    LocalLedger(sys.argv[1]).holder(ledger.Key('closing-orders', "
+            "'2025-11-26'))\nexcept OSError as e:\n    print('refused:', e)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, timeout=20)  # the old code blocked here forever
+    assert "refused:" in out.stdout and "not a regular file" in out.stdout, out
+
+
+@pytest.mark.parametrize("char", ["\n", "\r", "\\", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85",
+                                  "\u2028", "\u2029", "=", "\0"])
+def test_every_field_round_trips_whatever_it_holds(char):
+    fields = {"by": f"ops{char}attempt=99{char}host=evil", "node": f"{char}", "pid": 4}
+    assert ledger.parse_fields(ledger.format_fields(fields)) == fields

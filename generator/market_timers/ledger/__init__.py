@@ -210,19 +210,22 @@ def format_fields(fields: dict) -> str:
     for name, value in fields.items():
         if value is None:
             continue
-        text = str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        text = str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r") \
+            .replace("\0", "\\0")
         lines.append(f"{name}={text}\n")
     return "".join(lines)
 
 
 def parse_fields(text: str) -> dict:
     out: dict = {}
-    for line in text.splitlines():
+    # split("\n"), not splitlines(): that also splits on \v, \f, \x1c-\x1e, \x85, U+2028 and
+    # U+2029, which format_fields leaves as they are: a value holding one would inject fields.
+    for line in text.split("\n"):
         name, sep, value = line.partition("=")
         if not sep:
             continue
-        value = value.replace("\\\\", "\0").replace("\\n", "\n").replace("\\r", "\r") \
-            .replace("\0", "\\")
+        value = "\\".join(part.replace("\\n", "\n").replace("\\r", "\r").replace("\\0", "\0")
+                          for part in value.split("\\\\"))
         kind = NUMBERS.get(name)
         if kind is not None:
             try:

@@ -16,6 +16,7 @@ Imports nothing but `os` (and `errno`): the runner calls this before every job.
 
 import errno
 import os
+import stat
 
 from market_timers.ledger import (
     LEDGER_DIR,
@@ -28,10 +29,20 @@ from market_timers.ledger import (
 )
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted in place of a record must not hang the runner or root's sync (the
+# open of a FIFO with no writer blocks); what is not a regular file is refused (_read).
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 ROOT = LEDGER_DIR
 TICKETS = TICKETS_DIR
+
+
+def _empty(name: str, dir_fd: int) -> bool:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == 0
 
 
 class LocalLedger(Ledger):
@@ -84,6 +95,8 @@ class LocalLedger(Ledger):
                 return None
             raise
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, f"{name} in the run ledger is not a regular file")
             chunks = []
             while chunk := os.read(fd, 65536):
                 chunks.append(chunk)
@@ -93,20 +106,38 @@ class LocalLedger(Ledger):
 
     @staticmethod
     def _create(name: str, dir_fd: int, text: str, durable: bool = True) -> bool:
-        """Exclusive creation; False when the name exists. Durable (file and entry) if asked.
+        """Exclusive creation of a complete file; False when the name exists. Durable (file and
+        entry) if asked.
 
-        Not atomicfile: a claim is the O_EXCL creation itself (of racing starts one creates the
-        name), not a replace; readers wait for a claim's fields (_read_claim)."""
+        The name appears complete or not at all: the text goes into a temp file first (written
+        and fsync'd), which is then link(2)ed to the name, and link fails when the name exists:
+        of racing starts one creates it. A write that fails (ENOSPC, EIO) leaves no name behind,
+        so a claim that could not be written never reads as a start. An empty file of that name
+        (left by a version that created the name first and wrote it after, and crashed or hit a
+        full disk in between: its job was never exec'd) is replaced; claims of one (job,
+        session) are made under its lock group's flock, so no other start races that."""
+        tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        fd = os.open(tmp, _CREATE, 0o640, dir_fd=dir_fd)
         try:
-            fd = os.open(name, _CREATE, 0o640, dir_fd=dir_fd)
-        except FileExistsError:
-            return False
-        try:
-            os.write(fd, text.encode())
-            if durable:
-                os.fsync(fd)
+            try:
+                data = text.encode()
+                if os.write(fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, "short write")
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            except FileExistsError:
+                if not _empty(name, dir_fd):
+                    return False
+                os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         finally:
-            os.close(fd)
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
         if durable:
             os.fsync(dir_fd)
         return True
@@ -120,18 +151,9 @@ class LocalLedger(Ledger):
 
     @classmethod
     def _read_claim(cls, name: str, dir_fd: int) -> dict | None:
-        """A claim file; one just created by a racing start may not hold its fields yet (it is
-        written right after the exclusive create): wait for them a little. An empty claim left by
-        a crash between the two still counts as a claim, with its details unknown."""
-        record = cls._read(name, dir_fd)
-        tries = 0
-        while record is not None and not record and tries < 50:
-            import time
-
-            time.sleep(0.002)
-            tries += 1
-            record = cls._read(name, dir_fd)
-        return record
+        """A claim file, or None. A claim is complete when it appears (_create); an empty one,
+        left by an older version whose write failed before the exec, is no start."""
+        return cls._read(name, dir_fd) or None
 
     # -- the runner's calls ------------------------------------------------------------------
 
