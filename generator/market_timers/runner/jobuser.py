@@ -9,7 +9,8 @@ setpriv(1) (util-linux, Essential on Debian: a well-kept tool for exactly this, 
 own setresuid/capset code) which becomes the job's user with its groups, clears the inheritable
 and ambient capability sets, and execs the job, so the job holds no capability. The parent is the
 supervisor: it keeps the lock fd and the cluster ledger's connection (the child closes every
-descriptor but 0-2), forwards the stop signals, waits, and exits with the job's status, or dies
+descriptor but 0-2), passes on the signals it gets (systemd signals the job itself too: the
+unit's KillMode=control-group), waits, and exits with the job's status, or dies
 of the job's signal, so that $SERVICE_RESULT, $EXIT_CODE and $EXIT_STATUS of ExecStopPost= and
 OnFailure= say what they said when the job was the main process. The job's heartbeats reach
 systemd through NotifyAccess=all (render.py); WATCHDOG_PID names the job.
@@ -137,7 +138,11 @@ def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = Fal
 
 
 def _forward(pid: int, signum: int) -> None:
+    """Pass a signal on, best effort. Under systemd the job gets the stop and watchdog signals
+    from systemd itself (KillMode=control-group signals every process of the unit); the
+    package's user may not signal the job's (no CAP_KILL, on purpose), so EPERM is expected
+    there. A root supervisor (a development run) does pass them on."""
     try:
         os.kill(pid, signum)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
