@@ -336,18 +336,24 @@ def finish(env: dict, **result) -> None:
     subprocess.run([*RUNNER, "--record"], env={**env, **result}, check=True)
 
 
-def ticket(tmp_path: Path, nonce: str, force: bool, session: str = "2025-11-28") -> None:
+def ticket(tmp_path: Path, nonce: str, force: bool, session: str = "2025-11-28") -> dict:
+    """A `market-timers run` ticket as its one-off unit gets it: the ledger's copy, and the
+    nonce as the unit's credential (systemd loads it from root's file); the environment."""
     from market_timers.ledger.local import LocalLedger
 
     LocalLedger(str(tmp_path / "state")).write_ticket(nonce, {
         "job": "signal", "session": session, "force": "yes" if force else "no", "by": "alice"})
+    creds = tmp_path / f"credentials-{nonce}"
+    creds.mkdir()
+    (creds / "market-timers.ticket").write_text(nonce + "\n")
+    return {"MARKET_TICKET": f"run-unit-{nonce}", "CREDENTIALS_DIRECTORY": str(creds)}
 
 
 def test_a_forced_start_runs_again_as_the_next_attempt_once_per_ticket(tmp_path):
     command, out = appender(tmp_path)
     assert run(context(tmp_path), *command).returncode == 0
-    ticket(tmp_path, "n1", force=True)
-    forced = context(tmp_path, datetime.now(UTC) - timedelta(hours=3), MARKET_TICKET="n1")
+    forced = context(tmp_path, datetime.now(UTC) - timedelta(hours=3),
+                     **ticket(tmp_path, "n1", force=True))
     proc = run(forced, "/usr/bin/env")
     assert proc.returncode == 0, proc.stderr
     assert "MARKET_ATTEMPT=2" in proc.stdout and "MARKET_TICKET" not in proc.stdout
@@ -356,24 +362,38 @@ def test_a_forced_start_runs_again_as_the_next_attempt_once_per_ticket(tmp_path)
     assert (rec["attempt"], rec["how"], rec["by"], rec["attempts"]) == (2, "forced", "alice", 2)
     again = run(forced, *command)  # the same ticket cannot force a second run
     assert again.returncode == exitcodes.RUNNER_ERROR
-    assert "start ticket n1 of signal for session 2025-11-28 is unknown or already used" \
-        in again.stderr
+    assert "start ticket of run-unit-n1 (signal for session 2025-11-28) is unknown or already " \
+        "used" in again.stderr
     assert out.read_text() == "sent\n"
 
 
 def test_a_ticket_for_another_session_is_refused(tmp_path):
-    ticket(tmp_path, "n2", force=True, session="2025-11-27")
-    proc = run(context(tmp_path, MARKET_TICKET="n2"), "/bin/true")
+    proc = run(context(tmp_path, **ticket(tmp_path, "n2", force=True, session="2025-11-27")),
+               "/bin/true")
     assert proc.returncode == exitcodes.RUNNER_ERROR
+
+
+def test_a_ticket_without_roots_credential_is_refused_whoever_wrote_it(tmp_path):
+    """A job or a local user who could write the ledger's ticket, and set MARKET_TICKET, still
+    cannot start a forced run: the nonce comes only as the one-off unit's credential."""
+    command, out = appender(tmp_path)
+    assert run(context(tmp_path), *command).returncode == 0
+    env = ticket(tmp_path, "f1", force=True)
+    for forged in ({**env, "CREDENTIALS_DIRECTORY": str(tmp_path / "none")},
+                   {"MARKET_TICKET": "f1"}):
+        proc = run(context(tmp_path, **forged), *command)
+        assert proc.returncode == exitcodes.RUNNER_ERROR
+        assert "is missing: only a start by `market-timers run` has one" in proc.stderr
+    assert out.read_text() == "sent\n"
 
 
 def test_an_operator_start_without_force_skips_the_grace_but_not_the_ledger(tmp_path):
     command, out = appender(tmp_path)
-    ticket(tmp_path, "n3", force=False)
-    late = context(tmp_path, datetime.now(UTC) - timedelta(hours=3), MARKET_TICKET="n3")
+    late = context(tmp_path, datetime.now(UTC) - timedelta(hours=3),
+                   **ticket(tmp_path, "n3", force=False))
     assert run(late, *command).returncode == 0  # a missed session, caught up by hand
-    ticket(tmp_path, "n4", force=False)
-    assert run({**late, "MARKET_TICKET": "n4"}, *command).returncode == exitcodes.ALREADY_RAN
+    assert run({**late, **ticket(tmp_path, "n4", force=False)}, *command).returncode \
+        == exitcodes.ALREADY_RAN
     assert out.read_text() == "sent\n"
 
 

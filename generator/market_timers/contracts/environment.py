@@ -73,8 +73,10 @@ STANDBY_DELAY_SEC = "MARKET_STANDBY_DELAY_SEC"
 ON_DB_UNREACHABLE = "MARKET_ON_DB_UNREACHABLE"
 CLUSTER_DSN_FILE = "MARKET_CLUSTER_DSN_FILE"
 
-# Set by `market-timers run` (the ticket) and by the runner for the job it execs.
+# Set by `market-timers run` (the ticket: its one-off unit's name; the nonce comes as the credential
+# TICKET_CREDENTIAL, from a file only root writes) and by the runner for the job it execs.
 TICKET = "MARKET_TICKET"
+TICKET_CREDENTIAL = "market-timers.ticket"
 SLOT = "MARKET_SLOT"
 SLOT_UTC = "MARKET_SLOT_UTC"
 ATTEMPT = "MARKET_ATTEMPT"

@@ -49,6 +49,9 @@ DEFAULT_STATE_DIR = environment.DEFAULT_STATE_DIR
 #   runs/<job>/<session>/<slot>.json             a periodic job's slot records (runner/slotclock.py)
 #   runs/<job>/<session>/.invocation-<id>        which slot an invocation judged, for --record
 #   runs/<job>/<session>.json                    a record from before the ledger (read only)
+#   sync/tickets/<unit>                          `market-timers run`'s ticket nonce, root's 0600 in a
+#                                                0700 directory: its one-off unit loads it as the
+#                                                credential TICKET_CREDENTIAL (manual_run.py)
 #   sync/alerts-snapshot.json                    the alert path's last-good config (alerts/snapshot.py):
 #                                                sync/ is root's (0755), written by root's sync only,
 #                                                so nothing the package's user or a job writes
@@ -61,6 +64,10 @@ RUNS_DIR = "runs"
 
 def sync_dir(state_dir) -> str:
     return os.path.join(state_dir, SYNC_DIR)
+
+
+def ticket_source(state_dir, unit: str) -> str:
+    return os.path.join(state_dir, SYNC_DIR, TICKETS_DIR, unit)
 
 
 def runs_dir(state_dir, job: str | None = None) -> str:

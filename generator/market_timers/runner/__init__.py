@@ -173,15 +173,25 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     late = (now - scheduled).total_seconds()
     try:
         if not slot and env.get(environment.TICKET):
-            ticket = book.take_ticket(env[environment.TICKET], key)
-            if ticket is None:
-                log(ERR, f"start ticket {env['MARKET_TICKET']} of {job} for session {session} is "
-                         "unknown or already used; start a run with `market-timers run`")
+            nonce = ticket_nonce(env)
+            ticket = book.take_ticket(nonce, key) if nonce else None
+            if ticket is None and nonce and env.get(environment.RETRIES, "0") != "0" and \
+                    retry_pending(env, key):
+                # systemd's restart of a failed `market-timers run` of a job with retries: its
+                # ticket was for the first attempt; the retry marker decides, as for a timer's
+                # run, with its deadline counted from now (the operator's start was late on
+                # purpose).
+                scheduled = datetime.now(UTC)
+            elif ticket is None:
+                log(ERR, f"start ticket of {env[environment.TICKET]} ({job} for session "
+                         f"{session}) is {'unknown or already used' if nonce else 'missing'}: "
+                         "only a start by `market-timers run` has one; start a run with it")
                 return RUNNER_ERROR
-            how = "forced" if ticket.get("force") == "yes" else "operator"
-            by = ticket.get("by", "?")
-            log(INFO, f"{job} for session {session} started by {by} with `market-timers run"
-                      f"{' --force' if how == 'forced' else ''}`")
+            else:
+                how = "forced" if ticket.get("force") == "yes" else "operator"
+                by = ticket.get("by", "?")
+                log(INFO, f"{job} for session {session} started by {by} with `market-timers run"
+                          f"{' --force' if how == 'forced' else ''}`")
         if not slot and how == "timer" and env.get(environment.RETRIES, "0") != "0":
             from market_timers.runner.retry import retry_start  # systemd's restart?
 
@@ -257,6 +267,32 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     escort_at = scheduled.timestamp() if capable and user is not None else None
     return exec_job([*wait, *argv], env, session, utc_text(scheduled), claim, fence,
                     drop_capabilities=capable, user=user, escort_at=escort_at)
+
+
+def ticket_nonce(env: dict) -> str | None:
+    """The nonce of a `market-timers run` start: the credential its one-off unit loads from
+    root's file (manual_run.py), never a value of the environment (`systemctl show` shows that to
+    anyone, and a unit's Environment= is no proof of who wrote it)."""
+    directory = env.get("CREDENTIALS_DIRECTORY")
+    if not directory:
+        return None
+    try:
+        fd = os.open(os.path.join(directory, environment.TICKET_CREDENTIAL),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        text = os.read(fd, 256).decode(errors="replace").strip()
+    finally:
+        os.close(fd)
+    return text if text.isalnum() else None
+
+
+def retry_pending(env: dict, key) -> bool:
+    from market_timers.runner.retry import marker_path
+
+    return os.path.exists(marker_path(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR,
+                                      key.job, key.session))
 
 
 def main(argv: list[str] | None = None) -> int:

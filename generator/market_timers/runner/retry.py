@@ -61,7 +61,10 @@ def plan_retry(env: dict, state_dir: str, job: str, session: str, attempt: int,
     allowed = int(env[environment.RETRIES])
     delay = int(env.get(environment.RETRY_DELAY_SEC, "30"))
     wait = retries.backoff(attempt + 1, delay, int(env.get(environment.RETRY_DELAY_MAX_SEC, "600")))
-    deadline = scheduled_instant(env, now) + timedelta(
+    # A run started by hand (`market-timers run`: its unit has a ticket) was late on purpose: its
+    # retries are bounded from its own attempts, not from the planned instant.
+    base = now if env.get(environment.TICKET) else scheduled_instant(env, now)
+    deadline = base + timedelta(
         seconds=int(env.get(environment.GRACE_SEC, "120")) + int(env.get(environment.TIMEOUT_SEC, "0")))
     if attempt > allowed:
         text = f"over {attempt} all {attempt} attempts failed"

@@ -56,6 +56,21 @@ def _owner(config) -> tuple[int, int] | None:
     return user.pw_uid, user.pw_gid
 
 
+def _write_ticket_source(path: Path, nonce: str) -> None:
+    """Root's copy of the nonce: 0600 in a 0700 directory of ours (the state directory's
+    sync/, root's too: alerts/snapshot.py)."""
+    from market_timers.files import atomicfile
+
+    for directory in (path.parent.parent, path.parent):
+        directory.mkdir(mode=0o755 if directory == path.parent.parent else 0o700, exist_ok=True)
+        st = directory.lstat()
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not directory.is_dir() \
+                or directory.is_symlink():
+            raise OSError(f"{directory} is not this user's own directory: no ticket written")
+    os.chmod(path.parent, 0o700)
+    atomicfile.write(str(path), nonce + "\n", mode=0o600, sync=atomicfile.DURABLE)
+
+
 def command(config, job_name: str, session: date, force: bool, *, now: datetime | None = None,
             systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR) -> int:
     from market_timers.config.loader import default_runner
@@ -90,14 +105,19 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
     name = unitname.manual_run(job_name, session, now).service()
     nonce = secrets.token_hex(16)
     by = _operator()
+    source = Path(ledger.ticket_source(config.state_dir, name))
+    # The nonce is in no unit (`systemctl show` is anyone's) and in no file a job or the
+    # package's user could write: systemd loads root's 0600 copy into the unit's credentials.
     text = (f"# market-timers run {job_name} --session {session}{' --force' if force else ''}"
             f" by {by} at {iso(now)}: "
             "a one-off start.\n" + service.text +
-            f"\n[Service]\nEnvironment=MARKET_TICKET={nonce}\n")
+            f"\n[Service]\nEnvironment={environment.TICKET}={name}\n"
+            f"LoadCredential={environment.TICKET_CREDENTIAL}:{source}\n")
     try:
         book.write_ticket(nonce, {"job": job_name, "session": session.isoformat(),
                                   "force": "yes" if force else "no", "by": by,
                                   "unit": name}, owner=_owner(config))
+        _write_ticket_source(source, nonce)
         render.write_atomic(unit_dir / name, text, sync=atomicfile.DURABLE)
     except OSError as e:
         return _fail(f"cannot write the run's ticket or unit: {e}", FAILURE)
