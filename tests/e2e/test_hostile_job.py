@@ -16,12 +16,12 @@ from datetime import timedelta
 
 import pytest
 
-from .scenario import JOB, JOBS_DIR, STATE_DIR, Job, Scenario, instant_in, toml_value
+from .scenario import JOB, JOB_HOME, JOBS_DIR, STATE_DIR, Job, Scenario, instant_in, toml_value
 
 pytestmark = pytest.mark.e2e
 
 HOSTILE = f"{JOBS_DIR}/hostile"
-ORDERS_LOG = "/var/tmp/e2e-hostile-orders.log"
+ORDERS_LOG = f"{JOB_HOME}/e2e-hostile-orders.log"  # not /var/tmp: PrivateTmp=yes
 LOCAL_USER = "e2e-local"
 
 HOSTILE_SCRIPT = r'''#!/opt/venvs/market-timers/bin/python3
@@ -254,7 +254,7 @@ def test_a_hostile_job_cannot_cancel_forge_block_or_silence_what_the_scheduler_g
     box = scenario.box
     box.write_file(HOSTILE, HOSTILE_SCRIPT, mode=0o755)
     box.write_file(f"{JOBS_DIR}/victim", VICTIM_SCRIPT, mode=0o755)
-    box.run(["sh", "-c", f"rm -f {ORDERS_LOG}; touch {ORDERS_LOG}; chmod 0666 {ORDERS_LOG}"])
+    box.run(["sh", "-c", f"rm -f {ORDERS_LOG}; install -m 0666 /dev/null {ORDERS_LOG}"])
     hostile = Job("hostile", instant_in(8), ["x"])  # its own lock group: it attacks "orders"
     victim = Job("victim", hostile.instant + timedelta(seconds=12), [], {"lock": "orders"})
     hostile.args = [victim.name, victim.session.isoformat()]

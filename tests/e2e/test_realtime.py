@@ -33,7 +33,8 @@ def test_a_pre_fired_and_a_warm_job_are_real_time_at_their_instant_and_hold_no_c
     scenario.schedule([plain, warm])
     for job in (plain, warm):
         unit = scenario.box.read_file(f"/etc/systemd/system/{job.service}")
-        assert "AmbientCapabilities=CAP_SYS_NICE" in unit and "RestrictRealtime=no" in unit
+        assert "AmbientCapabilities=CAP_SETUID CAP_SETGID CAP_SYS_NICE" in unit  # the runner's
+        assert "RestrictRealtime=no" in unit
     for job in (plain, warm):
         record = scenario.wait_finished(job, WARM + 30)
         journal = scenario.journal_of(job)
@@ -55,8 +56,9 @@ def test_a_pre_fired_and_a_warm_job_are_real_time_at_their_instant_and_hold_no_c
 def test_a_job_with_lead_0s_gets_no_capability(scenario: Scenario) -> None:
     job = Job("rtnolead", instant_in(6), ["instant"])  # scenario's default: lead = "0s"
     scenario.schedule([job])
-    assert "AmbientCapabilities=" not in scenario.box.read_file(
-        f"/etc/systemd/system/{job.service}")
+    unit = scenario.box.read_file(f"/etc/systemd/system/{job.service}")
+    assert "CAP_SYS_NICE" not in unit  # only what the runner needs to start the job as its user
+    assert "AmbientCapabilities=CAP_SETUID CAP_SETGID\n" in unit
     record = scenario.wait_finished(job, 30)
     got = fields(next(x for x in scenario.journal_of(job).splitlines()
                       if x.startswith("e2e-job instant ")))
