@@ -21,7 +21,9 @@
  * without it), before the spin: lowering a running task's priority makes the kernel reschedule
  * it at once.
  *
- * It never execs before the instant. A past instant execs at once. When the exec fails it
+ * It never execs before the instant, and refuses one it cannot represent (past year 2262). A
+ * past instant execs at once. Just before the exec it sends WATCHDOG=1 when the unit has a
+ * watchdog (notify_watchdog), so the wait never shortens the job's first interval. When the exec fails it
  * writes one line to stderr (read by journald with its priority) and exits 172, the runner's
  * own "could not exec the job" status (exitcodes.RUNNER_ERROR).
  */
@@ -114,8 +116,7 @@ int main(int argc, char **argv) {
     /* epoch * NS must fit a long long: the largest instant is LLONG_MAX / NS (year 2262); a
      * larger one used to overflow into the past and exec at once. */
     if (errno != 0 || end == argv[first] || *end != '\0' || epoch < 0 || epoch > LLONG_MAX / NS) {
-        fail("market-timers-exec-at: not an instant in whole seconds up to 9223372036: ",
-             argv[first]);
+        fail("market-timers-exec-at: not an instant in whole seconds: ", argv[first]);
         return RUNNER_ERROR;
     }
     long long target = epoch * NS;

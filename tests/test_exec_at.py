@@ -105,6 +105,9 @@ def test_the_pid_and_an_inherited_file_descriptor_pass_through(stamp, tmp_path):
     (["1.5", "/bin/true"], "not an instant in whole seconds: 1.5"),
     (["-5", "/bin/true"], "not an instant in whole seconds: -5"),
     (["99999999999999999999", "/bin/true"], "not an instant"),
+    # beyond LLONG_MAX / 1e9: the nanoseconds overflowed into the past and the job ran at once
+    (["9223372037", "/bin/true"], "not an instant in whole seconds: 9223372037"),
+    (["17179869184", "/bin/true"], "not an instant in whole seconds: 17179869184"),
     (["0", "true"], "usage: market-timers-exec-at [--nice N] EPOCH /PROGRAM"),
     (["0"], "usage:"),
     (["--nice", "0", "0"], "usage:"),

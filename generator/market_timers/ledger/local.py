@@ -338,6 +338,7 @@ class LocalLedger(Ledger):
         service user (`owner`), who must be able to delete it."""
         fd = self._open((TICKETS,), create=True)
         try:
+            os.fchmod(fd, 0o700)  # its nonces are the owner's only (the jobs share the group)
             if owner is not None:  # ledger/ and ledger/tickets/ may have just been made by root
                 os.fchown(fd, *owner)
                 root = self._open((), create=False)
