@@ -88,11 +88,13 @@ def test_a_future_dated_event_is_taken_at_its_arrival_and_says_so(tmp_path):
         < timedelta(milliseconds=2)
 
 
-def test_an_event_older_than_a_week_at_its_arrival_is_refused(tmp_path):
+def test_an_event_older_than_ten_years_at_its_arrival_is_refused_a_replay_is_not(tmp_path):
     path = tmp_path / "e.json"
-    path.write_text(json.dumps(dict(good(), at="2020-01-01T00:00:00.000Z")))
-    with pytest.raises(ValueError, match="more than 7 days before"):
+    path.write_text(json.dumps(dict(good(), at="2000-01-01T00:00:00.000Z")))
+    with pytest.raises(ValueError, match="more than 10 years before"):
         read_event(path, now=datetime.now(UTC))
+    path.write_text(json.dumps(dict(good(), at="2025-02-03T14:00:00.000Z")))  # a past stream
+    assert read_event(path, now=datetime.now(UTC))["at"] == "2025-02-03T14:00:00.000Z"
 
 
 def test_a_kind_with_a_trailing_newline_is_not_a_kind():

@@ -63,7 +63,9 @@ def pending(dirs: list[str]) -> list[Path]:
 # What a spooled event may hold: anything else is set aside, never routed, so that no file can
 # stop the pass (a year-1 `at` overflowed the clock arithmetic, a 400-digit value the float
 # conversion, deep nesting the JSON parser's recursion, a 300-character session the file names).
-MAX_PAST = timedelta(days=7)  # an event older than this at its arrival is refused
+# An event older than this at its arrival is refused: years are fine (a replay of a past stream
+# through `market-timers event --now`), year 1 is not.
+MAX_PAST = timedelta(days=3660)
 MAX_FUTURE = timedelta(minutes=5)  # clock skew allowed; later is clamped to the arrival
 MAX_FIELD = {"kind": 40, "key": spool.MAX_KEY, "text": spool.MAX_TEXT + 1, "job": 64,
              "session": 10, "severity": 10}
@@ -122,8 +124,8 @@ def read_event(path: Path, now: datetime | None = None) -> dict:
     if now is not None:
         arrival = min(datetime.fromtimestamp(st.st_mtime, UTC), now)
         if at < arrival - MAX_PAST:
-            raise ValueError(f"at {event['at']} is more than {MAX_PAST.days} days before it "
-                             "was spooled")
+            raise ValueError(f"at {event['at']} is more than {MAX_PAST.days // 366} years before "
+                             "it was spooled")
         if at > now + MAX_FUTURE:
             event["clamped_from"] = event["at"]
             event["at"] = arrival.isoformat(timespec="milliseconds").replace("+00:00", "Z")
