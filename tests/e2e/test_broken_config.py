@@ -2,8 +2,9 @@
 
 The job is synced with a good config (sync writes the alert snapshot), then the live config gets
 a typo (`grace = 60`, an integer) before the job fires and fails. The failure handler still
-reaches the fake Telegram (routed with the snapshot, saying so), and the broken config is one
-critical alert of its own, not one per handler or outbox run.
+reaches the fake Telegram (routed with the file's own [alerts], valid on its own, saying so; with
+[alerts] broken too, with the snapshot root's sync wrote), and the broken config is one critical
+alert of its own, not one per handler or outbox run.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def test_broken_live_config_still_alerts_a_job_failure_and_says_once_it_is_broke
     assert alert.startswith("[CRITICAL] typo-victim failed with exit status 3")
     assert "e2e-job step 2: broker rejected the order" in alert  # the handler read the journal
     assert f"the config {CONFIG} is broken" in alert
-    assert "last good snapshot written by sync" in alert
+    assert "[alerts] and [watch] tables, which are valid on their own" in alert
 
     broken = scenario.wait_message("telegram", f"config {CONFIG} is broken", timeout=60,
                                    poll=scenario.flush_outbox)["text"]
@@ -46,3 +47,13 @@ def test_broken_live_config_still_alerts_a_job_failure_and_says_once_it_is_broke
         scenario.flush_outbox()
         scenario.box.run(["market-timers", "deadman"], check=False, timeout=60)
     assert len(scenario.messages("telegram", f"[CRITICAL] config {CONFIG} is broken")) == 1
+
+    # [alerts] broken as well: the root-owned snapshot routes the next failure.
+    again = Job("typo-victim2", instant_in(LEAD), ["fail", "3"])
+    scenario.schedule([again])
+    scenario.box.write_file(CONFIG, scenario.config_text([again]).replace(
+        "repeat_minutes = 0", "repeat_minutes = -1", 1))
+    assert scenario.wait_finished(again, LEAD + 20)["exit_status"] == "3"
+    alert = scenario.wait_message("telegram", "typo-victim2 failed with exit status 3",
+                                  timeout=60, poll=scenario.flush_outbox)["text"]
+    assert "last good snapshot written by sync" in alert

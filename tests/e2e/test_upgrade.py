@@ -29,7 +29,8 @@ def test_an_upgrade_from_0_1_keeps_the_ledger_and_a_session_that_ran_stays_ran(
     assert version.startswith("0.1.0"), version
 
     job = Job("orders", instant_in(8), ["ok"])
-    scenario.schedule([job])
+    with scenario.refresh_held():  # the package's own refresh, started by its postinst, first
+        scenario.schedule([job])
     before = scenario.wait_finished(job, 40)
     assert before["result"] == "success"
     attempts = scenario.ledger(job)["attempts"]
@@ -47,6 +48,7 @@ def test_an_upgrade_from_0_1_keeps_the_ledger_and_a_session_that_ran_stays_ran(
     assert f"orders already ran for session {job.session}" in again.stdout + again.stderr
     # And the upgraded package still runs the next fire of a job, as its new user.
     nxt = Job("orders2", instant_in(8), ["ok"])
-    scenario.schedule([nxt])
+    with scenario.refresh_held():  # the upgrade's refresh re-synced the old config first
+        scenario.schedule([nxt])
     assert scenario.wait_finished(nxt, 40)["result"] == "success"
     assert "user=market-timers" not in scenario.journal_of(nxt)
