@@ -119,3 +119,18 @@ def test_a_symlink_in_place_of_the_history_is_not_followed(state, tmp_path):
     with pytest.raises(OSError):
         History(state)
     assert elsewhere.read_text() == json.dumps(entry(0)) + "\n"
+
+
+@pytest.mark.parametrize("bad", [
+    b"[" * 100000 + b"]" * 100000,  # deeper than the JSON parser: RecursionError
+    b'{"key": "k9", "job": "a", "n": ' + b"9" * 400 + b"}",  # a huge number still parses
+    b'{"key": {"x": 1}, "job": "a"}',  # a key that is not a string
+    b"\xff\xfe not UTF-8",
+    b'{"key": "k8", "job": "a"',  # torn
+])
+def test_a_hostile_or_torn_line_is_skipped_and_the_update_goes_on(bad):
+    good = b'{"job": "a", "key": "k1", "kind": "run"}\n'
+    got = history_mod.entries(good + bad + b"\n" + good.replace(b"k1", b"k2"))
+    keys = [e["key"] for e in got]
+    assert keys[0] == "k1" and keys[-1] == "k2"
+    assert all(isinstance(e["key"], str) for e in got)

@@ -116,12 +116,16 @@ class History:
 
 
 def entries(data: bytes) -> list[dict]:
-    """The history's lines that parse as entries (a torn or foreign line does not)."""
+    """The history's lines that parse as entries; a torn, foreign or hostile line does not (not
+    JSON, not UTF-8, nested deeper than the parser goes: RecursionError is no ValueError; a key
+    or job that is not a string), and every update goes on without it."""
     out = []
     for line in data.splitlines():
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             entry = json.loads(line)
-            if isinstance(entry, dict) and entry.get("key") and entry.get("job"):
+            if isinstance(entry, dict) and isinstance(entry.get("key"), str) and entry["key"] \
+                    and isinstance(entry.get("job"), str) and entry["job"] \
+                    and isinstance(entry.get("kind", ""), str):
                 out.append(entry)
     return out
 
