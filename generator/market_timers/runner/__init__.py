@@ -10,9 +10,11 @@ In this order:
 5. claims the (job, session) in the ledger: atomic and durable, *after* the lock and *before*
    the exec (and after checking that the program is executable); a start that lost the race
    exits 173 too;
-6. execs the job in this same process, so the job is the unit's main PID (WatchdogSec= with
-   NotifyAccess=main works) and the inherited lock fd lives exactly as long as the job; the OS
-   releases the lock however the job dies.
+6. starts the job as its own user (MARKET_JOB_USER, jobuser.py): a child execs it through
+   setpriv with no capability and none of the runner's descriptors, and the runner supervises it,
+   holding the lock for exactly as long as the job runs and ending with its status (a unit of an
+   older version execs the job in this same process instead, as the job was then the unit's
+   main PID). The OS releases the lock however the runner dies.
 
 Why this order. The promise is "exactly once per session, on time, or someone is told":
 * The claim is the last step before the exec: only a start that will run may take it. A stale

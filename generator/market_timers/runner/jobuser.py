@@ -78,16 +78,22 @@ def resolve(env: dict) -> JobUser | None:
     return JobUser(name, pw.pw_uid, pw.pw_gid, pw.pw_dir, groups)
 
 
-def _can_switch(status: str = "/proc/self/status") -> bool:
+def has_capabilities(*caps: int, status: str = "/proc/self/status") -> bool:
+    """Every one of `caps` in this process's effective set (the unit's AmbientCapabilities=);
+    the escort's CAP_SYS_NICE is asked here too (realtime.py)."""
     try:
         with open(status) as f:
             for line in f:
                 if line.startswith("CapEff:"):
                     eff = int(line.split()[1], 16)
-                    return bool(eff >> CAP_SETUID & 1 and eff >> CAP_SETGID & 1)
+                    return all(eff >> cap & 1 for cap in caps)
     except (OSError, ValueError):
         pass
     return False
+
+
+def _can_switch() -> bool:
+    return has_capabilities(CAP_SETUID, CAP_SETGID)
 
 
 def setpriv_argv(user: JobUser, argv: list[str]) -> list[str]:

@@ -16,14 +16,17 @@ escort, which keeps the capability; just before the exec it empties its own capa
 (drop_capabilities), so the job is exec'd with none: it cannot make itself real-time (its
 RLIMIT_RTPRIO is 0) and cannot ptrace the escort (which holds more than it does). The escort
 sleeps to BEFORE seconds before the instant, raises the run's main thread (pid == tid: one pid
-for the runner, market-timers-exec-at and the job, each exec'd in place of the one before) to
+for market-timers-exec-at and the job, exec'd in place of it; the runner's own pid for a unit of
+an older version, which execs them in place, or the child it supervises: jobuser.py) to
 SCHED_FIFO 1 with SCHED_RESET_ON_FORK (children the job starts run normally), sleeps to HOLD
 seconds after the instant, puts it back to the policy it had (SCHED_OTHER, or the one a drop-in's
 CPUSchedulingPolicy= set; a job real-time by such a drop-in is left alone) and exits. If the job
 ends first, systemd stops the escort with the unit (it is in the unit's cgroup).
 
-Limits, on purpose: the main thread only (a warm job calls wait_for_instant() there); a job
-that stops its escort keeps priority 1 until it exits, and the kernel's real-time throttling
+Limits, on purpose: the main thread only (a warm job calls wait_for_instant() there). A job run
+as its own user cannot stop its escort (another uid), and its RLIMIT_RTTIME (jobuser.py) ends a
+spin under the lent policy; a job of an older unit, exec'd in place, that stops its escort keeps
+priority 1 until it exits, and the kernel's real-time throttling
 (kernel.sched_rt_runtime_us, 95% of each second by default) still leaves the rest of the host
 CPU time. Without the capability (an older unit, a container that withholds it, a cgroup
 without real-time budget) the escort says so in the journal and the run goes on as before.
@@ -47,14 +50,9 @@ PRIORITY = 1
 
 def has_cap_sys_nice(status: str = "/proc/self/status") -> bool:
     """CAP_SYS_NICE in this process's effective set (the unit's AmbientCapabilities=)."""
-    try:
-        with open(status) as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return bool(int(line.split()[1], 16) >> CAP_SYS_NICE & 1)
-    except (OSError, ValueError):
-        pass
-    return False
+    from market_timers.runner.jobuser import has_capabilities  # loaded by every start already
+
+    return has_capabilities(CAP_SYS_NICE, status=status)
 
 
 def start_time(pid: int) -> str | None:
