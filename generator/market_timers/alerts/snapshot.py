@@ -32,7 +32,6 @@ import logging
 import os
 import re
 import stat
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +74,7 @@ def write(config, now) -> Path:
            "alerts": raw.get("alerts"), "watch": raw.get("watch"), "events": raw.get("events"),
            "jobs": [{"name": j.name, "session": bool(j.is_session_job)} for j in config.jobs]}
     directory = Path(ledger.sync_dir(config.state_dir))
-    _own_directory(directory)
+    safefs.own_directory(directory, 0o755)  # root's: planted ones are moved aside
     path = directory / SNAPSHOT
     safefs.write_json(path, doc, base=config.state_dir, mode=0o644, sync=atomicfile.DURABLE)
     safefs.unlink(Path(config.state_dir) / SNAPSHOT, base=config.state_dir)  # 0.1's place
@@ -84,25 +83,6 @@ def write(config, now) -> Path:
 
 def snapshot_path(state_dir) -> Path:
     return Path(ledger.sync_dir(state_dir)) / SNAPSHOT
-
-
-def _own_directory(directory: Path) -> None:
-    """sync/ as this process's own 0755 directory. One that is not (another owner, writable by
-    others, a symlink: planted before root's first sync) is moved aside, never written into."""
-    try:
-        st = os.lstat(directory)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
-                               and not st.st_mode & 0o022):
-        aside = directory.with_name(f"{directory.name}.untrusted-{int(time.time())}")
-        os.rename(directory, aside)
-        log.warning("alerts: %s was not this user's own directory: moved to %s", directory, aside)
-        st = None
-    if st is None:
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        os.mkdir(directory, 0o755)
-    os.chmod(directory, 0o755, follow_symlinks=False)
 
 
 # loading ---------------------------------------------------------------------------------------

@@ -199,3 +199,29 @@ def lock(path: os.PathLike | str, *, base: os.PathLike | str, exclusive: bool = 
          wait: bool = True) -> atomicfile.flock:
     """`with safefs.lock(path, base=...) as held:` atomicfile.flock on open_lock(path)."""
     return atomicfile.flock(open_lock(path, base=base), exclusive=exclusive, wait=wait)
+
+
+def own_directory(directory: os.PathLike | str, mode: int) -> None:
+    """`directory` as this process's own directory of `mode`, writable by no one else: made if
+    missing; one that is not (another owner, group- or world-writable, a symlink or not a
+    directory: planted before root first made it) is moved aside to `<name>.untrusted-<time>`,
+    never written into, and made anew. Its parent must exist or is made (0755)."""
+    import logging
+    import time
+
+    directory = Path(directory)
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+                               and not st.st_mode & 0o022):
+        aside = directory.with_name(f"{directory.name}.untrusted-{int(time.time())}")
+        os.rename(directory, aside)
+        logging.getLogger("market_timers").warning(
+            "%s was not this user's own directory: moved to %s", directory, aside)
+        st = None
+    if st is None:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(directory, mode)
+    os.chmod(directory, mode, follow_symlinks=False)

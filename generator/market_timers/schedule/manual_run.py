@@ -57,17 +57,12 @@ def _owner(config) -> tuple[int, int] | None:
 
 
 def _write_ticket_source(path: Path, nonce: str) -> None:
-    """Root's copy of the nonce: 0600 in a 0700 directory of ours (the state directory's
-    sync/, root's too: alerts/snapshot.py)."""
-    from market_timers.files import atomicfile
+    """Root's copy of the nonce: 0600 in a 0700 directory of ours, inside the state directory's
+    sync/ (root's too: alerts/snapshot.py)."""
+    from market_timers.files import atomicfile, safefs
 
-    for directory in (path.parent.parent, path.parent):
-        directory.mkdir(mode=0o755 if directory == path.parent.parent else 0o700, exist_ok=True)
-        st = directory.lstat()
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not directory.is_dir() \
-                or directory.is_symlink():
-            raise OSError(f"{directory} is not this user's own directory: no ticket written")
-    os.chmod(path.parent, 0o700)
+    safefs.own_directory(path.parent.parent, 0o755)
+    safefs.own_directory(path.parent, 0o700)
     atomicfile.write(str(path), nonce + "\n", mode=0o600, sync=atomicfile.DURABLE)
 
 
