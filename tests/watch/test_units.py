@@ -67,8 +67,10 @@ def test_every_service_of_the_package_alerts_its_own_failure_and_the_handlers_do
         assert "OnFailure" not in keys(template.name), template.name
 
 
-def test_the_events_processor_loads_no_fixed_secret_its_drop_in_does():
+def test_the_events_processor_loads_every_channels_default_secret_and_its_drop_in_the_rest():
+    from market_timers.channels import NAMES, lookup
     from market_timers.schedule import credunits
 
-    assert "LoadCredential" not in keys("market-events.service")
+    defaults = {s.default for n in NAMES for s in lookup(n).credentials()}
+    assert set(keys("market-events.service")["LoadCredential"]) == defaults
     assert "market-events.service" in credunits.CHANNEL_UNITS
