@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -222,20 +225,55 @@ def test_incidents_lists_the_open_ones(feed, capsys):
     assert "alerts after 15:01:00Z if still open" in out
 
 
-def test_the_cli_spools_even_with_a_broken_config(tmp_path, monkeypatch, capsys):
+def test_the_cli_spools_in_the_configs_spool_dir_even_when_the_rest_of_it_is_broken(
+        tmp_path, monkeypatch, capsys):
     cfg = tmp_path / "bad.toml"
-    cfg.write_text("horizon = 'x'\n")
-    target = tmp_path / "events"
-    target.mkdir()
-    monkeypatch.setenv(spool.DIR_ENV, str(target))
+    cfg.write_text(f"horizon = 'x'\nspool_dir = '{tmp_path / 'spool'}'\n[[job]]\nname = 1\n")
+    target = tmp_path / "spool" / "events"
+    target.mkdir(parents=True)
+    monkeypatch.setenv(spool.DIR_ENV, str(tmp_path / "elsewhere"))
     rc = cli.main(["--config", str(cfg), "--now", "2025-11-13T15:00:00Z", "event", "rejected",
                    "--key", "R1", "--text", "no funds", "--value", "2"])
-    assert rc == 0
-    assert "config not usable" in capsys.readouterr().err
+    assert rc == 0 and capsys.readouterr().err == ""  # only spool_dir and runtime_dir are read
     [path] = target.iterdir()
     event = json.loads(path.read_text())
     assert event["at"] == "2025-11-13T15:00:00.000Z" and event["value"] == 2.0
     assert cli.main(["--config", str(cfg), "event", "Bad"]) == 2
+
+
+@pytest.mark.parametrize("text, named", [
+    ("spool_dir = 'relative/dir'\n", "spool_dir = 'relative/dir'"),
+    ("runtime_dir = 7\n", "runtime_dir = 7"),
+    ("horizon = \n", "not valid TOML"),
+])
+def test_a_bad_spool_dir_is_named_and_the_event_still_spooled(tmp_path, monkeypatch, capsys,
+                                                               text, named):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    target = tmp_path / "events"
+    target.mkdir()
+    monkeypatch.setenv(spool.DIR_ENV, str(target))
+    monkeypatch.setenv(spool.FALLBACK_ENV, str(tmp_path / "run"))
+    assert cli.main(["--config", str(cfg), "event", "rejected", "--key", "R1"]) == 0
+    err = capsys.readouterr().err
+    assert str(cfg) in err and named in err and "default spool directory" in err
+    assert len(list(target.iterdir())) == 1
+
+
+def test_the_event_command_does_not_load_the_config_or_the_router(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f"spool_dir = '{tmp_path}'\n" + EXAMPLE.read_text())
+    (tmp_path / "events").mkdir()
+    code = ("import sys\nfrom market_timers import cli\n"
+            f"rc = cli.main(['--config', {str(cfg)!r}, 'event', 'rejected', '--key', 'R1'])\n"
+            "heavy = [m for m in ('market_timers.config.loader', 'market_timers.alerts.api', "
+            "'market_timers.events.engine', 'market_timers.events.process') if m in sys.modules]\n"
+            "print(rc, heavy)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[2])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "0 []"
+    assert len(list((tmp_path / "events").iterdir())) == 1
 
 
 @pytest.mark.parametrize("events, key, message", [

@@ -244,16 +244,10 @@ def cmd_fence(args) -> int:
 
 
 def cmd_event(args) -> int:
-    from market_timers.config import loader as config
-    from market_timers.events import process
+    from market_timers.events import emit  # the spool dirs only: the config is not loaded
 
-    try:  # the spool directory comes from the config; a broken one must not lose the event
-        cfg = config.load(config.config_path(args.config))
-    except (ConfigError, OSError) as e:
-        print(f"market-timers event: config not usable ({str(e).splitlines()[0]}); using the "
-              "default spool directory", file=sys.stderr)
-        cfg = None
-    return process.emit_command(args, cfg)
+    path = args.config or os.environ.get(environment.CONFIG) or environment.DEFAULT_CONFIG
+    return emit.emit_command(args, emit.configured_dirs(path))
 
 
 def cmd_incidents(args) -> int:

@@ -295,29 +295,4 @@ def incidents_list(config, as_json: bool = False, now=None) -> int:
     return 0
 
 
-def emit_command(args, config) -> int:
-    """`market-timers event KIND ...`: spool one event; 0 spooled, 1 not spooled, 2 bad args."""
-    dirs = spool_dirs(config) if config is not None else spool.directories()
-    at = args.now.timestamp() if getattr(args, "now", None) else None
-    try:
-        event = spool.make_event(args.kind, key=args.key or "", severity=args.severity or "",
-                                 text=args.text or "", job=args.job or "",
-                                 session=args.session.isoformat() if args.session else "",
-                                 value=args.value, at=at)
-    except spool.EventError as e:
-        print(f"market-timers event: {e}", file=sys.stderr)
-        return 2
-    try:
-        path = spool.write(event, dirs)
-    except OSError as e:
-        print(f"market-timers event: NOT SPOOLED in {', '.join(dirs)}: {e.strerror or e}: "
-              f"{event['kind']} key={event['key'] or '-'} at={event['at']} {event['text']}",
-              file=sys.stderr)
-        return 1
-    if path and not path.startswith(dirs[0]):
-        print(f"market-timers event: {dirs[0]} failed; spooled in {path} (not kept across a "
-              "reboot)", file=sys.stderr)
-    return 0
-
-
-__all__ = ["drain", "process", "incidents_list", "emit_command", "ms"]
+__all__ = ["drain", "process", "incidents_list", "ms"]
