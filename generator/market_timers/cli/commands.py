@@ -13,7 +13,6 @@ from datetime import datetime
 
 from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import FAILURE
-from market_timers.schema.problems import ConfigError
 
 
 class UsageError(Exception):

@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import stat
-import sys
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
