@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -380,3 +380,56 @@ def test_an_alert_routed_in_a_late_pass_still_goes_to_its_first_channel(feed, ap
     assert heads(api, "slack") == ["[WARNING] connection real: not resolved after 60 s "
                                    "(disconnected)"]
     assert api.received("telegram") == []
+
+
+def _xnys_session(at: datetime) -> str:
+    """exchange_calendars' own answer, the independent one."""
+    import exchange_calendars
+    import pandas as pd
+
+    cal = exchange_calendars.get_calendar("XNYS")
+    return cal.minute_to_session(pd.Timestamp(at), direction="previous").date().isoformat()
+
+
+@pytest.mark.parametrize("at, session", [
+    (datetime(2025, 11, 13, 15, 0, tzinfo=UTC), "2025-11-13"),   # in session, before any fire
+    (datetime(2025, 11, 13, 20, 59, tzinfo=UTC), "2025-11-13"),  # a minute before the close
+    (datetime(2025, 11, 13, 23, 0, tzinfo=UTC), "2025-11-13"),   # after the close: that session
+    (datetime(2025, 11, 14, 12, 0, tzinfo=UTC), "2025-11-14"),   # 07:00 New York: the day's
+    (datetime(2025, 11, 15, 15, 0, tzinfo=UTC), "2025-11-14"),   # a Saturday: the previous one
+    (datetime(2025, 11, 27, 15, 0, tzinfo=UTC), "2025-11-26"),   # Thanksgiving: the previous
+])
+def test_an_events_session_is_the_calendars_session_of_its_time(at, session):
+    # Only close-relative jobs: the plan's latest fire before 10:00 New York is yesterday's.
+    fires = [("eod", d.isoformat(), datetime(d.year, d.month, d.day, 21, 5, tzinfo=UTC))
+             for d in (date(2025, 11, 12), date(2025, 11, 13), date(2025, 11, 14))]
+    schedule = Schedule(fires, calendar="XNYS")
+    assert schedule.session_of(at) == session
+    if at.date() != date(2025, 11, 14) or at.hour > 14:  # in or after a session
+        assert _xnys_session(at) == session
+
+
+def test_an_in_session_event_lands_in_its_own_days_digest(feed):
+    fires = [("eod", "2025-11-12", datetime(2025, 11, 12, 21, 5, tzinfo=UTC))]
+    f = feed(schedule=Schedule(fires, calendar="XNYS"))
+    f.send(0, "slippage", key="O1", severity="warning")  # 10:00 New York on 2025-11-13
+    assert any("slippage O1" in json.dumps(e) for e in f.ctx.state.events(SESSION))
+    assert f.ctx.state.events("2025-11-12") == []
+
+
+def test_the_processor_takes_the_session_from_the_configs_calendar(example, dirs, monkeypatch):
+    from market_timers.events import process as process_mod
+
+    cfg = example(events="example")
+    monkeypatch.setattr(process_mod, "spool_dirs", lambda config: dirs)
+    evening = T0 + timedelta(hours=11)  # 21:00 New York, 02:00 UTC the next day
+    spool.write(spool.make_event("slippage", key="O2", severity="warning",
+                                 at=evening.timestamp()), dirs)
+    assert process_mod.process(cfg, now=evening) == 0  # no plan: not the UTC date's guess
+    assert any("slippage O2" in json.dumps(e) for e in read_events(cfg, SESSION))
+
+
+def read_events(cfg, session):
+    from market_timers.alerts.state import AlertState
+
+    return AlertState(cfg.state_dir).events(session)

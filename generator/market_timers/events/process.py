@@ -181,14 +181,16 @@ def _sweep_temp(dirs: list[str], now: float) -> None:
 
 
 def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
-          schedule: Schedule | None = None) -> Engine:
-    """Route every spooled event, then tick to `now`. Returns the engine (outcomes, deadlines)."""
+          schedule: Schedule | None = None, calendar: str | None = None,
+          override=None) -> Engine:
+    """Route every spooled event, then tick to `now`. Returns the engine (outcomes, deadlines).
+    `calendar` (and its `override`): the exchange calendar whose sessions events belong to."""
     store = Store(state_dir)
     with store.locked():
         files = pending(dirs)
         if schedule is None:  # plan.json and run records: read only when there is an event
-            schedule = Schedule.from_state(state_dir, {r.after_job for r in ecfg.expected}) \
-                if files else Schedule()
+            schedule = Schedule.from_state(state_dir, {r.after_job for r in ecfg.expected},
+                                           calendar, override) if files else Schedule()
         engine = Engine(ctx, ecfg, store, schedule)
         bad: list[tuple[Path, str, str]] = []
         for path in files:
@@ -228,6 +230,14 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
     return engine
 
 
+def events_calendar(config) -> str | None:
+    """The calendar of the events' sessions: the config's `calendar`, else its first session
+    job's (None: no calendar, the plan's fires decide)."""
+    jobs = getattr(config, "jobs", None) or ()
+    return getattr(config, "calendar", None) or next(
+        (j.calendar for j in jobs if getattr(j, "is_session_job", False)), None)
+
+
 def _tick_until(engine: Engine, t: datetime) -> None:
     """Tick at each threshold that passed before `t` (an alert's time is its threshold's)."""
     while (due := engine.next_deadline()) is not None and due + TICK <= t:
@@ -252,11 +262,14 @@ def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep, cloc
     ctx = context_from(config, now=clock)
     ecfg = getattr(config, "events", None) or EventsConfig()
     dirs = spool_dirs(config)
+    calendar = events_calendar(config)
+    override = (getattr(config, "overrides", None) or {}).get(calendar)
     last_event = clock()
     started = monotonic()
     while True:
         t = clock()
-        engine = drain(ctx, ecfg, config.state_dir, dirs, t)
+        engine = drain(ctx, ecfg, config.state_dir, dirs, t, calendar=calendar,
+                       override=override)
         for outcome, what in engine.outcomes:
             log.info("event %s: %s", what, outcome)
         if now is not None:
