@@ -39,6 +39,9 @@ LINGER = 3.0
 POLL = 0.2
 MAX_RUN = 240.0  # one pass ends before market-events.service's TimeoutStartSec= (300 s)
 TICK = timedelta(milliseconds=1)
+# Events routed between two durable saves of the state: the batch's files are removed after the
+# save and its alerts delivered then, while the rest of a flood is still spooled.
+BATCH = 200
 STALE_TEMP = 60  # seconds
 
 
@@ -193,6 +196,7 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
                                            calendar, override) if files else Schedule()
         engine = Engine(ctx, ecfg, store, schedule)
         bad: list[tuple[Path, str, str]] = []
+        ready: list[tuple[Path, dict]] = []
         for path in files:
             event_id = path.name.removesuffix(".json")
             if store.seen(event_id):
@@ -210,18 +214,36 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
                 log.warning("events: %s is dated %s, ahead of this host's clock: taken as spooled "
                             "at %s", path.name, event["clamped_from"], event["at"])
             event["id"] = event_id
-            try:  # one event's failure (a bug) never stops the pass: it is set aside instead
-                at = parse_at(event["at"])
-                _tick_until(engine, min(at, now))
-                engine.handle(event)
-            except Exception as e:
-                log.exception("events: routing %s failed", path.name)
-                reason = f"the processor failed on it ({type(e).__name__}: {e})"
-                bad.append((path, reason, _set_aside(path, reason)))
-                continue
-            store.mark_seen(event_id)
+            ready.append((path, event))
+        first = [r for r in ready if _jumps_the_queue(ecfg, r[1])]
+        rest = [r for r in ready if not _jumps_the_queue(ecfg, r[1])]
+        done: list[Path] = []
+
+        def flush() -> None:
+            """Durable state, then the batch's files go, then its alerts leave."""
             store.save()
-            path.unlink(missing_ok=True)
+            for p in done:
+                p.unlink(missing_ok=True)
+            done.clear()
+            engine.deliver()
+
+        batches = [(True, first[i:i + BATCH]) for i in range(0, len(first), BATCH)] + \
+            [(False, rest[i:i + BATCH]) for i in range(0, len(rest), BATCH)]
+        for jumped, batch in batches:
+            for path, event in batch:
+                try:  # one event's failure (a bug) never stops the pass: it is set aside
+                    if not jumped:  # a critical routed first does not move the clock on
+                        _tick_until(engine, min(parse_at(event["at"]), now))
+                    engine.handle(event)
+                except Exception as e:
+                    log.exception("events: routing %s failed", path.name)
+                    reason = f"the processor failed on it ({type(e).__name__}: {e})"
+                    bad.append((path, reason, _set_aside(path, reason)))
+                    continue
+                store.mark_seen(event["id"])
+                done.append(path)
+            if done:
+                flush()
         _tick_until(engine, now)
         store.save()
     _alert_bad(ctx, bad)
@@ -236,6 +258,17 @@ def events_calendar(config) -> str | None:
     jobs = getattr(config, "jobs", None) or ()
     return getattr(config, "calendar", None) or next(
         (j.calendar for j in jobs if getattr(j, "is_session_job", False)), None)
+
+
+def _jumps_the_queue(ecfg: EventsConfig, event: dict) -> bool:
+    """A critical event that no stateful rule (expected, incident, count) orders: it is routed
+    before the others of the pass, so a flood ahead of it does not delay it."""
+    kind = event["kind"]
+    if (any(r.kind == kind for r in ecfg.expected) or ecfg.incident_for(kind) is not None
+            or ecfg.count_for(kind) is not None):
+        return False
+    severity = ecfg.severity.get(kind) or event.get("severity") or ecfg.default_severity
+    return severity == "critical"
 
 
 def _tick_until(engine: Engine, t: datetime) -> None:
