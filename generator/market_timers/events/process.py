@@ -1,11 +1,15 @@
 """The events processor (market-events.service, started by market-events.path when an event is
 spooled and every minute by market-events.timer) and the `incidents` / `event` commands.
 
-A pass takes the processor's lock, then for each spooled event in arrival order (file name):
-ticks the clock up to the event's instant (incidents whose `interrupt_after` passed before it
-alert at that moment), applies the rules, saves the state, and only then removes the file. A
-crash in between reprocesses the event at most once more: its id is remembered (store.seen).
-A file that is not a valid event is moved to `events.bad/` beside the spool and raises a warning.
+A pass takes the processor's lock and reads every spooled event (a file that is not a valid
+event is moved to `events.bad/` beside the spool and raises one warning per pass). Critical
+events that no stateful rule (expected, incident, count) orders go first; the others follow in
+arrival order (file name), each ticking the clock up to its instant (incidents whose
+`interrupt_after` passed before it alert at that moment). Events are routed in batches of
+`BATCH`: after each, the state is saved durably, only then are the batch's files removed, and its
+alerts delivered, while the rest of a flood is still spooled. A crash before a batch's save
+reprocesses that batch once more (the dedup window holds its alerts back); after it, a file not
+yet removed is skipped: its id is remembered (store.seen).
 
 While an open incident's threshold falls within `WAIT_MAX` seconds, the service stays up and
 polls the spool every second, so that alert leaves when the threshold passes, not a minute later;
