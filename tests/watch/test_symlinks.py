@@ -124,6 +124,7 @@ def ctx_for(tmp_path) -> AlertContext:
     "state/alerts",  # the whole alert state directory
     "state/alerts/.state.lock",
     "state/alerts/dedup.json",
+    "state/alerts/dedup.jsonl",
     "state/alerts/jobs/signal.json",
     "state/alerts/events/2025-12-01.jsonl",
     "spool/outbox",

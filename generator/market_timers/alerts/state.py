@@ -1,6 +1,7 @@
 """Small JSON stores under `<state_dir>/alerts/`, updated under one flock.
 
-* `dedup.json`            key -> {"id", "sent", "count"}: the dedup window
+* `dedup.json`            key -> {"id", "sent", "count"}: the dedup window, as last compacted
+* `dedup.jsonl`           entries recorded since, one JSON line each (the later line wins)
 * `jobs/<job>.json`       the job's last outcome (ok | failed | missed) and the alert it raised
 * `channels.json`         channel -> not-before instant (a 429 applies to the whole channel)
 * `events/<session>.jsonl` every run outcome and alert of a session, for the digest
@@ -17,6 +18,8 @@ from pathlib import Path
 from market_timers.alerts.model import parse_iso
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
+
+COMPACT_AFTER = 1000  # journal lines before the dedup table is rewritten whole
 
 
 def _safe(name: str) -> str:
@@ -50,31 +53,77 @@ class AlertState:
         return safefs.lock(self.dir / ".state.lock", base=self.base)
 
     # dedup window ---------------------------------------------------------------------------
+    # dedup.json is the table as of the last compaction; dedup.jsonl appends one whole entry
+    # ({"k": key, "id", "sent", "count"}) per record or hit, fsync'd: a record costs one short
+    # durable write, not a rewrite of the table (a 10,000-event flood rewrote and re-parsed it
+    # per alert: quadratic). Replaying a line twice is harmless (each carries the whole entry).
+    # The table is read once and kept while neither file changes under someone else's hand.
+    def _dedup_files(self) -> tuple[Path, Path]:
+        return self.dir / "dedup.json", self.dir / "dedup.jsonl"
+
+    @staticmethod
+    def _signature(path: Path):
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def _dedup_table(self) -> dict:
+        snapshot, journal = self._dedup_files()
+        signature = (self._signature(snapshot), self._signature(journal))
+        cached = getattr(self, "_dedup", None)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        table = self.read(snapshot, {})
+        lines = 0
+        with contextlib.suppress(OSError):
+            text = safefs.read_bytes(journal, base=self.base).decode("utf-8", "replace")
+            for line in text.splitlines():
+                lines += 1
+                with contextlib.suppress(ValueError):
+                    entry = json.loads(line)
+                    if isinstance(entry, dict) and isinstance(entry.get("k"), str):
+                        key = entry.pop("k")
+                        table[key] = entry
+        self._dedup = [signature, table, lines]
+        return table
+
+    def _dedup_put(self, key: str, entry: dict, now: datetime, window_minutes: float) -> None:
+        snapshot, journal = self._dedup_files()
+        table = self._dedup_table()
+        table[key] = entry
+        line = json.dumps({"k": key, **entry}, sort_keys=True) + "\n"
+        safefs.append(journal, line.encode(), base=self.base, durable=True)
+        self._dedup[2] += 1
+        if self._dedup[2] >= COMPACT_AFTER:
+            horizon = now - timedelta(minutes=max(window_minutes, 1) * 4)
+            live = {k: v for k, v in table.items()
+                    if isinstance(v, dict) and (_instant(v.get("sent")) or now) > horizon}
+            self.write(snapshot, live)  # durable before the journal goes
+            safefs.unlink(journal, base=self.base)
+            table.clear()
+            table.update(live)
+            self._dedup[2] = 0
+        self._dedup[0] = (self._signature(snapshot), self._signature(journal))
+
     def dedup_hit(self, key: str, now: datetime, window_minutes: float) -> str | None:
         """The id of the alert already sent for `key` inside the window (and count this one)."""
         if window_minutes <= 0:
             return None
-        path = self.dir / "dedup.json"
-        table = self.read(path, {})
-        entry = table.get(key)
+        entry = self._dedup_table().get(key)
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
             return None
         sent = _instant(entry.get("sent"))
         if sent is None or now - sent >= timedelta(minutes=window_minutes):
             return None
         count = entry.get("count", 0)
-        entry["count"] = (count if isinstance(count, int) else 0) + 1
-        self.write(path, table)
+        self._dedup_put(key, {**entry, "count": (count if isinstance(count, int) else 0) + 1},
+                        now, window_minutes)
         return entry["id"]
 
     def dedup_record(self, key: str, alert_id: str, now: datetime, window_minutes: float) -> None:
-        path = self.dir / "dedup.json"
-        table = self.read(path, {})
-        horizon = now - timedelta(minutes=max(window_minutes, 1) * 4)
-        table = {k: v for k, v in table.items()
-                 if isinstance(v, dict) and (_instant(v.get("sent")) or now) > horizon}
-        table[key] = {"id": alert_id, "sent": iso(now), "count": 0}
-        self.write(path, table)
+        self._dedup_put(key, {"id": alert_id, "sent": iso(now), "count": 0}, now, window_minutes)
 
     # per-job last outcome -------------------------------------------------------------------
     def job_outcome(self, job: str) -> dict:

@@ -135,11 +135,16 @@ def write_json(path: os.PathLike | str, doc, *, base: os.PathLike | str, mode: i
 
 
 def append(path: os.PathLike | str, data: bytes, *, base: os.PathLike | str,
-           mode: int = 0o640) -> None:
+           mode: int = 0o640, durable: bool = False) -> int:
+    """Append `data` (one write: whole lines stay whole); `durable`: fsync before returning.
+    Returns the file's size after the write."""
     fd = open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode, base=base,
                    create_dirs=True)
     try:
         os.write(fd, data)
+        if durable:
+            os.fsync(fd)
+        return os.fstat(fd).st_size
     finally:
         os.close(fd)
 
