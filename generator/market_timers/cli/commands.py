@@ -243,10 +243,10 @@ def cmd_fence(args) -> int:
 
 
 def cmd_event(args) -> int:
+    from market_timers.config.path import config_path
     from market_timers.events import emit  # the spool dirs only: the config is not loaded
 
-    path = args.config or os.environ.get(environment.CONFIG) or environment.DEFAULT_CONFIG
-    return emit.emit_command(args, emit.configured_dirs(path))
+    return emit.emit_command(args, emit.configured_dirs(config_path(args.config)))
 
 
 def cmd_incidents(args) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from market_timers.config.jobs import Job, check_unique_names, job_user, parse_job
+from market_timers.config.path import config_path  # noqa: F401  (config.loader.config_path)
 from market_timers.config.retries import check_order_groups
 from market_timers.contracts import environment
 from market_timers.schema.durations import MAX_OFFSET
@@ -172,10 +173,6 @@ def _digest_job(cfg: Config, problems: Problems) -> Job | None:
                offset=offset, calendar=calendar,
                severity="warning", timeout=600, read_write_paths=(str(cfg.spool_dir),),
                description="email digest of the session")
-
-
-def config_path(cli_value: str | None) -> str:
-    return cli_value or os.environ.get(ENV_VAR) or DEFAULT_PATH
 
 
 def load(path: str | os.PathLike, *, problems: Problems | None = None) -> Config:

@@ -43,8 +43,7 @@ def configured_dirs(path: str) -> list[str]:
                   "default spool directory", file=sys.stderr)
             return spool.directories()
         dirs[key] = value
-    return spool.directories(os.path.join(dirs["spool_dir"], "events"),
-                             os.path.join(dirs["runtime_dir"], "events"))
+    return spool.config_directories(dirs["spool_dir"], dirs["runtime_dir"])
 
 
 def emit_command(args, dirs: list[str]) -> int:

@@ -86,6 +86,11 @@ def directories(primary: str | None = None, fallback: str | None = None) -> list
     return [primary] if fallback == primary else [primary, fallback]
 
 
+def config_directories(spool_dir: str, runtime_dir: str) -> list[str]:
+    """The spool directories of a config's spool_dir and runtime_dir (`events` in each)."""
+    return directories(os.path.join(spool_dir, "events"), os.path.join(runtime_dir, "events"))
+
+
 def _write_in(directory: str, name: str, data: bytes) -> str:
     path = os.path.join(directory, name)
     try:
