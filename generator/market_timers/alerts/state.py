@@ -37,6 +37,8 @@ class AlertState:
     def __init__(self, state_dir: str | os.PathLike):
         self.base = Path(state_dir)
         self.dir = self.base / "alerts"
+        # the dedup table as read: [both files' signatures, table, journal lines since compaction]
+        self._dedup: list | None = None
 
     def read(self, path: Path, default=None):
         """The JSON document; `default` when missing, unreadable, or not of default's type (a
@@ -72,9 +74,8 @@ class AlertState:
     def _dedup_table(self) -> dict:
         snapshot, journal = self._dedup_files()
         signature = (self._signature(snapshot), self._signature(journal))
-        cached = getattr(self, "_dedup", None)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
+        if self._dedup is not None and self._dedup[0] == signature:
+            return self._dedup[1]
         table = self.read(snapshot, {})
         lines = 0
         with contextlib.suppress(OSError):

@@ -50,8 +50,7 @@ STALE_TEMP = 60  # seconds
 
 
 def spool_dirs(config) -> list[str]:
-    return spool.directories(str(Path(config.spool_dir) / "events"),
-                             str(Path(config.runtime_dir) / "events"))
+    return spool.config_directories(str(config.spool_dir), str(config.runtime_dir))
 
 
 def pending(dirs: list[str]) -> list[Path]:
@@ -219,8 +218,10 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
                             "at %s", path.name, event["clamped_from"], event["at"])
             event["id"] = event_id
             ready.append((path, event))
-        first = [r for r in ready if _jumps_the_queue(ecfg, r[1])]
-        rest = [r for r in ready if not _jumps_the_queue(ecfg, r[1])]
+        first: list[tuple[Path, dict]] = []
+        rest: list[tuple[Path, dict]] = []
+        for r in ready:
+            (first if _jumps_the_queue(ecfg, r[1]) else rest).append(r)
         done: list[Path] = []
 
         def flush() -> None:
