@@ -193,3 +193,94 @@ def test_periodic_defaults(write_config):
     assert job.periodic.stall_after == 300  # five periods
     assert job.grace == 30  # half a period
     assert (job.event, job.offset) == ("open", 0)
+
+
+# The session's bounds (issue 24): clipped to open..close, one owner for a shared instant --------
+
+def test_cmes_close_that_is_the_next_open_belongs_to_the_next_session_only(write_config):
+    # CMES sessions touch: 2026-12-22 is 17:00 CST 12-21 .. 17:00 CST 12-22 (23:00 .. 23:00 UTC)
+    # and 2026-12-23 opens at that same 23:00 UTC. Christmas Eve closes at 12:00 CST (18:00 UTC)
+    # and the next session opens 12-27 23:00 UTC: that close keeps its slot.
+    text = """
+calendar = "CMES"
+[[job]]
+name = "futures"
+every = "15min"
+command = ["/usr/bin/true"]
+"""
+    got = fires(write_config, text, "2026-12-22", "2026-12-24")
+    assert list(got["2026-12-22"].slots) == minutes("2026-12-21 23:00", "2026-12-22 22:45", 15)
+    assert list(got["2026-12-23"].slots) == minutes("2026-12-22 23:00", "2026-12-23 22:45", 15)
+    assert list(got["2026-12-24"].slots) == minutes("2026-12-23 23:00", "2026-12-24 18:00", 15)
+    every_slot = [s for f in got.values() for s in f.slots]
+    assert len(every_slot) == len(set(every_slot))  # no instant in two sessions
+    # The last session asked for is judged by the session after it too (not by where the
+    # range happens to end): the same slots when planned alone.
+    alone = fires(write_config, text, "2026-12-22", "2026-12-22")
+    assert alone["2026-12-22"].slots == got["2026-12-22"].slots
+
+
+def test_24_7_midnight_belongs_to_the_day_it_opens(write_config):
+    text = """
+calendar = "24/7"
+[[job]]
+name = "poll"
+every = "6h"
+command = ["/usr/bin/true"]
+"""
+    got = fires(write_config, text, "2026-12-22", "2026-12-23")
+    assert list(got["2026-12-22"].slots) == [utc("2026-12-22 00:00"), utc("2026-12-22 06:00"),
+                                            utc("2026-12-22 12:00"), utc("2026-12-22 18:00")]
+    assert got["2026-12-23"].slots[0] == utc("2026-12-23 00:00")
+
+
+def test_window_past_the_close_is_clipped_to_the_early_close(write_config):
+    # until = open+7h: 16:30 New York, after the 16:00 close: the window ends at the close
+    # (21:00 UTC); on the 13:00 early close of 2026-12-24 at 18:00 UTC.
+    text = CYCLE.replace('every = "1min"', 'every = "30min"').replace(
+        "open+5min", "open").replace("close-10min", "open+7h")
+    got = fires(write_config, text, "2026-12-23", "2026-12-24")
+    assert list(got["2026-12-23"].slots) == minutes("2026-12-23 14:30", "2026-12-23 21:00", 30)
+    assert list(got["2026-12-24"].slots) == minutes("2026-12-24 14:30", "2026-12-24 18:00", 30)
+
+
+@pytest.mark.parametrize(("key", "value"), [("from", "open-30min"), ("until", "close+1h")])
+def test_a_window_always_outside_the_session_is_refused_naming_the_key(write_config, key, value):
+    found = problems(write_config, f'every = "5min"\n{key} = "{value}"')
+    assert any(f": job[0].{key}: is " in line and "outside_session = true" in line
+               and line.endswith(f"(got {value!r})") for line in found), found
+
+
+def test_outside_session_keeps_slots_before_the_open(write_config):
+    text = CYCLE.replace("open+5min", "open-30min").replace(
+        'every = "1min"', 'every = "15min"') + "outside_session = true\n"
+    got = fires(write_config, text, "2026-12-23", "2026-12-23")
+    # 09:00 New York (14:00 UTC), half an hour before the open, to 15:45 (20:45 UTC).
+    assert list(got["2026-12-23"].slots) == minutes("2026-12-23 14:00", "2026-12-23 20:45", 15)
+
+
+def test_a_window_starting_in_the_break_runs_first_at_the_first_aligned_slot_after_it(
+        write_config):
+    # XHKG: from = open+2h45min is 12:15 Hong Kong (04:15 UTC), inside the 12:00-13:00 break.
+    # Every 30 min aligned to 12:15: 12:15 and 12:45 fall in the break, so the first slot is
+    # 13:15 Hong Kong (05:15 UTC), then every 30 min to 15:45 (07:45 UTC, 16:00 is not aligned).
+    text = CYCLE.replace('calendar = "XNYS"', 'calendar = "XHKG"').replace(
+        'every = "1min"', 'every = "30min"').replace("open+5min", "open+2h45min").replace(
+        "close-10min", "close")
+    got = fires(write_config, text, "2026-12-23", "2026-12-23")
+    assert list(got["2026-12-23"].slots) == minutes("2026-12-23 05:15", "2026-12-23 07:45", 30)
+
+
+@pytest.mark.parametrize("value", ["5s", "1min"])
+def test_lead_on_a_periodic_job_is_refused(write_config, value):
+    found = problems(write_config, f'every = "1min"\nlead = "{value}"')
+    assert any(": job[0].lead: " in line and "fires at each slot" in line
+               and line.endswith(f"(got {value!r})") for line in found), found
+
+
+def test_lead_0s_on_a_periodic_job_is_accepted_and_the_timer_fires_at_the_slots(write_config):
+    text = CYCLE + 'lead = "0s"\n'
+    job = config.load(write_config(text)).job("cycle")
+    assert job.fire_lead == 0
+    default = config.load(write_config(CYCLE)).job("cycle")
+    assert default.fire_lead == 0  # the 2 s default lead is a session job's

@@ -137,3 +137,96 @@ severity = "critical"
     row = next(j for s in doc["sessions"] for j in s["jobs"] if j["job"] == "cycle")
     print(row)
     assert (row["slots"]["ran"], row["slots"]["skipped"], row["slots"]["total"]) == (13, 3, 16)
+
+
+def test_a_session_missed_whole_with_the_host_off_is_alerted_and_status_says_missed(
+    scenario: Scenario,
+) -> None:
+    """The host is off for the whole of a session's window and boots after it: the one start
+    that Persistent=true makes at boot is refused (stale), the dead-man's first pass raises the
+    cycle's miss (critical, once) and status calls the session missed. (Days later instead of
+    seconds: tests/watch/test_periodic_deadman.py, with the pass's clock.)"""
+    box = scenario.box
+    slots = 4
+    first = instant_in(45)
+    last = first + timedelta(seconds=EVERY * (slots - 1))
+    session = first.date().isoformat()
+    midnight = datetime.combine(first.date(), datetime.min.time(), tzinfo=UTC)
+    start_off = int((first - midnight).total_seconds())
+    job = f'''
+[[job]]
+name = "cycle"
+every = "{EVERY}s"
+from = "open+{start_off}s"
+until = "open+{start_off + EVERY * (slots - 1)}s"
+command = ["/bin/true"]
+grace = "3s"
+severity = "warning"
+'''
+    scenario.write_config([], horizon=1, extra=job)
+    out = scenario.sync()
+    assert any(line.startswith("start market-cycle@") for line in out.splitlines()), out
+    assert datetime.now(UTC) < first, "sync finished after the first slot: raise the lead"
+    box.poweroff()
+    assert datetime.now(UTC) < first, "the poweroff ended after the first slot: raise the lead"
+    time.sleep(max(0.0, (last - datetime.now(UTC)).total_seconds()) + 5)
+    box.boot()
+    alert = scenario.wait_message("telegram", "cycle", timeout=150)
+    print(alert)
+    assert "[CRITICAL]" in alert["text"] and "ran none of its 4 slots" in alert["text"], alert
+    doc = json.loads(box.run(["market-timers", "status", "--json", "--session", session]).stdout)
+    row = next(j for s in doc["sessions"] for j in s["jobs"] if j["job"] == "cycle")
+    print(row)
+    assert row["result"] == "missed: none of its 4 slots ran"
+    time.sleep(70)  # another dead-man pass: the miss is not said again, and no skip warning
+    assert len(scenario.messages("telegram", "cycle")) == 1
+    for channel in ("telegram", "slack"):
+        assert scenario.messages(channel, "slots skipped") == []
+
+
+def test_cmes_close_shared_with_the_next_open_is_in_one_timer_only(scenario: Scenario) -> None:
+    """CMES sessions touch (17:00 Chicago closes one and opens the next): of the two session
+    timers systemd holds, exactly one elapses at that instant, as systemd itself computes their
+    OnCalendar= lines. The instant comes from exchange_calendars directly."""
+    import exchange_calendars as xc
+
+    box = scenario.box
+    job = '''
+[[job]]
+name = "futures"
+calendar = "CMES"
+every = "1h"
+command = ["/bin/true"]
+'''
+    scenario.write_config([], horizon=3, extra=job)  # three sessions: two of them touch
+    print(scenario.sync())
+    plan = json.loads(box.run(["market-timers", "plan", "--json"]).stdout)
+    units = sorted({e["unit"]: e["session"] for e in plan if e["job"] == "futures"}.items(),
+                   key=lambda kv: kv[1])
+    assert len(units) >= 2, units
+    cal = xc.get_calendar("CMES", start="2020-01-01")
+    checked = 0
+    for (unit_a, session_a), (unit_b, _) in zip(units, units[1:], strict=False):
+        close = cal.session_close(session_a).to_pydatetime()
+        next_open = cal.session_open(cal.next_session(session_a)).to_pydatetime()
+        if close != next_open:  # a weekend or a holiday between them: nothing shared
+            continue
+        elapses = {}
+        for unit in (unit_a, unit_b):
+            timer = unit.replace(".service", ".timer") if unit.endswith(".service") else unit
+            lines = [line.split("=", 1)[1] for line in box.systemctl("cat", timer).stdout
+                     .splitlines() if line.startswith("OnCalendar=")]
+            assert box.show(timer, "ActiveState") == "active", timer
+            got = set()
+            for spec in lines:  # systemd's own reading of each line: its next 60 elapses
+                text = box.run(["env", "TZ=UTC", "systemd-analyze", "calendar",
+                                "--iterations=60", spec]).stdout
+                got |= {line.split(":", 1)[1].strip() for line in text.splitlines()
+                        if line.strip().startswith(("Next elapse:", "Iter. #"))}
+            elapses[unit] = got
+        shared = f"{close:%a %Y-%m-%d %H:%M:%S} UTC"
+        print(unit_a, unit_b, shared)
+        assert shared not in elapses[unit_a] and shared in elapses[unit_b], elapses
+        assert not elapses[unit_a] & elapses[unit_b]
+        checked += 1
+    assert checked >= 1, f"no two touching sessions in the plan: {units}"

@@ -149,3 +149,34 @@ def test_slot_records_older_than_the_retention_are_pruned_by_the_pass(
     one_pass(synced, fake_systemctl, alerts, utc("2026-12-24T14:40:00Z"))  # retention 7 days
     assert not old.exists() and not old_key.exists()
     assert (synced.state_dir / "runs" / "cycle" / SESSION).is_dir()
+
+
+def test_a_session_missed_whole_is_one_critical_at_a_pass_days_later(
+        synced, fake_systemctl, alerts):
+    # The host was off for the whole session and boots two days later: the first dead-man
+    # pass reports the miss (as it does a single job's), once, and no skip warning beside it.
+    later = utc("2026-12-26T09:00:00Z")
+    first = one_pass(synced, fake_systemctl, alerts, later)
+    assert [(f.kind, f.key, f.severity) for f in first.new] == [
+        ("missed", f"missed:cycle:{SESSION}", "critical")]
+    assert "ran none of its 196 slots" in first.new[0].text
+    for minutes_later in (1, 2, 60):
+        again = one_pass(synced, fake_systemctl, alerts, later + timedelta(minutes=minutes_later))
+        assert not again.new
+    assert alerts.kinds() == ["missed"]
+    doc = status.collect(synced, session=utc("2026-12-24T00:00:00Z").date(), now=later,
+                         systemctl=fake_systemctl)
+    row = doc["sessions"][0]["jobs"][0]
+    assert row["result"] == "missed: none of its 196 slots ran"
+    assert (row["slots"]["ran"], row["slots"]["total"]) == (0, 196)
+
+
+def test_a_session_that_ran_judged_days_later_raises_nothing(synced, fake_systemctl, alerts):
+    for k in range(196):
+        ran(synced, k, 5)
+    for now in ("2026-12-26T09:00:00Z", "2026-12-26T09:01:00Z"):
+        assert not one_pass(synced, fake_systemctl, alerts, utc(now)).findings
+    assert alerts.calls == []
+    doc = status.collect(synced, session=utc("2026-12-24T00:00:00Z").date(),
+                         now=utc("2026-12-26T09:00:00Z"), systemctl=fake_systemctl)
+    assert doc["sessions"][0]["jobs"][0]["result"] == "done: 196 ran, 0 skipped of 196"

@@ -257,9 +257,14 @@ def parse_job(t: dict, path: str, calendar: str | None, problems: Problems) -> J
     kw.update(_durations(t, path, periodic, problems))
     kw["lead"] = JOB.check("lead", t, path, problems)
     kw["warm"] = JOB.check("warm", t, path, problems)
-    if periodic is not None and kw.get("warm"):
-        problems.add(f"{path}.warm", "a periodic job (`every`) runs each slot at its instant "
-                     "and is never started early: remove `warm`", t.get("warm"))
+    if periodic is not None:
+        # A periodic job's timer fires at each slot itself (its OnCalendar= lines are the slots):
+        # no lead, so a `lead` set here would be a promise the timer does not keep.
+        lead, kw["lead"] = kw["lead"], 0
+        for key, value, what in (("lead", lead, "fired"), ("warm", kw["warm"], "started")):
+            if key in t and value:  # "0s" says the same as the default: accepted
+                problems.add(f"{path}.{key}", "a periodic job (`every`) fires at each slot's "
+                             f"instant and is never {what} early: remove `{key}`", t[key])
     lock = JOB.check("lock", t, path, problems) or name
     severity = JOB.check("severity", t, path, problems)
     env = JOB.check("environment", t, path, problems)

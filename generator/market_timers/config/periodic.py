@@ -5,11 +5,15 @@
     from = "open+5min"        # window start: open | close, with a signed offset (default "open")
     until = "close-10min"     # window end, inclusive of a slot exactly at it (default "close")
     during_break = false      # no slot strictly between break_start and break_end (default)
+    outside_session = false   # the window is clipped to open..close (default)
     stall_after = "5min"      # critical when no slot has started for this long (default 5 periods)
 
 Slots are aligned to the window start: start, start + every, ... up to the end. Everything is
 computed in UTC from the session's own open/close (exchange_calendars), so early closes, late opens,
 overnight sessions and DST follow from the calendar. A session whose window is empty has no slot.
+The window is clipped to the session's open..close (an offset that always reaches outside it,
+such as "open-30min", is refused unless outside_session = true), and a slot belongs to one session
+only: a session's slots stop before the next session's first slot (schedule/periodic.py).
 
 Why the period must divide a minute, an hour or a day: the slots are then on the same seconds (or
 minutes) of every minute (hour) of the window, so one timer needs a handful of `OnCalendar=` lines
@@ -47,6 +51,7 @@ class Periodic:
     end_offset: int = 0
     during_break: bool = False
     stall_after: int = 0  # seconds
+    outside_session: bool = False  # the window is not clipped to open..close
 
 
 def describe(p: Periodic) -> str:
@@ -83,6 +88,8 @@ KEYS = (
     Key("from", _edge, ("open", 0), "the window's start: open or close with a signed offset"),
     Key("until", _edge, ("close", 0), "the window's end, inclusive (same form)"),
     Key("during_break", flag, False, "slots also strictly between break_start and break_end"),
+    Key("outside_session", flag, False, "the window may reach before the open or after the "
+        "close (default: clipped to the session)"),
     Key("stall_after", lambda v: parse_duration(v, 24 * 3600), None,
         "critical when no slot has started for this long (default five periods)"),
 )
@@ -117,18 +124,36 @@ def parse_periodic(t: dict, path: str, problems) -> dict | None:
         problems.add(f"{path}.until", f"the window ends before it starts (from = "
                      f"{t.get('from', 'open')!r}): no slot would ever run", t.get("until"))
     during_break = _TABLE.check("during_break", t, path, problems)
+    outside = _TABLE.check("outside_session", t, path, problems)
+    if not outside:
+        for key, edge in (("from", start), ("until", end)):
+            _check_inside(t, path, key, edge, problems)
     stall_after = _stall_after(t, path, every, problems)
     _check_grace(t, path, every, problems)
     if len(problems.items) != before or every is None or start is None or end is None:
         return {}  # problems reported; {} (not None) keeps "event is required" quiet
     periodic = Periodic(every=every, start_event=start[0], start_offset=start[1],
                         end_event=end[0], end_offset=end[1], during_break=during_break,
-                        stall_after=stall_after or DEFAULT_STALL_PERIODS * every)
+                        stall_after=stall_after or DEFAULT_STALL_PERIODS * every,
+                        outside_session=bool(outside))
     kw: dict[str, Any] = {"event": start[0], "offset": start[1], "periodic": periodic}
     if "grace" not in t:
         # misfire grace: half a period, at most the usual 2 min (a later start is refused).
         kw["grace_default"] = max(1, min(120, every // 2))
     return kw
+
+
+def _check_inside(t: dict, path: str, key: str, edge: tuple[str, int] | None, problems) -> None:
+    """`open` minus something or `close` plus something is outside every session: refused
+    (clipping it would silently drop what the key asks for) unless outside_session = true."""
+    if edge is None:
+        return
+    event, offset = edge
+    if (event == "open" and offset < 0) or (event == "close" and offset > 0):
+        where = "before the open" if event == "open" else "after the close"
+        problems.add(f"{path}.{key}", f"is {where}: a periodic job's slots run inside the "
+                     "session (open..close); set outside_session = true for a window that "
+                     "reaches outside it", t.get(key))
 
 
 def _every(t: dict, path: str, problems) -> int | None:

@@ -344,6 +344,19 @@ def next_sessions(name: str, after: datetime, count: int, override: Override | N
     return out[:count]
 
 
+def follower(name: str, override: Override | None = None):
+    """`after(session)`: the session that follows `session` in the calendar (overrides applied),
+    or None when the data ends first. A periodic job's last slot may be shared with it."""
+    def after(session: Session) -> Session | None:
+        try:
+            found = next_sessions(name, session.close, 1, override)
+        except CalendarError:
+            return None
+        return found[0] if found and found[0].label > session.label else None
+
+    return after
+
+
 def none_after(canonical: str, after: datetime, last: date | None) -> CalendarError:
     """The error for a calendar with no session left after `after`: where its data ends when
     that is the reason (it ends before the dates market-timers plans do)."""

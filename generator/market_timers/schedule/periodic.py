@@ -4,6 +4,14 @@ Periodic they give, are config/periodic.py's), and the OnCalendar= lines of a se
 Slots are aligned to the window start: start, start + every, ... up to the end. Everything is
 computed in UTC from the session's own open/close (exchange_calendars), so early closes, late opens,
 overnight sessions and DST follow from the calendar. A session whose window is empty has no slot.
+
+* The window is clipped to the session, open..close (unless outside_session): `from =
+  "open+7h"` on a 13:00 early close has no slot after 13:00.
+* No slot strictly inside the break (unless during_break). A window that starts inside the break
+  keeps its alignment: its first slot is the first start + k * every at or after break_end.
+* A slot belongs to one session only: a session's slots stop before the next session's first
+  slot. Where a close is also the next session's open (CMES at 17:00 Chicago, the 24/7 calendar at
+  midnight UTC), the slot at that instant is the next session's.
 Imported by plan.py and render.py; never imports pandas or exchange_calendars.
 """
 
@@ -17,11 +25,15 @@ from market_timers.config.periodic import Periodic
 # Slots -----------------------------------------------------------------------------------------
 
 def window(session, p: Periodic) -> tuple[datetime, datetime] | None:
-    """The session's window (UTC), or None when its events are missing."""
+    """The session's window (UTC), clipped to open..close unless outside_session; None when its
+    events are missing."""
     a, b = session.event(p.start_event), session.event(p.end_event)
     if a is None or b is None:
         return None
-    return a + timedelta(seconds=p.start_offset), b + timedelta(seconds=p.end_offset)
+    start, end = a + timedelta(seconds=p.start_offset), b + timedelta(seconds=p.end_offset)
+    if not p.outside_session:
+        start, end = max(start, session.open), min(end, session.close)
+    return start, end
 
 
 def pause(session, p: Periodic) -> tuple[datetime, datetime] | None:
@@ -31,9 +43,10 @@ def pause(session, p: Periodic) -> tuple[datetime, datetime] | None:
     return session.break_start, session.break_end
 
 
-def session_slots(session, p: Periodic) -> list[datetime]:
+def session_slots(session, p: Periodic, following=None) -> list[datetime]:
     """Every slot of the session: aligned to the window start, the end inclusive, no slot
-    strictly inside the break (unless during_break). Empty when the window is empty."""
+    strictly inside the break (unless during_break), none at or after the first slot of the
+    `following` session (the next one, when known). Empty when the window is empty."""
     w = window(session, p)
     if w is None or w[1] < w[0]:
         return []
@@ -43,6 +56,10 @@ def session_slots(session, p: Periodic) -> list[datetime]:
     slots = [start + timedelta(seconds=k * p.every) for k in range(count)]
     if gap is not None:
         slots = [s for s in slots if not gap[0] < s < gap[1]]
+    if following is not None:
+        theirs = session_slots(following, p)
+        if theirs:
+            slots = [s for s in slots if s < theirs[0]]
     return slots
 
 

@@ -101,9 +101,13 @@ class Fire:
                 "pause_utc": [iso(t) for t in self.pause] if self.pause else None}
 
 
-def fires_for_sessions(job: Job, sessions: list[calendars.Session]) -> list[Fire]:
+def fires_for_sessions(job: Job, sessions: list[calendars.Session], after=None) -> list[Fire]:
+    """The job's fires in these sessions (consecutive, in order). `after(session)`: the session
+    that follows the last one (or None), for a periodic job's slot shared with it."""
     if job.periodic is not None:  # one Fire per session holding its slots (periodic.py)
-        return [f for s in sessions if s.label not in job.skip for f in _periodic_fire(job, s)]
+        nexts = [*sessions[1:], after(sessions[-1]) if after and sessions else None]
+        return [f for s, n in zip(sessions, nexts, strict=True) if s.label not in job.skip
+                for f in _periodic_fire(job, s, n)]
     offset, skip, event = timedelta(seconds=job.offset), job.skip, job.event
     return [Fire(instant + offset, job.name, s.calendar, s.label, event, job.offset)
             for s in sessions
@@ -111,8 +115,9 @@ def fires_for_sessions(job: Job, sessions: list[calendars.Session]) -> list[Fire
             and s.label not in skip]
 
 
-def _periodic_fire(job: Job, s: calendars.Session) -> list[Fire]:
-    slots = periodic.session_slots(s, job.periodic)
+def _periodic_fire(job: Job, s: calendars.Session, following: calendars.Session | None
+                   ) -> list[Fire]:
+    slots = periodic.session_slots(s, job.periodic, following)
     if not slots:  # an empty window that day (e.g. an early close before `from`)
         return []
     return [Fire(slots[0], job.name, s.calendar, s.label, job.event, job.offset,
@@ -272,7 +277,8 @@ def plan_between_partial(config: Config, start: date, end: date) -> Plan:
         except calendars.CalendarError as e:
             failures.append(CalendarFailure(cal, (job.name,), str(e)))
             continue
-        fires.extend(fires_for_sessions(job, sess))
+        fires.extend(fires_for_sessions(job, sess, calendars.follower(
+            cal, calendar_overrides(config, cal))))
     return Plan(sorted(fires) if periodic_jobs else fires, failures)
 
 
@@ -293,7 +299,9 @@ def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None
         sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
                                        calendar_overrides(config, cal))
         # last_utc: a periodic job's session stays planned until its last slot has passed
-        fires = [f for job in jobs for f in fires_for_sessions(job, sess) if f.last_utc > now]
+        after = calendars.follower(cal, calendar_overrides(config, cal))
+        fires = [f for job in jobs for f in fires_for_sessions(job, sess, after)
+                 if f.last_utc > now]
         if not fires and last is not None:  # its data ran out today: said, never an empty plan
             raise calendars.none_after(cal, now, last)
         return fires

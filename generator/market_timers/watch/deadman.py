@@ -182,7 +182,8 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
                 continue
             periodic = bool(entry.get("every_sec"))
             if periodic:  # a periodic job: judged by its slots (this node's slot records)
-                slots.check_session(config, entry, now, watch, state_dir, result, alert)
+                slots.check_session(config, entry, now, watch, state_dir, result, alert,
+                                    seen)
             due = deadline(entry, watch.slack_sec)
             if parse_iso(entry["fire_utc"]) > now:
                 # A (job, session) that already ran (`market-timers run` ahead of its timer) has

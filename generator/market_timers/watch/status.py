@@ -20,7 +20,8 @@ prints one object:
      "cluster": {"node": "ny4-a", "ledger_error": null}}   (in cluster mode only)
 
 A periodic job has one row per session: `result` reads `running: 120 ran, 3 skipped of 376`
-(state: scheduled, running, ahead, done), `duration_sec` is its longest run, and `slots` holds the
+(state: scheduled, running, ahead, done), or `missed: none of its 376 slots ran` once the session's
+window has passed with no slot run; `duration_sec` is its longest run, and `slots` holds the
 counts (total, ran, skipped, skipped_overlap, refused, not_started, ahead, last_run, longest_sec).
 
 `result` is the latest attempt's result (success, exit-code, signal, watchdog, timeout...), a refused
@@ -136,6 +137,8 @@ def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
     else:
         state = "ahead" if s.ahead else "done"
     result = f"{state}: {s.ran} ran, {s.skipped} skipped of {s.total}"
+    if state == "done" and not s.ran:  # no slot of the session ran: a miss, as the dead-man says
+        result = f"missed: none of its {s.total} slots ran"
     return {"result": result, "every_sec": entry["every_sec"], "last_utc": entry.get("last_utc"),
             "duration_sec": s.longest_sec,
             "slots": {"total": s.total, "ran": s.ran, "skipped": s.skipped,
