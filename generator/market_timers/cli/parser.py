@@ -128,7 +128,7 @@ def _add_check_cron(command) -> None:
 def _add_alert_commands(command) -> None:
     """alert, alert-handler, outbox, ack, digest and deadman: the alert layer."""
     s = command("alert", "send a test alert through a channel")
-    from market_timers.channels import NAMES as CHANNELS
+    from market_timers.contracts.channelnames import NAMES as CHANNELS
 
     s.add_argument("--test", required=True, metavar="CHANNEL", help=" | ".join(CHANNELS))
 
