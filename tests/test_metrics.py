@@ -388,6 +388,13 @@ def test_sync_and_refresh_write_the_plan_and_the_calendar_data_end(setup):
     assert value(fams, "market_timers_job_next_fire_timestamp_seconds", market_job="signal") == \
         datetime(2025, 11, 28, 17, 45, tzinfo=UTC).timestamp()  # the early close after Thanksgiving
     assert value(fams, "market_timers_last_refresh_timestamp_seconds") is None
+    import platform
+    from importlib.metadata import version
+
+    from market_timers import __version__
+    assert value(fams, "market_timers_build_info", version=__version__,
+                 python=platform.python_version(),
+                 exchange_calendars=version("exchange_calendars")) == 1
     later = NOW + timedelta(hours=1)
     assert refresh.command(cfg, later, systemctl=QuietSystemctl(),
                            stamp_dir=cfg.state_dir / "stamps", alert=lambda *a, **k: None,

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import platform
 from collections import Counter
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
+from market_timers import __version__
 from market_timers.contracts import planfile
 from market_timers.metrics import scan
 from market_timers.metrics.records import (
@@ -70,6 +72,9 @@ FAMILIES = (
     ("last_sync_timestamp_seconds", "gauge", "When sync last succeeded (plan.json written)."),
     ("last_refresh_timestamp_seconds", "gauge", "When the daily refresh last succeeded."),
     ("metrics_generated_timestamp_seconds", "gauge", "When this file was written."),
+    ("build_info", "gauge",
+     "Always 1: the versions of market-timers, of the Python that runs it and of "
+     "exchange_calendars (its holiday data; as of the last sync) in the labels."),
 )
 
 
@@ -88,7 +93,8 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     f = {name: Family(name, kind, text) for name, kind, text in FAMILIES}
     _job_metrics(f, config, view.last, history.tally, plan, now)
     _outbox(config, f)
-    for cal, last_day in sorted(state.read("calendars.json").get("last_session", {}).items()):
+    calendars_doc = state.read("calendars.json")
+    for cal, last_day in sorted(calendars_doc.get("last_session", {}).items()):
         with contextlib.suppress(ValueError, TypeError):
             day = date.fromisoformat(last_day)
             f["calendar_data_end_timestamp_seconds"].add(
@@ -97,6 +103,9 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     f["last_refresh_timestamp_seconds"].add(
         epoch_seconds(state.read("refresh.json").get("last_ok_utc")))
     f["metrics_generated_timestamp_seconds"].add(round(now.timestamp(), 3))
+    f["build_info"].add(1, version=__version__, python=platform.python_version(),
+                        exchange_calendars=str(calendars_doc.get("exchange_calendars")
+                                               or "unknown"))
     return list(f.values())
 
 
