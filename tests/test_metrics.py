@@ -125,6 +125,11 @@ def test_after_runs_the_file_parses_and_says_what_happened(setup):
     assert value(fams, "market_timers_job_last_result", market_job="signal", kind="ok") == 0
     assert value(fams, "market_timers_job_last_result", market_job="report", kind="killed") == 1
     assert value(fams, "market_timers_job_last_lateness_seconds", market_job="signal") == 0.08
+    # a pre-fired run: the runner started 1.98 s before the instant and waited for it
+    ran(cfg, "report", "2025-11-27", started=datetime(2025, 11, 27, 21, 29, 58, 20000, UTC),
+        late=-1.98, duration=0.5)
+    metrics.update(cfg, NOW)
+    assert value(scrape(cfg), "market_timers_job_last_lateness_seconds", market_job="report") == 0
     assert value(fams, "market_timers_job_last_duration_seconds", market_job="signal") == 4.0
     assert value(fams, "market_timers_job_runs_total", market_job="signal") == 2
     assert value(fams, "market_timers_job_failures_total", market_job="signal", kind="failed") == 1

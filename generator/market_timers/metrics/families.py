@@ -49,8 +49,9 @@ FAMILIES = (
      "1 for the kind of result of the job's last run (ok, failed, killed, watchdog, "
      "timeout, stale-start, runner-error, overlap-skipped), 0 for the others."),
     ("job_last_lateness_seconds", "gauge",
-     "How late the runner started the job's last run after its planned instant; negative "
-     "for a pre-fired run (`lead`: it started early and waited for the instant)."),
+     "How late the job's last run started after its planned instant: the runner's start "
+     "after it, 0 for a pre-fired run whose runner was ready before the instant (`lead`: the "
+     "job is exec'd at the instant itself, within about a millisecond, bench/fire_lateness)."),
     ("job_last_duration_seconds", "gauge", "How long the job's last run took."),
     ("job_runs_total", "counter",
      "Runs of the job that have ended, whatever their result (refused starts included)."),
@@ -133,13 +134,18 @@ def _job_metrics(f: dict[str, Family], config, last: dict[str, dict],
                 kind = run_kind(rec)
                 for k in kinds:
                     f["job_last_result"].add(1 if k == kind else 0, market_job=job, kind=k)
-            f["job_last_lateness_seconds"].add(rec.get("late_sec"), market_job=job)
+            f["job_last_lateness_seconds"].add(_lateness(rec.get("late_sec")), market_job=job)
             f["job_last_duration_seconds"].add(rec.get("duration_sec"), market_job=job)
         f["job_runs_total"].add(runs.get(job, 0), market_job=job)
         for k in failure_kinds:
             f["job_failures_total"].add(failures.get((job, k), 0), market_job=job, kind=k)
         f["job_sessions_missed_total"].add(missed.get(job, 0), market_job=job)
         f["job_next_fire_timestamp_seconds"].add(next_fire.get(job), market_job=job)
+
+
+def _lateness(late) -> float | None:
+    """Against the instant: a runner that started early (pre-fired) waited for it."""
+    return max(0.0, float(late)) if isinstance(late, int | float) else None
 
 
 def _counts(tally: Counter[tuple[str, str]], jobs: list[str],
