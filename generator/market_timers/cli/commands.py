@@ -309,7 +309,7 @@ COMMANDS = {
     "digest": cmd_digest,
     "refresh": cmd_refresh,
     "deadman": cmd_deadman,
-    "status": _delegate(_status, "command", "session", "json", "now"),
+    "status": _delegate(_status, "command", "session", "json", "now", "html", "since", "until"),
     "event": cmd_event,
     "incidents": cmd_incidents,
     "run": _delegate(_manual_run, "command", "job", "session", "force", check_calendars=True),

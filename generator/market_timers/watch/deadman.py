@@ -241,4 +241,7 @@ def command(config, now: datetime | None = None) -> int:
         log.error("deadman: %s", e)
     log.info("deadman: %d open finding(s), %d new, heartbeat %s", len(result.findings),
              len(result.new), result.ping or "off")
+    from market_timers.watch import statuspage
+
+    statuspage.refresh(config, now)  # <state_dir>/status.html: a view, never fails the pass
     return 1 if result.errors else 0
