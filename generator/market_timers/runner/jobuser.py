@@ -108,10 +108,19 @@ def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = Fal
     signal. after_fork(pid) runs in the supervisor once the child exists (the escort)."""
     child_env = dict(env, HOME=user.home, USER=user.name, LOGNAME=user.name)
     command = setpriv_argv(user, argv)
-    pid = os.fork()
+    # The signals to pass on are blocked across the fork: one that comes before the supervisor's
+    # handlers exist (the child may already run the job by then) is held, not taken with its
+    # default action, which would end the supervisor and leave the job behind it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    try:
+        pid = os.fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+        raise
     if pid == 0:  # the child: nothing of the supervisor's but stdin/out/err, then the job
         code = 172  # exitcodes.RUNNER_ERROR, without importing it here
         try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # the job's mask is its own
             os.closerange(3, os.sysconf("SC_OPEN_MAX"))
             if "WATCHDOG_PID" in child_env:
                 child_env["WATCHDOG_PID"] = str(os.getpid())
@@ -132,6 +141,7 @@ def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = Fal
     faulthandler.disable()
     for sig in FORWARDED:
         signal.signal(sig, lambda signum, frame: _forward(pid, signum))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # a held one is forwarded now
     if after_fork is not None:
         after_fork(pid)
     _, status = os.waitpid(pid, 0)  # PEP 475: retried after each forwarded signal
