@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from datetime import UTC, datetime, timedelta
 
 from tests.cluster.test_cluster_runner import RUNNER, SESSION, node_env
 from tests.fakes.stallproxy import StallProxy
@@ -129,3 +130,22 @@ def test_a_claim_that_completes_past_the_grace_is_refused_withdrawn_and_says_so(
     assert "the claim of closing-orders for session" in err and "completed" in err, err
     assert "the claim was withdrawn" in err
     assert pg.PostgresLedger(dsn, "x").holder(Key("closing-orders", SESSION)) is None
+
+
+def test_a_late_start_of_a_session_another_node_ran_still_says_already_ran(tmp_path, dsn):
+    """The peek at the ledger takes nothing, so the deadline does not cut it: a start long past
+    its grace (a Persistent= catch-up after a reboot) of a session that ran says "already ran"
+    (173, a warning), and of one that did not, "stale start" (170) for its lateness."""
+    log = tmp_path / "orders.log"
+    ran = _start(node_env(tmp_path, dsn, "ny4-a"), log)
+    assert ran.wait(timeout=30) == 0
+    late = {"MARKET_SCHEDULED_UTC": (datetime.now(UTC) - timedelta(minutes=10)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"), "MARKET_GRACE_SEC": "60"}
+    again = _start(dict(node_env(tmp_path, dsn, "ny4-b"), **late), log)
+    _, err = again.communicate(timeout=30)
+    assert again.returncode == exitcodes.ALREADY_RAN, err
+    assert "on host ny4-a" in err
+    other = _start(dict(node_env(tmp_path, dsn, "ny4-b", job="opening-orders"), **late), log)
+    _, err = other.communicate(timeout=30)
+    assert other.returncode == exitcodes.STALE_START, err
+    assert "more than its grace of 60 s" in err and "deadline" not in err

@@ -77,7 +77,9 @@ CLIENT_SETTINGS = (
 RETRYABLE = {"55P03": "lock timeout", "57014": "statement timeout or cancelled",
              "40001": "serialization failure", "40P01": "deadlock"}
 RETRY_PAUSE_SEC = 0.2
-REFUSAL_BUDGET_SEC = 3  # a refusal's note may take this long past the deadline (it runs nothing)
+# A step that decides nothing (the peek at the holder, a refusal's note, taking back a claim) may
+# take this long past the start's deadline: the peek still says "already ran" for a late start.
+AFTER_DEADLINE_SEC = 3
 INIT_LOCK = 7305210  # pg_advisory_xact_lock key serialising `cluster init`
 LOCK_NAMESPACE = "market-timers lock group "
 
@@ -297,10 +299,15 @@ class PostgresLedger(Ledger):
 
     # -- the runner's calls ------------------------------------------------------------------
 
+    def _past_deadline(self) -> float | None:
+        """The bound of a step that decides nothing (AFTER_DEADLINE_SEC)."""
+        return self.deadline and max(self.deadline, time.time() + AFTER_DEADLINE_SEC)
+
     def holder(self, key: Key) -> dict | None:
         rows = self._execute(
             "SELECT fields, node, fence FROM mt_runs WHERE job = $1 AND session = $2 "
-            "AND slot = $3 AND attempt = 1", key.job, key.session, key.slot)
+            "AND slot = $3 AND attempt = 1", key.job, key.session, key.slot,
+            deadline=self._past_deadline())
         return _record(rows[0]) if rows else None
 
     def claim(self, key: Key, how: str, fields: dict) -> Claim:
@@ -341,25 +348,24 @@ class PostgresLedger(Ledger):
         raise DatabaseError(f"no free attempt number for {key!r}")
 
     def refuse(self, key: Key, fields: dict) -> None:
-        """The refusal's note, given REFUSAL_BUDGET_SEC past the start's deadline: it runs
-        nothing, and the deadman reads it."""
-        budget = self.deadline and max(self.deadline, time.time() + REFUSAL_BUDGET_SEC)
+        """The refusal's note (the deadman reads it), given AFTER_DEADLINE_SEC past the
+        start's deadline."""
         self._execute(
             "INSERT INTO mt_refusals (job, session, slot, node, invocation, fields) "
             "VALUES ($1, $2, $3, $4, $5, $6)", key.job, key.session, key.slot, self.node,
             fields.get("invocation"),
             format_fields({"job": key.job, "session": key.session, "slot": key.slot or None,
-                           "node": self.node, **fields}), deadline=budget)
+                           "node": self.node, **fields}), deadline=self._past_deadline())
 
     def withdraw(self, key: Key, invocation: str | None, fence: str | None = None) -> bool:
         """Take back this start's claim, which will not run (it completed past the deadline, or
         its answer never came), so that the session stays runnable once: on a new connection,
-        given REFUSAL_BUDGET_SEC. True when no claim of this start is left."""
+        given AFTER_DEADLINE_SEC from now. True when no claim of this start is left."""
         if invocation is None and fence is None:
             return False
         self.close()
         self.committed = False
-        budget = time.time() + REFUSAL_BUDGET_SEC
+        budget = time.time() + AFTER_DEADLINE_SEC
         try:
             # first end the backend of the claim (its statement could still commit otherwise):
             # found by this process's random application_name, so never another node's
