@@ -54,8 +54,19 @@ def test_a_table_lock_past_the_deadline_refuses_the_start_as_stale_on_every_node
     try:
         envs = [node_env(tmp_path, dsn, "ny4-a", mode="run"),
                 node_env(tmp_path, dsn, "ny4-b", mode="skip")]
-        procs = [_start(dict(env, MARKET_GRACE_SEC="8"), log) for env in envs]
+        procs = [_start(dict(env, MARKET_GRACE_SEC="7"), log) for env in envs]
         errs = [p.communicate(timeout=60)[1] for p in procs]
+        # the statements they gave up on end too (client_connection_check_interval), rather
+        # than queue for the table until their lock_timeout
+        waiting, until = "1", time.monotonic() + 2.5
+        while time.monotonic() < until:
+            waiting = pgserver.psql("SELECT count(*) FROM pg_stat_activity WHERE "
+                                    "application_name LIKE 'market-timers %' AND "
+                                    "wait_event_type = 'Lock'", "mt").strip()
+            if waiting == "0":
+                break
+            time.sleep(0.05)
+        assert waiting == "0"
     finally:
         pgserver.end_admin_sessions()
         admin.wait(timeout=30)

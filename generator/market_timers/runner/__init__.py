@@ -37,6 +37,15 @@ slot, and the ledger key is (job, session, slot): one claim per slot, a second s
 is "already ran" (173). Its slot record (slotaccount.py counts skipped slots from them) is written
 beside the ledger.
 
+On the cluster ledger (PostgreSQL, ledger/postgresql.py) a start has a deadline, instant + grace
+(60 s from now for the operator's or a retry's start), that bounds every database step on the
+client's side. Only a connection that cannot be made is "unreachable" ([cluster]
+on_db_unreachable: skip, 175, or run on the local ledger). A reached database that stays busy
+or silent until the deadline refuses the start as stale (170, DeadlinePassed, the reason in the
+journal and so in the alert): never run locally, since another node may hold it; a claim that
+was sent without an answer, or completed past the grace, is withdrawn. Any other error of a
+reached ledger is 175 without the local fallback.
+
 `market-timers-run --record` (ExecStopPost=) records how the attempt ended in the ledger.
 
 Retries (a job with `retries`, retries.py): `--record` after a failed attempt leaves a marker,
@@ -156,16 +165,17 @@ def _refuse_past_deadline(env, book, error, key, scheduled, grace, slot) -> int:
     what = slot.what if slot else f"{key.job} for session {key.session}"
     deadline = getattr(book, "deadline", None)
     at = f" at {utc_text(datetime.fromtimestamp(deadline, UTC))}" if deadline else ""
+    if deadline == scheduled.timestamp() + grace:
+        at += f" (instant {utc_text(scheduled)} + grace {grace} s)"
     claim = ""
     if getattr(book, "claim_sent", False):  # the server may have written it
         claim = ("; its claim, which may have been written, was withdrawn"
                  if book.withdraw(key, env.get("INVOCATION_ID")) else
                  "; its claim may have been written and could not be withdrawn: if `market-timers"
                  " run` says it already ran, it did not: use --force")
-    log(ERR, f"stale start: the cluster ledger could not start {what} before its deadline{at} "
-             f"(instant {utc_text(scheduled)} + grace {grace} s): {error}; not running it (a "
-             "busy database is not an unreachable one: another node may have it, so it is not "
-             f"run locally){claim}")
+    log(ERR, f"stale start: the cluster ledger could not start {what} before its deadline{at}:"
+             f" {error}; not running it (a busy database is not an unreachable one: another node "
+             f"may have it, so it is not run locally){claim}")
     late = round((datetime.now(UTC) - scheduled).total_seconds(), 3)
     note_refusal(book, key, _base(env, scheduled), "stale-start", late_sec=late,
                  reason=error.reason)
