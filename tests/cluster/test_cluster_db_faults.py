@@ -160,3 +160,29 @@ def test_a_late_start_of_a_session_another_node_ran_still_says_already_ran(tmp_p
     _, err = other.communicate(timeout=30)
     assert other.returncode == exitcodes.STALE_START, err
     assert "more than its grace of 60 s" in err and "deadline" not in err
+
+
+def test_a_server_out_of_connection_slots_is_busy_not_unreachable(tmp_path, dsn, pgserver):
+    """The server answers but refuses a new session (too many connections, SQLSTATE 53300): it
+    was reached, so with on_db_unreachable = "run" the node does not run the job locally beside
+    the node that holds the session; it retries, and claims once a slot is free."""
+    pgserver.psql("DO $$ BEGIN CREATE ROLE mt_one LOGIN PASSWORD 'one-pw' CONNECTION LIMIT 1; "
+                  "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    pgserver.psql("GRANT ALL ON ALL TABLES IN SCHEMA public TO mt_one; "
+                  "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO mt_one", "mt")
+    one = dsn.replace("user=mt password=" + dsn.split("password=")[1],
+                      "user=mt_one password=one-pw")
+    holder = subprocess.Popen(
+        ["runuser", "-u", "postgres", "--", "env", "PGPASSWORD=one-pw", "psql", "-h",
+         "127.0.0.1", "-p", str(pgserver.port), "-U", "mt_one", "-d", "mt", "-Atc",
+         "SELECT pg_sleep(3)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1)  # its session is up: the role's only one
+    log = tmp_path / "orders.log"
+    try:
+        proc = _start(node_env(tmp_path, one, "ny4-a", mode="run"), log)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        holder.wait(timeout=30)
+    assert proc.returncode == 0, err
+    assert "anyway" not in err
+    assert pg.PostgresLedger(dsn, "x").holder(Key("closing-orders", SESSION))["node"] == "ny4-a"

@@ -14,7 +14,9 @@ PQsocket) until the deadline; at the deadline the connection is closed and Timed
 15's PQcancel connects without a timeout, so it is not used; the server ends the statement when
 it notices the closed connection: client_connection_check_interval, ledger/postgresql.py).
 
-Errors: Unreachable when no connection could be made, ConnectionLost when a live one broke during
+Errors: Unreachable when no connection could be made (but a server that answers and refuses
+the session for now, out of connection slots or starting up, is a DatabaseError with the
+SQLSTATE: it was reached), ConnectionLost when a live one broke during
 a statement, TimedOut at the deadline, DatabaseError with the SQLSTATE for the server's errors,
 and for a row that is not UTF-8. Their text is redacted of every DSN fragment (conninfo.py).
 libpq is loaded by its soname, libpq.so.5 (Debian's libpq5 on every architecture).
@@ -36,6 +38,14 @@ PG_DIAG_SQLSTATE = ord("C")
 PG_DIAG_MESSAGE_PRIMARY = ord("M")
 UNIQUE_VIOLATION = "23505"
 SONAME = "libpq.so.5"
+# A server that answers a connection but refuses the session for now: reached, so busy, not
+# unreachable (libpq gives no SQLSTATE for a failed connection: the server's English message).
+SERVER_BUSY = (
+    ("too many clients already", "53300"), ("too many connections for", "53300"),
+    ("remaining connection slots are reserved", "53300"),
+    ("the database system is starting up", "57P03"),
+    ("the database system is not yet accepting connections", "57P03"),
+)
 
 _lib = None
 
@@ -87,6 +97,9 @@ class Connection:
             if self._conn:
                 lib.PQfinish(self._conn)
             self._conn = None
+            for marker, sqlstate in SERVER_BUSY:
+                if marker in message:  # a live server that refuses a session for now
+                    raise DatabaseError(message, sqlstate)
             raise Unreachable(message or "cannot connect")
 
     def execute(self, sql: str, *params, deadline: float | None = None) -> list[tuple]:

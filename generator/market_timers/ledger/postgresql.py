@@ -75,7 +75,8 @@ CLIENT_SETTINGS = (
 )
 # SQLSTATEs of a live, busy database: retried until the start's deadline, never "unreachable".
 RETRYABLE = {"55P03": "lock timeout", "57014": "statement timeout or cancelled",
-             "40001": "serialization failure", "40P01": "deadlock"}
+             "40001": "serialization failure", "40P01": "deadlock",
+             "53300": "no connection slot free", "57P03": "the server is starting up"}
 RETRY_PAUSE_SEC = 0.2
 # A step that decides nothing (the peek at the holder, a refusal's note, taking back a claim) may
 # take this long past the start's deadline: the peek still says "already ran" for a late start.
