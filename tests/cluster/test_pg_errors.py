@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 from tests.cluster.test_cluster_runner import RUNNER, SESSION, node_env
-from tests.fakes.pgserver import PASSWORD, free_port
+from tests.fakes.pgserver import PASSWORD
 
 from market_timers.contracts import exitcodes
 from market_timers.ledger import DatabaseError, Key, libpq
@@ -77,4 +77,39 @@ def test_libpq_is_loaded_by_soname_without_a_path_or_a_search(monkeypatch, pgser
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
     with pg.connect(pgserver.dsn) as conn:
         assert conn.execute("SELECT 1") == [("1",)]
-    assert PASSWORD and free_port()
+
+
+@pytest.fixture(scope="module")
+def tls_server():
+    from tests.fakes.pgserver import PgServer, missing
+
+    if missing():
+        pytest.skip(missing())
+    server = PgServer().start()
+    try:
+        ca = server.enable_tls()
+        with pg.connect(server.dsn) as conn:
+            pg.init_schema(conn)
+        yield server, ca
+    finally:
+        server.destroy()
+
+
+def test_the_ledger_over_tls_with_verify_full_against_a_self_signed_ca(tls_server, tmp_path):
+    """The README's set-up: sslmode=verify-full with the CA that signed the server's certificate
+    (the server's name checked too); the same DSN with another CA is refused, without the
+    password in the error."""
+    server, ca = tls_server
+    dsn = f"{server.dsn} sslmode=verify-full sslrootcert={ca}"
+    ledger = pg.PostgresLedger(dsn, "ny4-a")
+    assert ledger.claim(Key("closing-orders", SESSION), "timer", {}).ok
+    assert ledger.conn.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") == [
+        ("t",)]
+    other = tmp_path / "other-ca.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=someone else", "-keyout", str(tmp_path / "k"), "-out",
+                    str(other)], check=True, capture_output=True)
+    with pytest.raises(DatabaseError) as err:
+        pg.PostgresLedger(f"{server.dsn} sslmode=verify-full sslrootcert={other}",
+                          "ny4-a").holder(Key("closing-orders", SESSION))
+    assert "certificate verify failed" in str(err.value) and PASSWORD not in str(err.value)

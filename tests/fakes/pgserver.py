@@ -78,6 +78,33 @@ class PgServer:
         self.psql(f"CREATE DATABASE {DB} OWNER {USER}")
         return self
 
+    def enable_tls(self) -> Path:
+        """TLS with a self-signed CA and a server certificate for 127.0.0.1 (subjectAltName IP,
+        as sslmode=verify-full checks it); the server is restarted. Returns the CA's file."""
+        tls = self.dir / "tls"
+        tls.mkdir()
+
+        def openssl(*args: str) -> None:
+            subprocess.run(["openssl", *args], cwd=tls, check=True, capture_output=True)
+
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                "/CN=market-timers test CA", "-keyout", "ca.key", "-out", "ca.crt")
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout",
+                "server.key", "-out", "server.csr")
+        (tls / "san.ext").write_text("subjectAltName = IP:127.0.0.1\n")
+        openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "server.crt")
+        pw = pwd.getpwnam("postgres")
+        for name in ("server.crt", "server.key"):
+            shutil.copy(tls / name, self.data / name)
+            os.chown(self.data / name, pw.pw_uid, pw.pw_gid)
+            os.chmod(self.data / name, 0o600)
+        with open(self.data / "postgresql.conf", "a") as f:
+            f.write("ssl = on\n")
+        self.stop()
+        self.resume()
+        return tls / "ca.crt"
+
     def resume(self) -> None:
         self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l",
                           str(self.dir / "log"), "-w", "-t", "30", "start")
