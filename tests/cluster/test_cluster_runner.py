@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from tests.fakes.pgserver import free_port
 
 from market_timers.contracts import exitcodes
@@ -212,3 +213,31 @@ def test_a_periodic_slot_honours_the_cluster_wide_lock_group(tmp_path, dsn):
                            capture_output=True, text=True, timeout=30, env=env)
     assert later.returncode == 0, later.stderr
     assert int(later.stdout.strip()) > int(fence)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
+def test_the_job_dies_with_its_runner_so_the_lock_group_never_outlives_the_run(tmp_path, dsn):
+    """The supervisor holds the lock group's connection, not the job (issue 23, 3): when the
+    supervisor is killed -9 the job is killed too (setpriv --pdeathsig), so the group, released
+    with the supervisor's socket, is never free while its job still runs."""
+    env = dict(node_env(tmp_path, dsn, "ny4-a"), MARKET_JOB_USER="nobody")
+    runner = start(env, "echo $$; exec sleep 60")
+    job = int(runner.stdout.readline())
+    assert _alive(job)
+    runner.kill()
+    runner.wait()
+    deadline = time.monotonic() + 10
+    while _alive(job) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(job)
+    later = subprocess.run([*RUNNER, "--", "/bin/true"], capture_output=True, text=True,
+                           timeout=30, env=node_env(tmp_path, dsn, "ny4-b", job="reconcile"))
+    assert later.returncode == 0, later.stderr  # the group is free: nothing of the run is left

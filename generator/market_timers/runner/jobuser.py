@@ -9,10 +9,12 @@ setpriv(1) (util-linux, Essential on Debian: a well-kept tool for exactly this, 
 own setresuid/capset code) which becomes the job's user with its groups, clears the inheritable
 and ambient capability sets, and execs the job, so the job holds no capability. The parent is the
 supervisor: it keeps the lock fd and the cluster ledger's connection (the child closes every
-descriptor but 0-2), passes on the signals it gets (systemd signals the job itself too: the
-unit's KillMode=control-group), waits, and exits with the job's status, or dies
-of the job's signal, so that $SERVICE_RESULT, $EXIT_CODE and $EXIT_STATUS of ExecStopPost= and
-OnFailure= say what they said when the job was the main process. The job's heartbeats reach
+descriptor but 0-2) and so holds the lock group for exactly as long as it lives; the job dies with
+it (setpriv --pdeathsig=SIGKILL: a supervisor killed -9 never leaves its job running with the
+group released, issue 23), and it with the job. It passes on the signals it gets (systemd
+signals the job itself too: the unit's KillMode=control-group), waits, and exits with the job's
+status, or dies of the job's signal, so that $SERVICE_RESULT, $EXIT_CODE and $EXIT_STATUS of
+ExecStopPost= and OnFailure= say what they said when the job was the main process. The job's heartbeats reach
 systemd through NotifyAccess=all (render.py); WATCHDOG_PID names the job.
 
 The supplementary groups: the job user's own, plus the package's group (the runner's gid), whose
@@ -99,7 +101,7 @@ def _can_switch() -> bool:
 def setpriv_argv(user: JobUser, argv: list[str]) -> list[str]:
     return [environment.SETPRIV, f"--reuid={user.uid}", f"--regid={user.gid}",
             "--groups=" + ",".join(str(g) for g in user.groups),
-            "--inh-caps=-all", "--ambient-caps=-all", "--", *argv]
+            "--inh-caps=-all", "--ambient-caps=-all", "--pdeathsig=SIGKILL", "--", *argv]
 
 
 def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = False,
