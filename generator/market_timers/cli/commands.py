@@ -40,10 +40,11 @@ def _now(args) -> datetime:
 
 def cmd_plan(args) -> int:
     from market_timers.config.alerts import print_route_warnings
-    from market_timers.schedule import calendars, plan, planview
+    from market_timers.schedule import calendars, plan, planview, selection
 
     cfg = _config(args)
     print_route_warnings(cfg)
+    selection.print_warnings(cfg, _now(args))
     if args.from_ or args.to:
         start = args.from_ or _now(args).date()
         end = args.to or start

@@ -16,6 +16,7 @@ from market_timers.config.periodic import KEYS as PERIODIC_KEYS
 from market_timers.config.periodic import Periodic, parse_periodic
 from market_timers.config.retries import keys as retry_keys
 from market_timers.config.retries import retry_fields
+from market_timers.config.sessionrules import SessionRule, parse_sessions
 from market_timers.contracts import environment
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.durations import (
@@ -81,6 +82,13 @@ class Job:
     retry_delay_max: int = 600
     orders: bool = False  # sends orders: never retried, nor any job of its lock group
     user: str = ""  # its own user; "": the config's top-level `user`
+    sessions: SessionRule | None = None  # [job.sessions]: which sessions (None: every one)
+    extra: frozenset[date] = frozenset()  # sessions added to the rule's (the opposite of skip)
+
+    @property
+    def selects(self) -> bool:
+        """True when the job runs on chosen sessions only (schedule/selection.py)."""
+        return self.sessions is not None or bool(self.extra)
 
     @property
     def is_session_job(self) -> bool:
@@ -233,6 +241,8 @@ JOB = Table((
     Key("severity", one_of(SEVERITIES, f"one of {', '.join(SEVERITIES)}"), "critical",
         "the severity of its alerts"),
     Key("skip", date_list, [], "sessions the job does not run"),
+    Key("extra", date_list, [], "sessions the job runs on beside those its rule selects"),
+    Key("sessions", None, None, "[job.sessions]: which sessions it runs on (sessionrules.py)"),
     Key("environment", _environment, {}, "environment variables of the job"),
     Key("description", _unit_text, "", "the units' Description="),
     Key("read_write_paths", _read_write_paths, (), "paths the sandboxed job may write"),
@@ -279,7 +289,7 @@ def _when(t: dict, path: str, calendar: str | None, periodic: dict | None,
     """When the job runs: `at` (daily, fixed UTC time), or event, offset, calendar and skip."""
     kw: dict[str, Any] = {}
     if "at" in t:
-        for key in ("event", "offset", "calendar", "skip"):
+        for key in ("event", "offset", "calendar", "skip", "extra", "sessions"):
             if key in t:
                 problems.add(f"{path}.{key}", "a job with `at` runs daily at a fixed UTC time "
                              "and is not tied to a session; remove `at` or this key")
@@ -300,6 +310,11 @@ def _when(t: dict, path: str, calendar: str | None, periodic: dict | None,
     else:
         kw["calendar"] = calendar
     kw["skip"] = frozenset(JOB.check("skip", t, path, problems))
+    kw["extra"] = frozenset(JOB.check("extra", t, path, problems))
+    for day in sorted(kw["skip"] & kw["extra"]):
+        problems.add(f"{path}.extra", f"{day} is also in {path}.skip: keep it in one of them",
+                     day.isoformat())
+    kw["sessions"] = parse_sessions(t, path, problems)
     return kw
 
 

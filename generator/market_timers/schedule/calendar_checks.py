@@ -58,6 +58,11 @@ def check_config(config: Config, problems: Problems) -> None:
                         if isinstance(t, dict) and t.get("name") == job.name), f"job[{i}].event")
             problems.add(key, f"calendar {resolve(job.calendar)} never has a break (a midday "
                          "pause): no session would ever fire", job.event)
+    for i, job in enumerate(config.jobs):
+        if job.extra and job.calendar is not None and job.calendar not in bad:
+            key = next((f"job[{n}].extra" for n, t in enumerate(raw_jobs)
+                        if isinstance(t, dict) and t.get("name") == job.name), f"job[{i}].extra")
+            check_extra(config, job, key, problems)
     seen: dict[str, str] = {}
     for cal, override in config.overrides.items():
         try:
@@ -145,6 +150,41 @@ def check_override(canonical: str, override: Override, path: str, problems: Prob
                                          | {d for d, _ in override.late_open})):
         problems.add(f"{path}.closed", f"{day} is closed and also has an early close or late "
                      "open: keep one", day.isoformat())
+
+
+def check_extra(config: Config, job, key: str, problems: Problems) -> None:
+    """A job's `extra` dates must be sessions of its calendar (the overrides' closed days are
+    not), else they silently add nothing; dates outside the planned range are left unchecked."""
+    first, last = supported_range()
+    try:
+        canonical = resolve(job.calendar)
+        data_first, data_last = data_limits(canonical)
+    except CalendarError:
+        return  # reported with the calendar's name, or by the planner
+    first, last = max(first, data_first or first), min(last, data_last or last)
+    days = sorted(d for d in job.extra if first <= d <= last)
+    if not days:
+        return
+    try:
+        cal = calendar_for(canonical, days[0], days[-1])
+    except CalendarError:
+        return
+    closed = next((o.closed for name, o in config.overrides.items()
+                   if _same_calendar(name, canonical)), frozenset())
+    for day in days:
+        if _label(day) not in cal.schedule.index:
+            problems.add(key, f"not a session of {canonical}: {_why_not(cal, day)}; an extra "
+                         "date must be a session", day.isoformat())
+        elif day in closed:
+            problems.add(key, f"not a session of {canonical}: the config's overrides close it; "
+                         "an extra date must be a session", day.isoformat())
+
+
+def _same_calendar(name: str, canonical: str) -> bool:
+    try:
+        return resolve(name) == canonical
+    except CalendarError:
+        return False
 
 
 def _hm(at: time) -> str:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from market_timers.config.loader import Config, Job
 from market_timers.contracts import unitname
 from market_timers.contracts.instants import iso
-from market_timers.schedule import calendars, periodic
+from market_timers.schedule import calendars, periodic, selection
 from market_timers.schema.durations import format_offset
 
 DAILY = "at"
@@ -33,6 +33,8 @@ class Fire:
     slots: tuple[datetime, ...] = field(default=(), compare=False)
     every: int = field(default=0, compare=False)
     pause: tuple[datetime, datetime] | None = field(default=None, compare=False)
+    # Why the session was chosen by the job's session rule ("month end -2"); "": every session.
+    why: str = field(default="", compare=False)
 
     @property
     def is_daily(self) -> bool:
@@ -92,6 +94,7 @@ class Fire:
             "timezone": local.tzname(),
             "unit": self.unit_name.timer(),
             **(self.periodic_json() if self.is_periodic else {}),
+            **({"selected": self.why} if self.why else {}),
         }
 
     def periodic_json(self) -> dict:
@@ -101,23 +104,39 @@ class Fire:
                 "pause_utc": [iso(t) for t in self.pause] if self.pause else None}
 
 
-def fires_for_sessions(job: Job, sessions: list[calendars.Session]) -> list[Fire]:
+def fires_for_sessions(job: Job, sessions: list[calendars.Session],
+                       override=None) -> list[Fire]:
+    """The job's fires on those of `sessions` its rule chooses (selection.py; all without one)
+    and not skipped. `override`: the calendar's [overrides] table, which the rule sees too."""
+    chosen = _chosen(job, sessions, override)
+    if chosen is not None:
+        sessions = [s for s in sessions if s.label in chosen]
+    why = chosen or {}
     if job.periodic is not None:  # one Fire per session holding its slots (periodic.py)
-        return [f for s in sessions if s.label not in job.skip for f in _periodic_fire(job, s)]
+        return [f for s in sessions if s.label not in job.skip
+                for f in _periodic_fire(job, s, why.get(s.label, ""))]
     offset, skip, event = timedelta(seconds=job.offset), job.skip, job.event
-    return [Fire(instant + offset, job.name, s.calendar, s.label, event, job.offset)
+    return [Fire(instant + offset, job.name, s.calendar, s.label, event, job.offset,
+                 why=why.get(s.label, ""))
             for s in sessions
             if (instant := s.event(event)) is not None  # None: no break that day
             and s.label not in skip]
 
 
-def _periodic_fire(job: Job, s: calendars.Session) -> list[Fire]:
+def _chosen(job: Job, sessions: list[calendars.Session], override) -> dict[date, str] | None:
+    if not job.selects or not sessions:
+        return None
+    return selection.chosen(job, sessions[0].calendar, sessions[0].label, sessions[-1].label,
+                            override)
+
+
+def _periodic_fire(job: Job, s: calendars.Session, why: str = "") -> list[Fire]:
     slots = periodic.session_slots(s, job.periodic)
     if not slots:  # an empty window that day (e.g. an early close before `from`)
         return []
     return [Fire(slots[0], job.name, s.calendar, s.label, job.event, job.offset,
                  slots=tuple(slots), every=job.periodic.every,
-                 pause=periodic.pause(s, job.periodic))]
+                 pause=periodic.pause(s, job.periodic), why=why)]
 
 
 def daily_fires(job: Job, start: date, end: date) -> list[Fire]:
@@ -179,10 +198,12 @@ class FireColumns:
 
     CHUNK = 8192  # fires turned into Python values at a time
 
-    def __init__(self, jobs: list[tuple[str, str, str, int]], chunks: list[tuple]) -> None:
+    def __init__(self, jobs: list[tuple[str, str, str, int]], chunks: list[tuple],
+                 why: dict[int, dict[int, str]] | None = None) -> None:
         import numpy as np
 
         self.jobs = jobs  # index -> (name, calendar, event, offset)
+        self.why = why or {}  # job index -> session day -> why its rule chose it
         if chunks:
             job, seconds, day = (np.concatenate(c) for c in zip(*chunks, strict=True))
         else:
@@ -198,21 +219,25 @@ class FireColumns:
         return len(self.seconds)
 
     def __iter__(self):
-        jobs = self.jobs
+        jobs, whys = self.jobs, self.why
         for at in range(0, len(self), self.CHUNK):
             part = slice(at, at + self.CHUNK)
             for j, sec, day in zip(self.job[part].tolist(), self.seconds[part].tolist(),
                                    self.day[part].tolist(), strict=True):
                 name, cal, event, offset = jobs[j]
+                why = whys[j].get(day, "") if j in whys else ""
                 yield Fire(datetime.fromtimestamp(sec, UTC), name, cal,
-                           date.fromordinal(calendars.EPOCH_DAY + day), event, offset)
+                           date.fromordinal(calendars.EPOCH_DAY + day), event, offset, why=why)
 
 
-def _session_fires(index: int, job: Job, table: calendars.SessionTable) -> tuple:
+def _session_fires(index: int, job: Job, table: calendars.SessionTable,
+                   chosen: dict[int, str] | None = None) -> tuple:
     import numpy as np
 
     instant = table.seconds[job.event]
     keep = instant != calendars.NO_TIME  # no break that day
+    if chosen is not None:  # the sessions the job's rule chose (selection.py)
+        keep &= np.isin(table.days, np.array(list(chosen), dtype=np.int64))
     if job.skip:
         keep &= ~np.isin(table.days, [d.toordinal() - calendars.EPOCH_DAY for d in job.skip])
     seconds = instant[keep] + job.offset
@@ -239,8 +264,15 @@ def plan_between_columns(config: Config, start: date, end: date
              job.offset if job.is_session_job else 0) for job in config.jobs]
 
     def fires_of(cal: str, cal_jobs: list[Job]) -> list[tuple]:
-        table = calendars.session_table(cal, start, end, calendar_overrides(config, cal))
-        out = [_session_fires(index[job.name], job, table) for job in cal_jobs]
+        override = calendar_overrides(config, cal)
+        table = calendars.session_table(cal, start, end, override)
+        out = []
+        for job in cal_jobs:
+            chosen = selection.chosen(job, cal, start, end, override)
+            if chosen is not None:
+                chosen = why[index[job.name]] = {
+                    d.toordinal() - calendars.EPOCH_DAY: text for d, text in chosen.items()}
+            out.append(_session_fires(index[job.name], job, table, chosen))
         stop = calendars.covered_until(cal, end)
         if stop is not None:
             missing.append(CalendarFailure(cal, tuple(j.name for j in cal_jobs), (
@@ -249,10 +281,11 @@ def plan_between_columns(config: Config, start: date, end: date
         return out
 
     missing: list[CalendarFailure] = []
+    why: dict[int, dict[int, str]] = {}
     result = _plan_each(config, fires_of)
     chunks = result.fires + [_daily_fires(index[job.name], job, start, end)
                              for job in config.jobs if not job.is_session_job]
-    return FireColumns(jobs, chunks), result.failures + missing
+    return FireColumns(jobs, chunks, why), result.failures + missing
 
 
 def plan_between_partial(config: Config, start: date, end: date) -> Plan:
@@ -267,12 +300,13 @@ def plan_between_partial(config: Config, start: date, end: date) -> Plan:
     fires = list(columns)
     for job in periodic_jobs:
         cal = calendars.resolve(job.calendar)
+        override = calendar_overrides(config, cal)
         try:
-            sess = calendars.sessions(cal, start, end, calendar_overrides(config, cal))
+            sess = calendars.sessions(cal, start, end, override)
+            fires.extend(fires_for_sessions(job, sess, override))
         except calendars.CalendarError as e:
             failures.append(CalendarFailure(cal, (job.name,), str(e)))
             continue
-        fires.extend(fires_for_sessions(job, sess))
     return Plan(sorted(fires) if periodic_jobs else fires, failures)
 
 
@@ -290,11 +324,14 @@ def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None
         if last is not None and last < now.date():  # its data has ended (named with now)
             raise calendars.none_after(cal, now, last)
         # Look back a day so that a job after the close of the current session is kept.
-        sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
-                                       calendar_overrides(config, cal))
+        override = calendar_overrides(config, cal)
+        sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1, override)
         # last_utc: a periodic job's session stays planned until its last slot has passed
-        fires = [f for job in jobs for f in fires_for_sessions(job, sess) if f.last_utc > now]
-        if not fires and last is not None:  # its data ran out today: said, never an empty plan
+        fires = [f for job in jobs for f in fires_for_sessions(job, sess, override)
+                 if f.last_utc > now]
+        if not fires and last is not None and not any(s.close > now for s in sess):
+            # its data ran out today: said, never an empty plan (a rule that chooses none of
+            # the sessions left is not that)
             raise calendars.none_after(cal, now, last)
         return fires
 

@@ -91,6 +91,8 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         description, stem, context, timer_fields, log_fields = _fire_schedule(job, fire, try_id)
     else:
         description, stem, context, timer_fields, log_fields = _daily_schedule(job)
+    if fire is not None and fire.why and not try_id:
+        description += f" ({fire.why})"  # why its session rule chose the session
     if job.description:
         description += f" - {job.description}"
     env_lines = _job_environment(config, job, context)
