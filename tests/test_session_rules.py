@@ -254,3 +254,29 @@ def test_plan_prints_the_warning_on_stderr(write_config, capsys):
     assert cli.main(["--config", str(path), "--now", "2026-03-01T12:00:00Z", "plan"]) == 0
     err = capsys.readouterr().err
     assert "warning: job[0].sessions" in err and "5th fri of Feb" in err
+
+
+def test_run_by_hand_on_a_session_the_rule_does_not_choose_says_so(write_config, capsys,
+                                                                   tmp_path):
+    from market_timers.schedule import manual_run
+
+    cfg = calendar_checks.load(write_config(job('period = "month"')))
+    assert manual_run.command(cfg, "rule", date(2025, 11, 26), False,
+                              now=datetime(2025, 11, 26, 12, tzinfo=UTC), systemctl=object(),
+                              unit_dir=tmp_path / "run-units") != 0
+    assert "not chosen by its [job.sessions] rule" in capsys.readouterr().err
+
+
+def test_refresh_words_a_rule_whose_chosen_session_moved(write_config):
+    """A holiday the exchange adds (an override here) moves the month end -2 of November 2025
+    from the 25th to the 24th: the refresh's change line says the rule moved it, and where."""
+    from market_timers.schedule.syncreport import Change
+    from market_timers.watch.changes import describe_changes
+
+    text = job('period = "month"\noffset = 2') + '[overrides.XNYS]\nclosed = ["2025-11-26"]\n'
+    cfg = calendar_checks.load(write_config(text))
+    lines = describe_changes(cfg, [Change("rule", "2025-11-25", "2025-11-25T20:30:00Z", None,
+                                          "XNYS")])
+    assert lines == [("XNYS", "2025-11-25", "XNYS 2025-11-25: rule no longer chosen by its "
+                      "session rule (month end -2; now 2025-11-24) (was due "
+                      "2025-11-25T20:30:00Z)")]
