@@ -186,9 +186,14 @@ def date_rule_text(rule: SessionRule) -> str:
     return ""
 
 
+NEVER = {"early_close": "no early close", "late_open": "no late open", "break": "no break",
+         "after_closure": "not first after a closure",
+         "before_closure": "not last before a closure"}
+
+
 def attribute_text(key: str, choice: str) -> str:
-    """"early close only", "not early close"."""
-    return f"{ATTRIBUTES[key]} only" if choice == "only" else f"not {ATTRIBUTES[key]}"
+    """"early close only", "no early close"."""
+    return f"{ATTRIBUTES[key]} only" if choice == "only" else NEVER[key]
 
 
 def describe(rule: SessionRule) -> str:
