@@ -21,7 +21,8 @@ def test_readme_config_examples_load_without_problems(tmp_path):
     path.write_text(f'state_dir = "{tmp_path}/state"\n' + "\n".join(blocks))
     cfg = config.load(path)
     assert [j.name for j in cfg.jobs] == ["signal", "nightly", "rebalance", "expiry",
-                                          "overnight-risk", "cycle", "digest"]
+                                          "fx-hedge", "overnight-risk", "cycle", "digest"]
+    assert cfg.job("fx-hedge").calendars == ("XNYS", "XLON")
     assert cfg.job("rebalance").sessions.offset == 2
     assert cfg.job("expiry").sessions.months == {3, 6, 9, 12}
     assert cfg.job("overnight-risk").sessions.attributes == (("early_close", "never"),)

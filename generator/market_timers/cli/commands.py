@@ -51,7 +51,7 @@ def cmd_plan(args) -> int:
         if end < start:
             raise UsageError(f"--from {start} is after --to {end}")
         _calendar_call(calendars.check_range, start, end)
-        if any(j.periodic is not None for j in cfg.jobs):  # fires that hold their slots
+        if any(plan.planned_alone(j) for j in cfg.jobs):  # periodic, several calendars
             planned = plan.plan_between_partial(cfg, start, end)
             fires, failures = planned.fires, planned.failures
         else:

@@ -112,6 +112,9 @@ def fires_for_sessions(job: Job, sessions: list[calendars.Session],
     if chosen is not None:
         sessions = [s for s in sessions if s.label in chosen]
     why = chosen or {}
+    if job.calendars:  # several exchanges: say whose event each day took
+        why = {s.label: ", ".join(filter(None, (why.get(s.label), selection.decision(job, s))))
+               for s in sessions}
     if job.periodic is not None:  # one Fire per session holding its slots (periodic.py)
         return [f for s in sessions if s.label not in job.skip
                 for f in _periodic_fire(job, s, why.get(s.label, ""))]
@@ -168,9 +171,10 @@ class Plan:
 
 
 def _by_calendar(config: Config) -> dict[str, list[Job]]:
+    """The session jobs of each calendar (a job on several `calendars` is planned alone)."""
     out: dict[str, list[Job]] = {}
     for job in config.jobs:
-        if job.is_session_job:
+        if job.is_session_job and not job.calendars:
             out.setdefault(calendars.resolve(job.calendar), []).append(job)
     return out
 
@@ -288,26 +292,52 @@ def plan_between_columns(config: Config, start: date, end: date
     return FireColumns(jobs, chunks, why), result.failures + missing
 
 
+def planned_alone(job: Job) -> bool:
+    """A job plan_between_columns leaves out: periodic (its fires hold their slots) or on
+    several calendars; plan_between_partial plans it session by session."""
+    return job.periodic is not None or bool(job.calendars)
+
+
 def plan_between_partial(config: Config, start: date, end: date) -> Plan:
-    """plan_between_columns as a Plan (a list of Fire); periodic jobs (whose fires hold their
-    slots) are planned session by session beside the columns."""
-    periodic_jobs = [j for j in config.jobs if j.periodic is not None]
-    if periodic_jobs:
+    """plan_between_columns as a Plan (a list of Fire); periodic jobs and jobs on several
+    calendars are planned session by session beside the columns."""
+    alone = [j for j in config.jobs if planned_alone(j)]
+    if alone:
         from dataclasses import replace
 
-        config = replace(config, jobs=[j for j in config.jobs if j.periodic is None])
-    columns, failures = plan_between_columns(config, start, end)
+        columns_config = replace(config, jobs=[j for j in config.jobs if not planned_alone(j)])
+    else:
+        columns_config = config
+    columns, failures = plan_between_columns(columns_config, start, end)
     fires = list(columns)
-    for job in periodic_jobs:
-        cal = calendars.resolve(job.calendar)
-        override = calendar_overrides(config, cal)
+    for job in alone:
         try:
-            sess = calendars.sessions(cal, start, end, override)
-            fires.extend(fires_for_sessions(job, sess, override))
+            fires.extend(fires_for_sessions(job, _job_sessions(config, job, start, end),
+                                            job_overrides(config, job)))
         except calendars.CalendarError as e:
-            failures.append(CalendarFailure(cal, (job.name,), str(e)))
-            continue
-    return Plan(sorted(fires) if periodic_jobs else fires, failures)
+            failures.append(CalendarFailure(_job_calendar(job), (job.name,), str(e)))
+    return Plan(sorted(fires) if alone else fires, failures)
+
+
+def _job_calendar(job: Job) -> str:
+    """The calendar a failure names: a job on several calendars names them all."""
+    return "+".join(calendars.resolve(c) for c in job.all_calendars)
+
+
+def _job_sessions(config: Config, job: Job, start: date, end: date) -> list[calendars.Session]:
+    if job.calendars:
+        return selection.joint_sessions(job, start, end, job_overrides(config, job))
+    cal = calendars.resolve(job.calendar)
+    return calendars.sessions(cal, start, end, calendar_overrides(config, cal))
+
+
+def job_overrides(config: Config, job: Job):
+    """The [overrides] a job's sessions see: its calendar's, or for a job on several calendars
+    a dict of them by canonical name."""
+    if job.calendars:
+        return {c: calendar_overrides(config, c)
+                for c in (calendars.resolve(n) for n in job.calendars)}
+    return calendar_overrides(config, calendars.resolve(job.calendar))
 
 
 def plan_between(config: Config, start: date, end: date) -> list[Fire]:
@@ -337,11 +367,27 @@ def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None
 
     result = _plan_each(config, fires_of)
     for job in config.jobs:
+        if job.is_session_job and job.calendars:
+            try:
+                result.fires.extend(_several_ahead(config, job, now, horizon))
+            except Exception as e:  # noqa: BLE001 - as _plan_each: only this job is lost
+                result.failures.append(CalendarFailure(_job_calendar(job), (job.name,), str(e)))
+    for job in config.jobs:
         if not job.is_session_job:
             result.fires.extend(f for f in daily_fires(job, now.date(), (
                 now + timedelta(days=horizon)).date()) if f.fire_utc > now)
     result.fires = _within_horizon(sorted(result.fires, key=fire_order), horizon)
     return result
+
+
+def _several_ahead(config: Config, job: Job, now: datetime, horizon: int) -> list[Fire]:
+    """A job on several calendars: its fires on the days they trade in the next `horizon`
+    sessions of any of them (the horizon then keeps the first `horizon`)."""
+    overrides = job_overrides(config, job)
+    ends = [calendars.next_sessions(c, now - timedelta(days=1), horizon + 1, o)[-1].label
+            for c, o in overrides.items()]
+    sess = selection.joint_sessions(job, (now - timedelta(days=2)).date(), max(ends), overrides)
+    return [f for f in fires_for_sessions(job, sess, overrides) if f.last_utc > now]
 
 
 def plan_ahead(config: Config, now: datetime, horizon: int | None = None) -> list[Fire]:

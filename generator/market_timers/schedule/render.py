@@ -23,6 +23,7 @@ from market_timers.contracts import environment, unitname
 from market_timers.contracts.environment import PRE_FIRE_NICE  # the unit's Nice= while it waits
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile
+from market_timers.schedule.calendars import resolve
 from market_timers.schedule.plan import Fire
 from market_timers.schedule.unitescape import (  # noqa: F401  (render.quote_arg... for callers and tests)
     UnsafeValue,
@@ -142,6 +143,8 @@ def _fire_schedule(job: Job, fire: Fire, try_id: str | None):
     log_fields = [f"MARKET_JOB={job.name}", f"MARKET_SESSION={session}"]
     if fire.is_periodic:
         description, context, timer = _periodic(job, fire, local)
+    if job.calendars:  # several exchanges: MARKET_CALENDAR is the one whose event it took
+        context.insert(2, (environment.CALENDARS, ",".join(resolve(c) for c in job.calendars)))
     return description, stem, context, timer, log_fields
 
 

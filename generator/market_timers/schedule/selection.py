@@ -12,6 +12,7 @@ wrong session.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from market_timers.config.loader import Config, Job, Override
@@ -25,21 +26,35 @@ LONG_CLOSURE = timedelta(days=4)  # between two sessions' labels: closed three d
 EXTRA = "extra"
 
 
-def chosen(job: Job, calendar: str, start: date, end: date, override: Override | None = None
+@dataclass
+class _View:
+    """The sessions a rule is judged on (one calendar's, or the days several trade), with what
+    the attribute filters ask of each."""
+
+    labels: list[date]
+    breaks: list[bool]  # the session has a midday break
+    covered: tuple[date, date]  # the days the calendars' data covers
+    week_start: int
+    special: object  # () -> (early-close days, late-open days), built when a filter asks
+
+
+def chosen(job: Job, calendar: str, start: date, end: date, override=None
            ) -> dict[date, str] | None:
     """The job's sessions labelled start..end with why each is chosen, or None when the job
-    runs on every session (no rule, no extra date). `skip` is the plan's to apply."""
+    runs on every session (no rule, no extra date). `skip` is the plan's to apply. `override`:
+    the calendar's [overrides] table; for a job on several `calendars`, a dict of them by
+    canonical name (`calendar` is then unused)."""
     if not job.selects:
         return None
     rule = job.sessions
     wide_start, wide_end = _wide(rule, start, end)
-    table = calendars.session_table(calendar, wide_start, wide_end, override)
-    labels = [date.fromordinal(calendars.EPOCH_DAY + d) for d in table.days.tolist()]
+    view = (_joint_view(job, wide_start, wide_end, override or {}) if job.calendars
+            else _view(calendar, wide_start, wide_end, override))
+    labels = view.labels
     out: dict[date, str] = {}
     if rule is not None:
-        covered = _covered(calendar, wide_start, wide_end)
-        picks = _date_rule(rule, labels, covered, calendar)
-        out = _attributes(rule, picks, labels, table, calendar, (wide_start, wide_end), override)
+        picks = _date_rule(rule, view)
+        out = _attributes(rule, picks, view)
     sessions = set(labels)
     for day in sorted(job.extra):
         if day in sessions:
@@ -54,6 +69,64 @@ def _wide(rule: SessionRule | None, start: date, end: date) -> tuple[date, date]
         s = min(s, _period_bounds(rule.period, start, 0)[0])
         e = max(e, _period_bounds(rule.period, end, 0)[1])
     return s, e
+
+
+def _view(calendar: str, start: date, end: date, override: Override | None) -> _View:
+    table = calendars.session_table(calendar, start, end, override)
+    return _View([date.fromordinal(calendars.EPOCH_DAY + d) for d in table.days.tolist()],
+                 [b != calendars.NO_TIME for b in table.seconds["break_start"].tolist()],
+                 _covered(calendar, start, end),
+                 calendars.week_starts_on(calendar),
+                 lambda: calendars.special_days(calendar, start, end, override))
+
+
+def _joint_view(job: Job, start: date, end: date, overrides: dict) -> _View:
+    sessions = joint_sessions(job, start, end, overrides)
+    cals = [calendars.resolve(c) for c in job.calendars]
+    spans = [_covered(c, start, end) for c in cals]
+
+    def special():
+        per = {c: calendars.special_days(c, start, end, overrides.get(c)) for c in cals}
+        return (frozenset(s.label for s in sessions if s.label in per[s.calendar][0]),
+                frozenset(s.label for s in sessions if s.label in per[s.calendar][1]))
+
+    return _View([s.label for s in sessions], [s.break_start is not None for s in sessions],
+                 (max(a for a, _ in spans), min(b for _, b in spans)),
+                 calendars.week_starts_on(cals[0]), special)
+
+
+def joint_sessions(job: Job, start: date, end: date, overrides: dict
+                   ) -> list[calendars.Session]:
+    """A job on several `calendars`: one session per day labelled start..end on which all (or
+    any) of them trade: the session of the calendar whose event the job takes that day
+    (`event_from`: a calendar, or the earliest / latest of the open ones' events)."""
+    cals = [calendars.resolve(c) for c in job.calendars]
+    per = {c: {s.label: s for s in calendars.sessions(c, start, end, overrides.get(c))}
+           for c in cals}
+    days = set.intersection(*(set(p) for p in per.values())) if job.open_on == "all" else \
+        set.union(*(set(p) for p in per.values()))
+    return [_deciding(job, [per[c][d] for c in cals if d in per[c]]) for d in sorted(days)]
+
+
+def _deciding(job: Job, open_sessions: list[calendars.Session]) -> calendars.Session:
+    if job.event_from in ("earliest", "latest"):
+        timed = [s for s in open_sessions if s.event(job.event) is not None]
+        if not timed:
+            return open_sessions[0]  # no such event that day (no break): the plan drops it
+        pick = min if job.event_from == "earliest" else max
+        return pick(timed, key=lambda s: s.event(job.event))
+    named = calendars.resolve(job.event_from)
+    return next(s for s in open_sessions if s.calendar == named)
+
+
+def decision(job: Job, session: calendars.Session) -> str:
+    """"XNYS+XLON open, earliest close: XLON": why a day of a job on several calendars, and
+    whose event (the plan's WHY, the unit's description)."""
+    cals = [calendars.resolve(c) for c in job.calendars]
+    days = ("+".join(cals) if job.open_on == "all" else " or ".join(cals)) + " open"
+    if job.event_from in ("earliest", "latest"):
+        return f"{days}, {job.event_from} {job.event}: {session.calendar}"
+    return f"{days}, {session.calendar} {job.event}"
 
 
 def _covered(calendar: str, start: date, end: date) -> tuple[date, date]:
@@ -77,19 +150,18 @@ def _period_bounds(period: str, day: date, week_start: int) -> tuple[date, date]
     return first, nxt - timedelta(days=1)
 
 
-def _date_rule(rule: SessionRule, labels: list[date], covered: tuple[date, date],
-               calendar: str) -> dict[date, str]:
+def _date_rule(rule: SessionRule, view: _View) -> dict[date, str]:
     if rule.period is not None:
-        return _nth_of_period(rule, labels, covered, calendar)
+        return _nth_of_period(rule, view)
     if rule.weekday is not None:
-        return _nth_weekday(rule, labels, covered)
+        return _nth_weekday(rule, view.labels, view.covered)
     why = describe(rule)
-    return {d: why for d in labels if not rule.months or d.month in rule.months}
+    return {d: why for d in view.labels if not rule.months or d.month in rule.months}
 
 
-def _nth_of_period(rule: SessionRule, labels: list[date], covered: tuple[date, date],
-                   calendar: str) -> dict[date, str]:
-    week_start = calendars.week_starts_on(calendar) if rule.period == "week" else 0
+def _nth_of_period(rule: SessionRule, view: _View) -> dict[date, str]:
+    labels, covered = view.labels, view.covered
+    week_start = view.week_start if rule.period == "week" else 0
     groups: dict[tuple[date, date], list[date]] = {}
     for d in labels:
         groups.setdefault(_period_bounds(rule.period, d, week_start), []).append(d)
@@ -144,17 +216,15 @@ def _nth_weekday(rule: SessionRule, labels: list[date], covered: tuple[date, dat
     return out
 
 
-def _attributes(rule: SessionRule, picks: dict[date, str], labels: list[date], table,
-                calendar: str, window: tuple[date, date], override: Override | None
-                ) -> dict[date, str]:
+def _attributes(rule: SessionRule, picks: dict[date, str], view: _View) -> dict[date, str]:
     """The picks that pass every attribute filter of the rule, the holding ones said in why."""
     if not rule.attributes:
         return picks
+    labels, breaks = view.labels, view.breaks
     index = {d: i for i, d in enumerate(labels)}
     early = late = frozenset()
     if any(k in ("early_close", "late_open") for k, _ in rule.attributes):
-        early, late = calendars.special_days(calendar, *window, override)
-    breaks = table.seconds["break_start"].tolist()
+        early, late = view.special()
 
     def has(key: str, day: date) -> bool:
         i = index[day]
@@ -163,7 +233,7 @@ def _attributes(rule: SessionRule, picks: dict[date, str], labels: list[date], t
         if key == "late_open":
             return day in late
         if key == "break":
-            return breaks[i] != calendars.NO_TIME
+            return breaks[i]
         if key == "after_closure":
             return i > 0 and day - labels[i - 1] >= LONG_CLOSURE
         return i + 1 < len(labels) and labels[i + 1] - day >= LONG_CLOSURE  # before_closure
@@ -184,7 +254,7 @@ def _attributes(rule: SessionRule, picks: dict[date, str], labels: list[date], t
 def warnings(config: Config, now: datetime) -> list[str]:
     """A rule that chooses no session in the year from `now` (the job would never run): one line
     naming the rule's key. A calendar that cannot be planned is the planner's to report."""
-    from market_timers.schedule.plan import calendar_overrides
+    from market_timers.schedule.plan import job_overrides
 
     raw_jobs = config.raw.get("job", []) if isinstance(config.raw.get("job"), list) else []
     where = {t.get("name"): i for i, t in enumerate(raw_jobs) if isinstance(t, dict)}
@@ -198,7 +268,14 @@ def warnings(config: Config, now: datetime) -> list[str]:
             first, last = _covered(cal, start, start + timedelta(days=366))
             if last < first:
                 continue
-            picked = chosen(job, cal, first, last, calendar_overrides(config, cal))
+            if job.calendars:
+                spans = [_covered(calendars.resolve(c), start, start + timedelta(days=366))
+                         for c in job.calendars]
+                first, last = max(a for a, _ in spans), min(b for _, b in spans)
+                cal = "+".join(calendars.resolve(c) for c in job.calendars)
+                if last < first:
+                    continue
+            picked = chosen(job, cal, first, last, job_overrides(config, job))
         except calendars.CalendarError:
             continue
         if not set(picked or {}) - job.skip:
