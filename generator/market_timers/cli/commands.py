@@ -40,17 +40,18 @@ def _now(args) -> datetime:
 
 def cmd_plan(args) -> int:
     from market_timers.config.alerts import print_route_warnings
-    from market_timers.schedule import calendars, plan, planview
+    from market_timers.schedule import calendars, plan, planview, selection
 
     cfg = _config(args)
     print_route_warnings(cfg)
+    selection.print_warnings(cfg, _now(args))
     if args.from_ or args.to:
         start = args.from_ or _now(args).date()
         end = args.to or start
         if end < start:
             raise UsageError(f"--from {start} is after --to {end}")
         _calendar_call(calendars.check_range, start, end)
-        if any(j.periodic is not None for j in cfg.jobs):  # fires that hold their slots
+        if any(plan.planned_alone(j) for j in cfg.jobs):  # periodic, several calendars
             planned = plan.plan_between_partial(cfg, start, end)
             fires, failures = planned.fires, planned.failures
         else:

@@ -4,7 +4,7 @@ default paths. One name each, here; nothing else spells them. Import-light: the 
 path loads this, so it holds constants and nothing that imports.
 
 What a job reads (documented in market-timers-run(1)): JOB, SESSION, SCHEDULED_UTC, CALENDAR,
-EVENT, SEVERITY, ATTEMPT, FENCE, SLOT_UTC and the EVENTS_DIR of jobnotify.event(). The rest is the
+CALENDARS, EVENT, SEVERITY, ATTEMPT, FENCE, SLOT_UTC and the EVENTS_DIR of jobnotify.event(). The rest is the
 runner's context.
 """
 
@@ -42,7 +42,8 @@ TEMPLATES = "MARKET_TIMERS_TEMPLATES"
 JOB = "MARKET_JOB"
 JOB_USER = "MARKET_JOB_USER"  # the user the runner runs the job as (it runs as PACKAGE_USER)
 SESSION = "MARKET_SESSION"
-CALENDAR = "MARKET_CALENDAR"
+CALENDAR = "MARKET_CALENDAR"  # a job on several calendars: the one whose event it took
+CALENDARS = "MARKET_CALENDARS"  # a job on several calendars: all of them, comma-separated
 EVENT = "MARKET_EVENT"
 SEVERITY = "MARKET_SEVERITY"
 GRACE_SEC = "MARKET_GRACE_SEC"

@@ -142,7 +142,8 @@ def after_sync(config, now: datetime | None = None) -> Path | None:
         from market_timers.schedule import calendars
 
         ends = {}
-        for name in {calendars.resolve(j.calendar) for j in config.jobs if j.is_session_job}:
+        for name in {calendars.resolve(c) for j in config.jobs if j.is_session_job
+                     for c in j.all_calendars}:
             try:
                 if (last := calendars.last_session(name)) is not None:  # None: rules, no end
                     ends[name] = last

@@ -40,7 +40,7 @@ def write_table(out: TextIO, fires: Collection[Fire]) -> None:
     if not fires:
         out.write(EMPTY + "\n")
         return
-    if any(f.is_periodic for f in fires):  # one row per slot (a few thousand rows at most)
+    if any(f.is_periodic or f.why for f in fires):  # one row per slot; a rule's WHY column
         out.write(_slot_table(fires) + "\n")
         return
     kinds = {(f.job, f.calendar, f.event, f.offset, f.is_daily) for f in fires}
@@ -72,7 +72,7 @@ def write_table(out: TextIO, fires: Collection[Fire]) -> None:
 
 def entry(f: Fire) -> str:
     """One element of the array as json.dumps(indent=2) writes it inside a list."""
-    if not f.is_periodic and not f.is_daily:
+    if not f.is_periodic and not f.is_daily and not f.why:
         return _fire_entry(f)
     doc = f.to_json()
     if all(type(v) is str for v in doc.values()):
@@ -142,12 +142,15 @@ def _align(rows: list[tuple]) -> str:
 
 
 def _slot_table(fires) -> str:
-    rows = [HEADER]
+    """The table row by row (a periodic job: one row per slot), with a WHY column when a job's
+    session rule chose some of the sessions (selection.py)."""
+    why = any(f.why for f in fires)
+    rows = [(*HEADER, "WHY") if why else HEADER]
     for f, instant in _rows(fires):
         local = instant.astimezone(f.local().tzinfo)
         rows.append((f.job, f.calendar, f.session.isoformat(), _what(f),
                      instant.strftime("%a %Y-%m-%d %H:%M:%S"),
-                     f"{local:%a %H:%M:%S} {local.tzname()}"))
+                     f"{local:%a %H:%M:%S} {local.tzname()}", *((f.why,) if why else ())))
     return _align(rows)
 
 
@@ -165,9 +168,11 @@ def summary(fires: list[Fire]) -> str:
     """`plan --summary`: one line per (job, session): first, last, count."""
     if not fires:
         return EMPTY
-    rows = [("JOB", "CALENDAR", "SESSION", "EVENT", "FIRST (UTC)", "LAST (UTC)", "COUNT")]
+    why = any(f.why for f in fires)
+    rows = [("JOB", "CALENDAR", "SESSION", "EVENT", "FIRST (UTC)", "LAST (UTC)", "COUNT",
+             *(("WHY",) if why else ()))]
     for f in fires:
         rows.append((f.job, f.calendar, f.session.isoformat(), _what(f),
                      f"{f.fire_utc:%a %Y-%m-%d %H:%M:%S}", f"{f.last_utc:%a %Y-%m-%d %H:%M:%S}",
-                     str(len(f.slots) if f.is_periodic else 1)))
+                     str(len(f.slots) if f.is_periodic else 1), *((f.why,) if why else ())))
     return _align(rows)
