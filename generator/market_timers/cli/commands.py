@@ -62,7 +62,10 @@ def cmd_plan(args) -> int:
         sys.stdout.write(planview.summary(list(fires)) + "\n")
         return _report_failures(args.command, failures)
     # streamed: written as formatted, never the whole text at once
-    (planview.write_json if args.json else planview.write_table)(sys.stdout, fires)
+    if args.json:
+        planview.write_json(sys.stdout, fires)
+    else:
+        planview.write_table(sys.stdout, fires, slots=args.slots)
     return _report_failures(args.command, failures)
 
 

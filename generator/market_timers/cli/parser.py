@@ -89,7 +89,9 @@ def _add_plan_commands(command) -> None:
     s.add_argument("--json", action="store_true", help="print a JSON array (a periodic job: "
                    "one entry per slot)")
     s.add_argument("--summary", action="store_true", help="one line per job and session: first, "
-                   "last, count (a periodic job's slots)")
+                   "last, count (a periodic job's slots), exchange local time")
+    s.add_argument("--slots", action="store_true", help="a periodic job: one line per slot "
+                   "(default: one per session, its first and last slot and their count)")
 
     s = command("render", "write the units for the horizon into a directory")
     s.add_argument("--out", required=True, type=Path, metavar="DIR",
