@@ -1,0 +1,39 @@
+"""The operator's frictions of issue 27, each as it is met at the command line."""
+
+from __future__ import annotations
+
+from market_timers import cli
+from market_timers.contracts import exitcodes
+
+CONFIG = """
+calendar = "XNYS"
+horizon = 2
+[[job]]
+name = "closing-orders"
+event = "close"
+offset = "-10min"
+command = ["/usr/bin/true"]
+"""
+
+
+def test_cluster_status_without_the_dsn_credential_says_so_in_one_line(write_config, tmp_path,
+                                                                        capsys):
+    path = write_config(CONFIG)
+    missing = tmp_path / "no-dsn"
+    assert cli.main(["--config", str(path), "cluster", "status", "--dsn-file",
+                     str(missing)]) == exitcodes.FAILURE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot read the cluster DSN credential" in err[0]
+    assert str(missing) in err[0] and err[0].startswith("market-timers cluster status: ")
+
+
+def test_fence_check_without_the_dsn_credential_says_do_not_act(write_config, tmp_path, capsys,
+                                                                monkeypatch):
+    monkeypatch.setenv("MARKET_FENCE", "7")
+    monkeypatch.setenv("MARKET_LOCK_GROUP", "orders")
+    path = write_config(CONFIG)
+    assert cli.main(["--config", str(path), "fence", "check", "--dsn-file",
+                     str(tmp_path / "no-dsn")]) == exitcodes.FAILURE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot read the cluster DSN credential" in err[0]
+    assert "do not act" in err[0]
