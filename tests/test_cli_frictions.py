@@ -37,3 +37,28 @@ def test_fence_check_without_the_dsn_credential_says_do_not_act(write_config, tm
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot read the cluster DSN credential" in err[0]
     assert "do not act" in err[0]
+
+
+DISABLED = CONFIG + """
+[[job]]
+name = "report"
+event = "close"
+offset = "+30min"
+command = ["/usr/bin/true"]
+enabled = false
+"""
+
+
+def test_try_on_a_disabled_job_says_it_is_disabled(write_config, capsys):
+    path = write_config(DISABLED)
+    assert cli.main(["--config", str(path), "try", "report"]) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert "job 'report' is disabled" in err and "enabled = false" in err
+    assert "no job named" not in err
+
+
+def test_run_on_a_disabled_job_says_it_is_disabled(write_config, capsys):
+    path = write_config(DISABLED)
+    assert cli.main(["--config", str(path), "run", "report", "--session",
+                     "2025-11-26"]) == exitcodes.USAGE
+    assert "job 'report' is disabled" in capsys.readouterr().err

@@ -78,7 +78,7 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
 
     jobs = {j.name: j for j in config.jobs}
     if job_name not in jobs:
-        return _fail(f"no job {job_name!r} in {config.source} (jobs: {', '.join(sorted(jobs))})")
+        return _fail(config.unknown_job(job_name))
     try:
         fires = [f for f in plan.plan_between(config, session, session) if f.job == job_name]
     except CalendarError as e:
