@@ -62,3 +62,17 @@ def test_run_on_a_disabled_job_says_it_is_disabled(write_config, capsys):
     assert cli.main(["--config", str(path), "run", "report", "--session",
                      "2025-11-26"]) == exitcodes.USAGE
     assert "job 'report' is disabled" in capsys.readouterr().err
+
+
+def test_outbox_list_without_a_channel_says_none_is_configured(write_config, capsys):
+    path = write_config(CONFIG)
+    assert cli.main(["--config", str(path), "outbox", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "every alert was delivered" not in out
+    assert "no alert channel is configured" in out and "[alerts." in out
+
+
+def test_outbox_list_with_a_channel_and_nothing_pending_says_all_delivered(write_config, capsys):
+    path = write_config(CONFIG + '\n[alerts.webhook]\nurl = "http://127.0.0.1:9/hook"\n')
+    assert cli.main(["--config", str(path), "outbox", "list"]) == 0
+    assert "outbox empty: every alert was delivered" in capsys.readouterr().out
