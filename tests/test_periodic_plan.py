@@ -158,7 +158,7 @@ def problems(write_config, job_lines: str) -> list[str]:
     ('every = "90s"', "every", "90s"),
     ('every = "7s"', "every", "7s"),
     ('every = "0s"', "every", "0s"),
-    ('every = "1m"', "every", "1m"),
+    ('every = "1M"', "every", "1M"),
     ('every = 60', "every", 60),
     ('every = "13h"', "every", "13h"),
     ('every = "1min"\nfrom = "opening+5min"', "from", "opening+5min"),
