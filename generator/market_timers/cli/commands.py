@@ -121,12 +121,16 @@ def cmd_render(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from market_timers.schedule.verify import verify
+    from market_timers.schedule.verify import ToolMissing, verify
 
     _no_clock(args)
     if not args.directory.is_dir():
         raise UsageError(f"not a directory: {args.directory}")
-    complaints = verify(args.directory)
+    try:
+        complaints = verify(args.directory)
+    except ToolMissing as e:
+        print(f"market-timers verify: {e}", file=sys.stderr)
+        return FAILURE
     for line in complaints:
         print(line, file=sys.stderr)
     if complaints:
