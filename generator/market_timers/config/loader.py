@@ -250,6 +250,10 @@ def _sections(raw: dict, cfg: Config, problems: Problems) -> None:
     from market_timers.config.alerts import parse_alerts
 
     cfg.alerts = parse_alerts(raw.get("alerts"), problems)
+    if getattr(cfg.alerts, "enabled", False) and isinstance(raw.get("job"), list):
+        from market_timers.config.jobs import check_credentials_against_channels
+
+        check_credentials_against_channels(raw["job"], cfg.alerts.credential_owners(), problems)
     from market_timers.config.watch import parse_watch
 
     cfg.watch = parse_watch(raw.get("watch"), problems)
