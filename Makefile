@@ -14,6 +14,9 @@ DEBS   := bookworm trixie
 # The runtime dependencies at the versions the .deb ships (requirements.lock, debian/rules), so
 # that the tests run on them; the test tools at their latest.
 $(VENV)/.installed: pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { echo "make: $(PYTHON) cannot \
+	create a virtualenv: install the Debian package python3-venv (apt install python3-venv)" >&2; \
+	exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c requirements.lock -e '.[test]'
@@ -22,7 +25,12 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 # The pre-fire's wait-then-exec (prefire.py), next to the venv's python as in the package.
 EXEC_AT := $(VENV)/bin/market-timers-exec-at
 CC      ?= cc
+# Without a compiler or the C library's headers: one line naming the Debian packages.
 $(EXEC_AT): generator/exec_at.c $(VENV)/.installed
+	@printf '#include <time.h>\nint main(void){return 0;}\n' | \
+	    $(CC) -x c -o /dev/null - >/dev/null 2>&1 || { echo "make: cannot build \
+	market-timers-exec-at: no working C compiler ($(CC)) with the C library's headers; \
+	install the Debian packages gcc and libc6-dev (apt install gcc libc6-dev)" >&2; exit 1; }
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ generator/exec_at.c
 
 venv: $(VENV)/.installed $(EXEC_AT)

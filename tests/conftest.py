@@ -73,3 +73,6 @@ def fill_up():
             os.close(fd)
 
     return fill
+
+
+pytest_plugins = ["skipsummary"]  # outside CI: what was skipped, and why (tests/skipsummary.py)

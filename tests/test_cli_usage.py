@@ -50,8 +50,11 @@ def test_option_after_the_command_wins_and_one_before_is_kept(write_config, tmp_
 
 @pytest.mark.parametrize("name", sorted(subparsers()))
 def test_every_subcommand_help_shows_the_global_options(name):
+    from market_timers.cli.parser import NO_CLOCK
+
     text = subparsers()[name].format_help()
-    assert "--config" in text and "--now" in text and "MARKET_TIMERS_CONFIG" in text
+    assert "--config" in text and "MARKET_TIMERS_CONFIG" in text
+    assert ("--now" in text) == (name not in NO_CLOCK)  # only where the clock is read
 
 
 @pytest.mark.parametrize("name", ["(global)", *sorted(subparsers())])

@@ -68,7 +68,7 @@ def test_calendar_alias_is_accepted(write_config):
     assert cfg.job("signal").calendar == "NYSE"
 
 
-@pytest.mark.parametrize("offset", ["-15", "15m", "-15 minutes", "1min30h", "--15min", ""])
+@pytest.mark.parametrize("offset", ["-15", "15M", "-15 minutes", "1min30h", "--15min", ""])
 def test_unparseable_offset_is_refused(write_config, offset):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"-15min"', f'"{offset}"'))
     [line] = problems_of(path)

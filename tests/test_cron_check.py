@@ -238,8 +238,8 @@ def test_command_without_dates_covers_last_90_days_up_to_today(capsys):
 
 
 def test_command_bad_offset_raises_value_error_naming_it():
-    with pytest.raises(ValueError, match=r"--offset '15m'"):
-        command(ns(offset="15m"))
+    with pytest.raises(ValueError, match=r"--offset '15M'"):
+        command(ns(offset="15M"))
 
 
 def test_cli_accepts_a_negative_offset_as_a_separate_word(capsys):

@@ -145,7 +145,7 @@ def test_a_timer_fired_start_never_carries_the_force(cfg, tmp_path):
 
 def test_run_refuses_unknown_jobs_and_days_without_a_session(cfg, tmp_path, capsys):
     assert run_cmd(cfg, tmp_path, job="nope")[0] == exitcodes.USAGE
-    assert "no job 'nope'" in capsys.readouterr().err
+    assert "no job named 'nope'" in capsys.readouterr().err
     assert run_cmd(cfg, tmp_path, session=date(2025, 11, 27))[0] == exitcodes.USAGE  # Thanksgiving
     assert "closing-orders has no run on 2025-11-27" in capsys.readouterr().err
 

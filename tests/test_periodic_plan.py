@@ -136,10 +136,10 @@ def test_plan_json_has_one_entry_per_slot_and_summary_one_line_per_session(
                      "--summary"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3  # header + two sessions
-    assert lines[2].split()[-1] == "196"
+    assert lines[2].split()[11] == "196" and lines[2].endswith("Thu 09:35:00-12:50:00 EST")
     assert "2026-12-24 14:35:00" in lines[2] and "2026-12-24 17:50:00" in lines[2]
     assert cli.main(["--config", str(path), "plan", "--from", "2026-12-24", "--to",
-                     "2026-12-24"]) == 0
+                     "2026-12-24", "--slots"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert len(table) == 1 + 196
     assert "Thu 12:50:00 EST" in table[-1]
@@ -158,7 +158,7 @@ def problems(write_config, job_lines: str) -> list[str]:
     ('every = "90s"', "every", "90s"),
     ('every = "7s"', "every", "7s"),
     ('every = "0s"', "every", "0s"),
-    ('every = "1m"', "every", "1m"),
+    ('every = "1M"', "every", "1M"),
     ('every = 60', "every", 60),
     ('every = "13h"', "every", "13h"),
     ('every = "1min"\nfrom = "opening+5min"', "from", "opening+5min"),

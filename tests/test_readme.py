@@ -39,3 +39,25 @@ def test_readme_events_example_loads_with_the_shipped_example_jobs(tmp_path):
     cfg = config.load(path)
     assert [r.name for r in cfg.events.incidents] == ["connection"]
     assert cfg.events.expected[0].after_job == "disconnect"
+
+
+def _set_up_section() -> str:
+    text = README.read_text()
+    return text[text.index("## Set-up"):text.index("## Install and operate")]
+
+
+def test_readme_set_up_names_every_package_ci_installs():
+    ci = (README.parent / ".ci" / "run").read_text()
+    installs = re.findall(r"apt-get install -y -q --no-install-recommends((?:\\\n|[^\n])*)", ci)
+    packages = {p for line in installs  # each command's words, up to its comment
+                for p in line.replace("\\\n", " ").split("#")[0].split()}
+    assert {"gcc", "libc6-dev", "groff-base", "postgresql"} <= packages  # the parse is right
+    section = _set_up_section()
+    missing = sorted(p for p in packages if f"`{p}`" not in section)
+    assert missing == [], f"README's set-up does not name {missing} (installed by .ci/run)"
+
+
+def test_readme_first_set_up_line_names_what_make_demo_needs():
+    first = _set_up_section().split("```sh")[0]
+    for package in ("make", "python3-venv", "gcc", "libc6-dev", "systemd"):
+        assert f"`{package}`" in first or f" {package}" in first, package

@@ -125,3 +125,24 @@ def test_status_names_a_refused_start_of_a_session_that_never_ran(week, fake_sys
                      exit_status="170")
     doc = status_json(week, fake_systemctl, capsys, utc("2025-11-26T12:00:00Z"), date(2025, 11, 25))
     assert doc["sessions"][0]["jobs"][0]["result"] == "stale-start"
+
+
+@pytest.mark.parametrize(("result", "exit_status", "shown"), [
+    ("exit-code", "3", "failed (exit 3)"),
+    ("signal", "KILL", "killed (signal KILL)"),
+    ("core-dump", "SEGV", "killed (signal SEGV, core dumped)"),
+    ("oom-kill", "KILL", "killed (out of memory)"),
+    ("watchdog", "ABRT", "hung (killed by the watchdog)"),
+    ("timeout", "TERM", "timed out (past its time limit)"),
+])
+def test_status_table_says_how_a_failed_run_ended_in_words(week, fake_systemctl, capsys, result,
+                                                           exit_status, shown):
+    runrecord.update(week.state_dir, "signal", "2025-11-25", scheduled_utc="2025-11-25T20:45:00Z",
+                     started_utc="2025-11-25T20:45:00Z", finished_utc="2025-11-25T20:45:04Z",
+                     result=result, exit_status=exit_status, duration_sec=4)
+    status.command(week, date(2025, 11, 25), False, utc("2025-11-26T12:00:00Z"),
+                   systemctl=fake_systemctl)
+    head, row = capsys.readouterr().out.splitlines()[:2]
+    assert row[head.index("RESULT"):].startswith(shown + " ")
+    doc = status_json(week, fake_systemctl, capsys, utc("2025-11-26T12:00:00Z"), date(2025, 11, 25))
+    assert doc["sessions"][0]["jobs"][0]["result"] == result  # the JSON keeps systemd's Result

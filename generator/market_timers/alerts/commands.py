@@ -113,7 +113,12 @@ def outbox_list(config, as_json: bool = False) -> int:
         print(json.dumps(rows + bad, indent=1))
         return 0
     if not rows and not bad:
-        print("outbox empty: every alert was delivered")
+        if not ctx.cfg.configured():  # nothing is spooled at all: say why
+            print("outbox empty: no alert channel is configured (no [alerts.<channel>] table, "
+                  "e.g. [alerts.telegram], in the config), so no alert is sent; failures show "
+                  "in the journal and in `market-timers status`")
+        else:
+            print("outbox empty: every alert was delivered")
         return 0
     for r in rows:
         where = r["channel"] or "-"

@@ -48,8 +48,19 @@ def init(cfg, dsn_file: str | None) -> int:
     return OK
 
 
+def _ledger(cfg, dsn_file: str | None, command: str, then: str = ""):
+    """The ledger, or None with one line on stderr (no DSN credential, an empty one)."""
+    try:
+        return pg.PostgresLedger(_dsn(dsn_file), _node(cfg))
+    except DatabaseError as e:
+        print(f"market-timers {command}: {e}{then}", file=sys.stderr)
+        return None
+
+
 def status(cfg, dsn_file: str | None, as_json: bool, limit: int = 50) -> int:
-    ledger = pg.PostgresLedger(_dsn(dsn_file), _node(cfg))
+    ledger = _ledger(cfg, dsn_file, "cluster status")
+    if ledger is None:
+        return FAILURE
     try:
         if pg.schema_version(ledger.conn) == 0:
             print("market-timers cluster status: no ledger schema; run `market-timers cluster "
@@ -83,7 +94,9 @@ def fence_check(cfg, dsn_file: str | None) -> int:
         print("market-timers fence check: no $MARKET_FENCE / $MARKET_LOCK_GROUP: run it from a "
               "job started by the cluster ledger", file=sys.stderr)
         return USAGE
-    ledger = pg.PostgresLedger(_dsn(dsn_file), _node(cfg))
+    ledger = _ledger(cfg, dsn_file, "fence check", ": do not act")
+    if ledger is None:
+        return FAILURE
     try:
         if ledger.check_fence(group, token):
             print(f"fence {token} holds lock group {group}")

@@ -38,6 +38,20 @@ def _now(args) -> datetime:
     return args.now or utcnow()
 
 
+def _clock(args):
+    """The alert layer's clock: --now's instant, or None (the real time)."""
+    return (lambda: args.now) if args.now else None
+
+
+def _no_clock(args) -> None:
+    """A command that does not read the time: a --now given before it is refused."""
+    from market_timers.cli.parser import NO_CLOCK
+
+    if args.command in NO_CLOCK and args.now:
+        raise UsageError(f"--now does not apply to {args.command} (it does not depend on the "
+                         "time)")
+
+
 def cmd_plan(args) -> int:
     from market_timers.config.alerts import print_route_warnings
     from market_timers.schedule import calendars, plan, planview, selection
@@ -63,7 +77,10 @@ def cmd_plan(args) -> int:
         sys.stdout.write(planview.summary(list(fires)) + "\n")
         return _report_failures(args.command, failures)
     # streamed: written as formatted, never the whole text at once
-    (planview.write_json if args.json else planview.write_table)(sys.stdout, fires)
+    if args.json:
+        planview.write_json(sys.stdout, fires)
+    else:
+        planview.write_table(sys.stdout, fires, slots=args.slots)
     return _report_failures(args.command, failures)
 
 
@@ -105,11 +122,16 @@ def cmd_render(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from market_timers.schedule.verify import verify
+    from market_timers.schedule.verify import ToolMissing, verify
 
+    _no_clock(args)
     if not args.directory.is_dir():
         raise UsageError(f"not a directory: {args.directory}")
-    complaints = verify(args.directory)
+    try:
+        complaints = verify(args.directory)
+    except ToolMissing as e:
+        print(f"market-timers verify: {e}", file=sys.stderr)
+        return FAILURE
     for line in complaints:
         print(line, file=sys.stderr)
     if complaints:
@@ -185,15 +207,17 @@ def _alert_config(args):
 
 
 def _delegate(module, function: str, *extra, check_calendars: bool = False,
-              service_user: bool = False, alert_path: bool = False):
+              service_user: bool = False, alert_path: bool = False, clock: bool = False):
     """module: a function that imports the command's module (each import stays visible to the
-    import contract, and is made only when the command runs)."""
+    import contract, and is made only when the command runs). clock: the function takes the
+    alert layer's clock (--now) as `now`."""
     def command(args) -> int:
         mod = module()
         cfg = _alert_config(args) if alert_path else _config(args, check_calendars)
         if service_user:
             _as_service_user(cfg)
-        return getattr(mod, function)(cfg, *extra_args(args))
+        kwargs = {"now": _clock(args)} if clock else {}
+        return getattr(mod, function)(cfg, *extra_args(args), **kwargs)
 
     def extra_args(args):
         return [getattr(args, name) for name in extra]
@@ -215,7 +239,7 @@ def cmd_outbox(args) -> int:
     cfg = _as_service_user(_alert_config(args))
     if args.action == "list":
         return commands.outbox_list(cfg, args.json)
-    return commands.outbox_flush(cfg)
+    return commands.outbox_flush(cfg, now=_clock(args))
 
 
 def cmd_digest(args) -> int:
@@ -224,13 +248,14 @@ def cmd_digest(args) -> int:
 
     # Run as the built-in digest job, the runner hands over the session in $MARKET_SESSION.
     session = args.session.isoformat() if args.session else os.environ.get(environment.SESSION)
-    return commands.digest(_as_service_user(_alert_config(args)), session,
+    return commands.digest(_as_service_user(_alert_config(args)), session, now=_clock(args),
                            incidents=digest_lines)
 
 
 def cmd_cluster(args) -> int:
     from market_timers.cli import cluster
 
+    _no_clock(args)
     cfg = _config(args, check_calendars=False)
     if args.action == "init":
         return cluster.init(cfg, args.dsn_file)
@@ -240,6 +265,7 @@ def cmd_cluster(args) -> int:
 def cmd_fence(args) -> int:
     from market_timers.cli import cluster
 
+    _no_clock(args)
     return cluster.fence_check(_config(args, check_calendars=False), args.dsn_file)
 
 
@@ -294,6 +320,11 @@ def _manual_run():
     return manual_run
 
 
+def cmd_run(args) -> int:
+    return _manual_run().command(_config(args), args.job, args.session, args.force,
+                                 now=args.now, yes=args.yes)
+
+
 COMMANDS = {
     "plan": cmd_plan,
     "render": cmd_render,
@@ -302,18 +333,19 @@ COMMANDS = {
     "try": cmd_try,
     "check-cron": cmd_check_cron,
     "alert": _delegate(_alert_commands, "alert_test", "test", service_user=True,
-                       alert_path=True),
+                       alert_path=True, clock=True),
     "alert-handler": _delegate(_alert_commands, "alert_handler", "mode", "unit",
-                               alert_path=True),
+                               alert_path=True, clock=True),
     "outbox": cmd_outbox,
-    "ack": _delegate(_alert_commands, "ack", "alert_id", service_user=True, alert_path=True),
+    "ack": _delegate(_alert_commands, "ack", "alert_id", service_user=True, alert_path=True,
+                     clock=True),
     "digest": cmd_digest,
     "refresh": cmd_refresh,
     "deadman": cmd_deadman,
     "status": _delegate(_status, "command", "session", "json", "now", "html", "since", "until"),
     "event": cmd_event,
     "incidents": cmd_incidents,
-    "run": _delegate(_manual_run, "command", "job", "session", "force", check_calendars=True),
+    "run": cmd_run,
     "cluster": cmd_cluster,
     "fence": cmd_fence,
 }

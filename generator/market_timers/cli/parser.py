@@ -48,11 +48,17 @@ CRON_QUOTE_HINT = ('hint: quote the cron line as one argument, e.g. market-timer
                    "with file names)")
 
 
-def _global_options(parser: argparse.ArgumentParser, default) -> None:
-    """--config and --now: accepted before the command and after it, shown in every --help."""
+def _global_options(parser: argparse.ArgumentParser, default, clock: bool = True) -> None:
+    """--config and --now: accepted before the command and after it, shown in every --help
+    (--now only in the commands that read the clock: NO_CLOCK's refuse it)."""
     parser.add_argument("--config", metavar="PATH", default=default, help=CONFIG_HELP)
-    parser.add_argument("--now", type=_instant, metavar="INSTANT", default=default,
-                        help=NOW_HELP)
+    if clock:
+        parser.add_argument("--now", type=_instant, metavar="INSTANT", default=default,
+                            help=NOW_HELP)
+
+
+# Commands whose work does not depend on the time: no --now (given before them, refused).
+NO_CLOCK = ("verify", "cluster", "fence")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,10 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     # (SUPPRESS: the subcommand's namespace then has no such attribute to copy over it).
     common = argparse.ArgumentParser(add_help=False)
     _global_options(common, argparse.SUPPRESS)
+    config_only = argparse.ArgumentParser(add_help=False)
+    _global_options(config_only, argparse.SUPPRESS, clock=False)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(name: str, help: str) -> argparse.ArgumentParser:  # noqa: A002
-        return sub.add_parser(name, help=help, description=help, parents=[common])
+        parents = [config_only if name in NO_CLOCK else common]
+        return sub.add_parser(name, help=help, description=help, parents=parents)
 
     for add in (_add_plan_commands, _add_check_cron, _add_alert_commands, _add_cluster_commands,
                 _add_run, _add_event_commands, _add_status):
@@ -89,7 +98,9 @@ def _add_plan_commands(command) -> None:
     s.add_argument("--json", action="store_true", help="print a JSON array (a periodic job: "
                    "one entry per slot)")
     s.add_argument("--summary", action="store_true", help="one line per job and session: first, "
-                   "last, count (a periodic job's slots)")
+                   "last, count (a periodic job's slots), exchange local time")
+    s.add_argument("--slots", action="store_true", help="a periodic job: one line per slot "
+                   "(default: one per session, its first and last slot and their count)")
 
     s = command("render", "write the units for the horizon into a directory")
     s.add_argument("--out", required=True, type=Path, metavar="DIR",
@@ -176,6 +187,8 @@ def _add_run(command) -> None:
     s.add_argument("--session", type=_date, required=True, metavar="DATE",
                    help="the session to run it for")
     s.add_argument("--force", action="store_true", help="run it again although it already ran")
+    s.add_argument("--yes", action="store_true", help="start it although its planned instant "
+                   "has not come (refused without: the timer's run would then be refused)")
 
 
 def _add_event_commands(command) -> None:

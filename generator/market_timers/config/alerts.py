@@ -62,6 +62,11 @@ class AlertsConfig:
     def configured(self) -> list[str]:
         return [name for name in CHANNELS if name in self.channels]
 
+    def credential_owners(self) -> dict[str, str]:
+        """Each credential the configured channels read -> its channel."""
+        return {cred: name for name in self.configured()
+                for cred in channel_spec(name).credential_names(self.channels[name])}
+
     def credential_names(self) -> list[str]:
         """The credentials the configured channels read (config renames applied)."""
         return [cred for name in self.configured()

@@ -90,6 +90,7 @@ class Job:
     calendars: tuple[str, ...] = ()
     open_on: str = "all"
     event_from: str = ""
+    credentials: tuple[str, ...] = ()  # names in the credstore, handed to the job (its secrets)
 
     @property
     def all_calendars(self) -> tuple[str, ...]:
@@ -242,6 +243,47 @@ def _read_write_paths(paths: Any) -> tuple[str, ...]:
     return tuple(paths)
 
 
+# A credential's name: a file name in the credstore, written into a LoadCredential= line.
+CREDENTIAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,199}\Z")
+PACKAGE_CREDENTIALS = "market-timers."  # the package's own: the cluster DSN, the channels', ...
+
+
+def _credentials(names: Any) -> tuple[str, ...]:
+    """`credentials = ["broker-api-key"]`: the job's secrets, by name (a name that is not one
+    is never echoed: it may be the secret itself, pasted)."""
+    if not isinstance(names, list):
+        raise Bad('must be an array of credential names (files in /etc/credstore), e.g. '
+                  '["broker-api-key"]')
+    bad, seen = [], set()
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not CREDENTIAL_NAME.match(name):
+            bad.append(Bad("must be a credential name (a file name in /etc/credstore: letters, "
+                           "digits, '.', '_', '-', '@', '+'), not the secret itself", at=f"[{i}]",
+                           shown=HIDE))
+        elif name.startswith(PACKAGE_CREDENTIALS):
+            bad.append(Bad(f"names starting with {PACKAGE_CREDENTIALS} are the package's own "
+                           "credentials (the cluster DSN, the alert channels' secrets): a job "
+                           "never gets them", at=f"[{i}]", shown=name))
+        elif name in seen:
+            bad.append(Bad("listed twice", at=f"[{i}]", shown=name))
+        seen.add(name)
+    if bad:
+        raise Bad.each(bad)
+    return tuple(names)
+
+
+def check_credentials_against_channels(tables: list, channel_credentials: dict[str, str],
+                                       problems: Problems) -> None:
+    """A credential an alert channel reads (name -> channel) is the package's: no job gets it."""
+    for i, t in enumerate(tables):
+        names = t.get("credentials") if isinstance(t, dict) else None
+        for k, name in enumerate(names if isinstance(names, list) else []):
+            if isinstance(name, str) and name in channel_credentials:
+                problems.add(f"job[{i}].credentials[{k}]", "is the credential of "
+                             f"[alerts.{channel_credentials[name]}] (the package's own): a job "
+                             "never gets it; give the job a credential of its own", name)
+
+
 def _lead_seconds(value: Any) -> int:
     if isinstance(value, str) and re.fullmatch(r"0+(s|min|h)?", value.strip()):
         return 0  # off
@@ -291,6 +333,8 @@ JOB = Table((
     Key("warm", _lead_seconds, 0, "the job is started this early (default 0s)"),
     Key("enabled", flag, True, "false: the job is left out"),
     Key("user", job_user, "", "the user this job runs as (default: the top-level user)"),
+    Key("credentials", _credentials, (), "the job's secrets: names of files in /etc/credstore, "
+        "in $CREDENTIALS_DIRECTORY"),
     *retry_keys(),  # retries, retry_delay, retry_delay_max, orders: retries.py
     *PERIODIC_KEYS,  # every, from, until, during_break, stall_after: periodic.py
 ), refused={key: DST_EXPLANATION for key in REFUSED_JOB_KEYS})
@@ -323,6 +367,7 @@ def parse_job(t: dict, path: str, calendar: str | None, problems: Problems) -> J
     kw["read_write_paths"] = JOB.check("read_write_paths", t, path, problems)
     kw.update(retry_fields(t, path, problems))
     kw["user"] = JOB.check("user", t, path, problems)
+    kw["credentials"] = JOB.check("credentials", t, path, problems)
     enabled = JOB.check("enabled", t, path, problems)
     if len(problems.items) != before or not enabled:
         return None

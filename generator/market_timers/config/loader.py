@@ -74,6 +74,18 @@ class Config:
                 return j
         raise KeyError(name)
 
+    def unknown_job(self, name: str) -> str:
+        """Why `name` is no job of the config: disabled (`enabled = false`), or none by that
+        name (the jobs listed)."""
+        tables = self.raw.get("job", [])
+        if isinstance(tables, list) and any(
+                isinstance(t, dict) and t.get("name") == name and t.get("enabled") is False
+                for t in tables):
+            return (f"job {name!r} is disabled in {self.source} (enabled = false): set "
+                    "enabled = true, or remove the line, to plan it")
+        names = ", ".join(j.name for j in self.jobs) or "none"
+        return f"no job named {name!r} in {self.source} (jobs: {names})"
+
 
 def _runner(value: object) -> str:
     value = text(value)
@@ -238,6 +250,10 @@ def _sections(raw: dict, cfg: Config, problems: Problems) -> None:
     from market_timers.config.alerts import parse_alerts
 
     cfg.alerts = parse_alerts(raw.get("alerts"), problems)
+    if getattr(cfg.alerts, "enabled", False) and isinstance(raw.get("job"), list):
+        from market_timers.config.jobs import check_credentials_against_channels
+
+        check_credentials_against_channels(raw["job"], cfg.alerts.credential_owners(), problems)
     from market_timers.config.watch import parse_watch
 
     cfg.watch = parse_watch(raw.get("watch"), problems)

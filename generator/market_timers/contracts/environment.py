@@ -41,6 +41,9 @@ TEMPLATES = "MARKET_TIMERS_TEMPLATES"
 # Every job unit.
 JOB = "MARKET_JOB"
 JOB_USER = "MARKET_JOB_USER"  # the user the runner runs the job as (it runs as PACKAGE_USER)
+# The job's own credentials (`credentials`, comma-separated): the unit loads them with
+# LoadCredential=, the runner hands the job a copy of these only (runner/jobcredentials.py).
+JOB_CREDENTIALS = "MARKET_JOB_CREDENTIALS"
 SESSION = "MARKET_SESSION"
 CALENDAR = "MARKET_CALENDAR"  # a job on several calendars: the one whose event it took
 CALENDARS = "MARKET_CALENDARS"  # a job on several calendars: all of them, comma-separated

@@ -69,3 +69,28 @@ def title(kind: str, job: str, session: str = "", status: str = "", result: str 
         return f"{job} was killed by the OOM killer"
     return TITLES.get(kind, "{job}: " + kind).format(job=job or "?", session=session or "?",
                                                      status=status or "?")
+
+
+_RUNNER_EXITS = {exitcodes.STALE_START: "stale start", exitcodes.OVERLAP_SKIPPED: "overlap skipped",
+                 exitcodes.RUNNER_ERROR: "runner error", exitcodes.ALREADY_RAN: "already ran",
+                 exitcodes.LEDGER_UNREACHABLE: "ledger unreachable"}
+
+
+def result_text(result: str, exit_status: str | None) -> str:
+    """A run's systemd Result in words for a person (`status`): `exit-code` and status 3 ->
+    `failed (exit 3)`; anything that is not a systemd Result of a failure is returned as it is
+    (success, running, missed...)."""
+    status = str(exit_status or "").strip()
+    if result == "exit-code":
+        if status.isdigit() and int(status) in _RUNNER_EXITS:
+            return f"{_RUNNER_EXITS[int(status)]} (exit {status})"
+        return f"failed (exit {status})" if status else "failed"
+    signal = f"signal {status}" if status else "a signal"
+    return {"signal": f"killed ({signal})",
+            "core-dump": f"killed ({signal}, core dumped)",
+            "oom-kill": "killed (out of memory)",
+            "watchdog": "hung (killed by the watchdog)",
+            "timeout": "timed out (past its time limit)",
+            "resources": "not started (resources: see its journal)",
+            "start-limit-hit": "not started (start limit hit)",
+            "exec-condition": "not started (its condition failed)"}.get(result, result)

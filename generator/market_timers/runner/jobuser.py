@@ -109,6 +109,31 @@ def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = Fal
     """Fork the job as `user` and wait for it: its exit status, or this process dies of its
     signal. after_fork(pid) runs in the supervisor once the child exists (the escort)."""
     child_env = dict(env, HOME=user.home, USER=user.name, LOGNAME=user.name)
+    keeper = None
+    if env.get(environment.JOB_CREDENTIALS):  # the job's own secrets: a copy of its user's
+        from market_timers.runner import jobcredentials
+
+        try:
+            keeper = jobcredentials.hand_over(env, user)
+        except jobcredentials.CredentialError as e:
+            _say(f"{e}; the job did not run")
+            return 172  # exitcodes.RUNNER_ERROR
+        child_env["CREDENTIALS_DIRECTORY"] = keeper.directory
+    try:
+        return _supervise(argv, child_env, user, realtime, after_fork, keeper)
+    finally:
+        if keeper is not None:
+            keeper.release()
+
+
+def _say(text: str) -> None:
+    import sys
+
+    prefix = "<3>" if os.environ.get("JOURNAL_STREAM") else ""
+    print(f"{prefix}market-timers-run: {text}", file=sys.stderr, flush=True)
+
+
+def _supervise(argv, child_env, user, realtime, after_fork, keeper) -> int:
     command = setpriv_argv(user, argv)
     # The signals to pass on are blocked across the fork: one that comes before the supervisor's
     # handlers exist (the child may already run the job by then) is held, not taken with its
@@ -132,11 +157,7 @@ def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = Fal
                 resource.setrlimit(resource.RLIMIT_RTTIME, (RTTIME_USEC, RTTIME_USEC))
             os.execve(command[0], command, child_env)
         except BaseException as e:  # noqa: BLE001 - a forked child never returns into the runner
-            import sys
-
-            prefix = "<3>" if os.environ.get("JOURNAL_STREAM") else ""
-            print(f"{prefix}market-timers-run: cannot start the job as {user.name}: {e}",
-                  file=sys.stderr, flush=True)
+            _say(f"cannot start the job as {user.name}: {e}")
         os._exit(code)
     import faulthandler  # the job's PYTHONFAULTHANDLER is not the supervisor's
 
@@ -150,6 +171,8 @@ def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = Fal
     if os.WIFEXITED(status):
         return os.WEXITSTATUS(status)
     sig = os.WTERMSIG(status)
+    if keeper is not None:  # before this process dies of the job's signal
+        keeper.release()
     signal.signal(sig, signal.SIG_DFL)
     os.kill(os.getpid(), sig)  # die as the job died: systemd sees the same result
     return 128 + sig  # a signal that does not end a process (not reached for the others)

@@ -308,7 +308,8 @@ def command(args: argparse.Namespace) -> int:
         offset_seconds = parse_offset(args.offset)
     except ValueError as e:
         raise ValueError(f"--offset {args.offset!r}: {e}") from None
-    end = args.to if args.to is not None else datetime.now(UTC).date()
+    now = getattr(args, "now", None) or datetime.now(UTC)
+    end = args.to if args.to is not None else now.date()
     start = args.from_ if args.from_ is not None else end - timedelta(days=DEFAULT_DAYS)
     result = check_cron(args.expr, args.tz, args.calendar, args.event, offset_seconds, start, end)
     if args.json:

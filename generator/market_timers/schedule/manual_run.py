@@ -1,4 +1,6 @@
-"""`market-timers run JOB --session DATE [--force]`: start one job's run for one session, now.
+"""`market-timers run JOB --session DATE [--force] [--yes]`: start one job's run for one session,
+now. A session whose planned instant has not come is refused without --yes (its timer would run
+it; started early, the timer's start is then refused as already run).
 
 The start goes through the runner like a timer's, so the run ledger still decides: without
 --force a session that already ran is refused here (exit 2) and, should it start meanwhile, by the
@@ -67,7 +69,7 @@ def _write_ticket_source(path: Path, nonce: str) -> None:
 
 
 def command(config, job_name: str, session: date, force: bool, *, now: datetime | None = None,
-            systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR) -> int:
+            systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR, yes: bool = False) -> int:
     from market_timers.config.loader import default_runner
     from market_timers.files import atomicfile
     from market_timers.schedule import plan, render
@@ -76,7 +78,7 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
 
     jobs = {j.name: j for j in config.jobs}
     if job_name not in jobs:
-        return _fail(f"no job {job_name!r} in {config.source} (jobs: {', '.join(sorted(jobs))})")
+        return _fail(config.unknown_job(job_name))
     try:
         fires = [f for f in plan.plan_between(config, session, session) if f.job == job_name]
     except CalendarError as e:
@@ -96,6 +98,11 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
                      f"{ledger.describe(holder)}. Add --force to run it again (a second run: "
                      "be sure the job can take it, e.g. no orders sent twice).")
     now = now or plan.utcnow()
+    if holder is None and fire.fire_utc > now and not yes:  # its timer's start would be refused
+        return _fail(f"{job_name}'s run for session {session} is planned for "
+                     f"{fire.fire_utc:%a %Y-%m-%d %H:%M:%S} UTC, still to come: its timer starts "
+                     "it then. Started now it runs early, and the timer's start is refused "
+                     "(that session already ran). Add --yes to start it now anyway.")
     runner = config.runner or default_runner()
     [service] = [u for u in render.job_units(config, jobs[job_name], fire, runner)
                  if u.name.endswith(".service")]

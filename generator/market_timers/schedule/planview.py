@@ -1,5 +1,8 @@
 """What `market-timers plan` prints: the human table, or the JSON array (`--json`).
 
+A periodic job's (job, session) is one row of the table, its first and last slot and their count
+(`--slots`: a row per slot); `--json` has an entry per slot.
+
 Both are written entry by entry as they are formatted (a plan of every calendar over ten years is
 some 345,000 fires, 100 MB of JSON): never the whole text in memory at once.
 """
@@ -34,14 +37,15 @@ def _event(f: Fire) -> str:
     return "daily" if f.is_daily else f"{f.event} {format_offset(f.offset)}"
 
 
-def write_table(out: TextIO, fires: Collection[Fire]) -> None:
+def write_table(out: TextIO, fires: Collection[Fire], slots: bool = False) -> None:
     """The table, column widths from a first pass over the fires (the last column is not
-    padded: each line is stripped at its end). `fires` is iterated twice."""
+    padded: each line is stripped at its end). `fires` is iterated twice. A periodic job: one
+    row per session, or with `slots` one per slot."""
     if not fires:
         out.write(EMPTY + "\n")
         return
-    if any(f.is_periodic or f.why for f in fires):  # one row per slot; a rule's WHY column
-        out.write(_slot_table(fires) + "\n")
+    if any(f.is_periodic or f.why for f in fires):  # a few thousand rows at most; WHY column
+        out.write((_slot_table(fires) if slots else _session_table(fires)) + "\n")
         return
     kinds = {(f.job, f.calendar, f.event, f.offset, f.is_daily) for f in fires}
     widths = [max(len(HEADER[0]), *(len(k[0]) for k in kinds)),
@@ -154,6 +158,39 @@ def _slot_table(fires) -> str:
     return _align(rows)
 
 
+def _span_utc(f: Fire) -> str:
+    """`Thu 2026-12-24 14:35:00-17:50:00` (the last's date too when it is another day)."""
+    first, last = f.fire_utc, f.last_utc
+    if last == first:
+        return f"{first:%a %Y-%m-%d %H:%M:%S}"
+    end = f"{last:%H:%M:%S}" if last.date() == first.date() else f"{last:%a %Y-%m-%d %H:%M:%S}"
+    return f"{first:%a %Y-%m-%d %H:%M:%S}-{end}"
+
+
+def _span_local(f: Fire) -> str:
+    """`Thu 09:35:00-12:50:00 EST` in the exchange's zone (both zones if DST changes between)."""
+    zone = f.local().tzinfo
+    first, last = f.fire_utc.astimezone(zone), f.last_utc.astimezone(zone)
+    if last == first:
+        return f"{first:%a %H:%M:%S} {first.tzname()}"
+    start = f"{first:%a %H:%M:%S}" + (f" {first.tzname()}" if first.tzname() != last.tzname()
+                                      else "")
+    end = f"{last:%H:%M:%S}" if last.date() == first.date() else f"{last:%a %H:%M:%S}"
+    return f"{start}-{end} {last.tzname()}"
+
+
+def _session_table(fires) -> str:
+    """A row per fire: a periodic one shows its first to last slot and their count; a WHY
+    column when a job's session rule chose some of the sessions (selection.py)."""
+    why = any(f.why for f in fires)
+    rows = [(*HEADER, "WHY") if why else HEADER]
+    for f in fires:
+        what = f"{_what(f)}, {len(f.slots)} slots" if f.is_periodic else _what(f)
+        rows.append((f.job, f.calendar, f.session.isoformat(), what, _span_utc(f),
+                     _span_local(f), *((f.why,) if why else ())))
+    return _align(rows)
+
+
 def _slot_entries(f: Fire):
     """`plan --json` for a periodic fire: one entry per slot, `slot` its UTC instant."""
     base = f.to_json()
@@ -165,14 +202,15 @@ def _slot_entries(f: Fire):
 
 
 def summary(fires: list[Fire]) -> str:
-    """`plan --summary`: one line per (job, session): first, last, count."""
+    """`plan --summary`: one line per (job, session): first, last, count, the exchange's time."""
     if not fires:
         return EMPTY
     why = any(f.why for f in fires)
     rows = [("JOB", "CALENDAR", "SESSION", "EVENT", "FIRST (UTC)", "LAST (UTC)", "COUNT",
-             *(("WHY",) if why else ()))]
+             "EXCHANGE LOCAL", *(("WHY",) if why else ()))]
     for f in fires:
         rows.append((f.job, f.calendar, f.session.isoformat(), _what(f),
                      f"{f.fire_utc:%a %Y-%m-%d %H:%M:%S}", f"{f.last_utc:%a %Y-%m-%d %H:%M:%S}",
-                     str(len(f.slots) if f.is_periodic else 1), *((f.why,) if why else ())))
+                     str(len(f.slots) if f.is_periodic else 1), _span_local(f),
+                     *((f.why,) if why else ())))
     return _align(rows)

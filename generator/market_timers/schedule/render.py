@@ -103,7 +103,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         environment=[quote_env(k, v) for k, v in env_lines],
         exec_start=" ".join(quote_arg(a) for a in (runner, "--", *job.command)),
         exec_stop_post=f"{quote_arg(runner)} --record",
-        credentials=[DSN_CREDENTIAL] if config.cluster else [],
+        credentials=[*([DSN_CREDENTIAL] if config.cluster else []), *job.credentials],
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
         nice=PRE_FIRE_NICE if job.fire_lead else None,
         realtime_escort=bool(job.fire_lead) and job.periodic is None,  # instant_escort.py
@@ -174,6 +174,8 @@ def _job_environment(config: Config, job: Job, context: list) -> list[tuple[str,
             (environment.STATE_DIR, str(config.state_dir)),
             (environment.EVENTS_DIR, str(config.spool_dir / "events")),  # jobnotify.event
             *_cluster_environment(config),
+            *([(environment.JOB_CREDENTIALS, ",".join(job.credentials))] if job.credentials
+              else []),
             ("PYTHONFAULTHANDLER", "1"), *retry_environment(job),
             *pre_fire_environment(job), *job.environment]
 

@@ -57,8 +57,7 @@ def start_try(config: Config, job_name: str, now: datetime, delay: int, systemct
     try:
         job = config.job(job_name)
     except KeyError:
-        names = ", ".join(j.name for j in config.jobs) or "none"
-        raise UnknownJob(f"no job named {job_name!r} in {config.source} (jobs: {names})") from None
+        raise UnknownJob(config.unknown_job(job_name)) from None
     at = now.replace(microsecond=0) + timedelta(seconds=delay)
     _refuse_overlap(config, job, now, at)
     try_id = f"try-{at:%Y%m%dT%H%M%SZ}"

@@ -7,12 +7,23 @@ outputs are read, not just their exit codes.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
+MISSING_ANALYZE = ("systemd-analyze is not installed: install the Debian package systemd "
+                   "(apt install systemd)")
+
+
+class ToolMissing(Exception):
+    """A program verify needs is not on PATH (the message names its Debian package)."""
+
 
 def verify(directory: Path) -> list[str]:
-    """Complaints about the units in directory (empty when all is well)."""
+    """Complaints about the units in directory (empty when all is well); ToolMissing without
+    systemd-analyze."""
+    if shutil.which("systemd-analyze") is None:
+        raise ToolMissing(MISSING_ANALYZE)
     units = sorted(p for p in directory.iterdir()
                    if p.suffix in (".timer", ".service") and p.is_file())
     if not units:

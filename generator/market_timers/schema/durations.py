@@ -1,9 +1,11 @@
 """Offsets and durations as written in the config: "-15min", "+30min", "90s", "1h30min".
 
-Hand-written on purpose: the accepted grammar is deliberately small (units s, min, h, optional
-sign), so that a typo such as "15m" (minutes or months?) or "15" (which unit?) is an error that
-names the key, rather than something a general parser (pandas.Timedelta, systemd.time) would
-silently read its own way.
+Hand-written on purpose: the accepted grammar is deliberately small (units s, min or m, h,
+optional sign), so that a typo such as "15" (which unit?) is an error that names the key, rather
+than something a general parser (pandas.Timedelta, systemd.time) would silently read its own way.
+"m" is minutes, as in systemd.time(7), where months are "M" and milliseconds "ms": both are
+refused here with that reason (no duration of a day's schedule is counted in either), so that
+"15m" can mean nothing else.
 
 Every value is bounded: an offset stays within a day of its event (further away it would land on
 another session's day, and a later sync would take the still-future timer for one that is no
@@ -15,9 +17,13 @@ from __future__ import annotations
 
 import re
 
-_PART = re.compile(r"(\d+)(h|min|s)")
-_WHOLE = re.compile(r"^([+-]?)((?:\d+(?:h|min|s))+)$")
-_SECONDS = {"h": 3600, "min": 60, "s": 1}
+_PART = re.compile(r"(\d+)(h|min|m|s)")
+_WHOLE = re.compile(r"^([+-]?)((?:\d+(?:h|min|m|s))+)$")
+_SECONDS = {"h": 3600, "min": 60, "m": 60, "s": 1}
+_UNIT = {"m": "min"}  # two spellings, one unit
+_REFUSED = ((re.compile(r"\d+M"), '"M" is months in systemd\'s spelling; write "min" or "m" for '
+             "minutes"),
+            (re.compile(r"\d+ms"), '"ms" is milliseconds; the smallest unit here is "s"'))
 _MAX_DIGITS = 9  # more cannot be in range, and int() of thousands of digits is itself an error
 
 MAX_OFFSET = 23 * 3600 + 59 * 60 + 59  # 86399 s: an offset stays within a day of its event
@@ -33,9 +39,12 @@ def _seconds(text: object, example: str) -> tuple[str, int]:
     s = text.strip().replace(" ", "")
     m = _WHOLE.match(s)
     if not m:
-        raise ValueError(f"cannot parse; write {example} (units s, min or h)")
+        for pattern, reason in _REFUSED:
+            if pattern.search(s):
+                raise ValueError(f"{reason}: {example}")
+        raise ValueError(f"cannot parse; write {example} (units s, min or m, h)")
     sign, body = m.groups()
-    parts = _PART.findall(body)
+    parts = [(n, _UNIT.get(u, u)) for n, u in _PART.findall(body)]
     units = [u for _, u in parts]
     if len(set(units)) != len(units) or units != sorted(units, key=lambda u: -_SECONDS[u]):
         raise ValueError(f"units must appear once each, largest first (h, min, s): {example}")

@@ -25,7 +25,8 @@ A periodic job has one row per session: `result` reads `running: 120 ran, 3 skip
 window has passed with no slot run; `duration_sec` is its longest run, and `slots` holds the
 counts (total, ran, skipped, skipped_overlap, refused, not_started, ahead, last_run, longest_sec).
 
-`result` is the latest attempt's result (success, exit-code, signal, watchdog, timeout...), a refused
+`result` is the latest attempt's systemd Result (success, exit-code, signal, watchdog, timeout...;
+the table says it in words: `failed (exit 3)`, `killed (signal KILL)`), a refused
 start's kind when the session never started (stale-start, overlap-skipped), "running" (started, not
 finished), or with nothing in the ledger: "scheduled" (instant ahead), "due" (past the instant,
 inside grace + timeout + slack) or "missed". `attempts` counts the session's runs (more than one
@@ -45,6 +46,7 @@ from pathlib import Path
 from market_timers.config.watch import watch_of
 from market_timers.contracts import planfile
 from market_timers.contracts.instants import iso, parse_iso
+from market_timers.contracts.outcomes import result_text
 from market_timers.ledger import runrecord
 from market_timers.schedule.systemctl import Systemctl
 from market_timers.watch.calendar_warnings import status_warnings
@@ -225,7 +227,8 @@ def table(doc: dict) -> str:
     for s in doc["sessions"]:
         for j in s["jobs"]:
             duration = j["duration_sec"]
-            result = j["result"] + (f" (attempt {j['attempts']})" if j["attempts"] > 1 else "")
+            result = result_text(j["result"], j["exit_status"]) + (
+                f" (attempt {j['attempts']})" if j["attempts"] > 1 else "")
             if j["refused_starts"]:
                 result += ", then refused: " + ", ".join(j["refused_starts"])
             fire = j["fire_utc"].replace("T", " ")

@@ -1,0 +1,70 @@
+"""A job's secrets on a real systemd (issue 27): `credentials = ["..."]` loads a file of
+/etc/credstore with LoadCredential=, and the job, run by the runner as its own user
+(market-jobs), reads its copy in $CREDENTIALS_DIRECTORY, and nothing of the unit's own
+credentials directory (the runner's: there the cluster DSN lives); the copy is gone after the run.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .scenario import CREDSTORE, JOB, JOBS_DIR, Job, Scenario, instant_in, toml_value
+
+pytestmark = pytest.mark.e2e
+
+READER = f"{JOBS_DIR}/secret-reader"
+SECRET = "sk-e2e-broker-4242"
+NAME = "e2e-broker-api-key"
+
+READER_SCRIPT = r'''#!/usr/bin/python3
+"""Prints what a job sees of its credentials."""
+import os
+import pwd
+
+here = os.environ.get("CREDENTIALS_DIRECTORY", "")
+print(f"secret-reader user={pwd.getpwuid(os.getuid()).pw_name} dir={here}", flush=True)
+st = os.stat(here)
+print(f"secret-reader dir-owner={pwd.getpwuid(st.st_uid).pw_name} dir-mode={st.st_mode & 0o777:o}")
+print(f"secret-reader listing={','.join(sorted(os.listdir(here)))}")
+with open(os.path.join(here, "NAME")) as f:
+    print(f"secret-reader secret={f.read().strip()}")
+for d in os.listdir("/run/credentials") if os.path.isdir("/run/credentials") else []:
+    try:
+        os.listdir(os.path.join("/run/credentials", d))
+        print(f"secret-reader unit-credentials {d}: READABLE")
+    except OSError as e:
+        print(f"secret-reader unit-credentials {d}: denied ({e.strerror})")
+print("secret-reader done", flush=True)
+'''.replace("NAME", NAME)
+
+
+class ReaderJob(Job):
+    def toml(self) -> str:
+        return super().toml().replace(toml_value([JOB, *self.args]), toml_value([READER]))
+
+
+def test_a_job_reads_its_own_credential_as_its_user_and_not_the_runners(
+    scenario: Scenario,
+) -> None:
+    box = scenario.box
+    box.write_file(READER, READER_SCRIPT, mode=0o755)
+    box.write_file(f"{CREDSTORE}/{NAME}", SECRET + "\n", 0o600)
+    try:
+        job = ReaderJob("secrets", instant_in(8), [], {"credentials": [NAME]})
+        scenario.schedule([job])
+        unit = box.read_file(f"/etc/systemd/system/{job.service}")
+        assert f"LoadCredential={NAME}\n" in unit
+        record = scenario.wait_finished(job, 40)
+        log = scenario.journal_of(job)
+        print(log)
+        assert record["exit_status"] == "0", log
+        assert "secret-reader user=market-jobs dir=/dev/shm/market-credentials-" in log
+        assert "dir-owner=market-jobs dir-mode=500" in log
+        assert f"listing={NAME}" in log and f"listing={NAME}," not in log  # its own only
+        assert f"secret-reader secret={SECRET}" in log
+        assert "READABLE" not in log  # systemd's directory of the unit is the runner's
+        assert "secret-reader done" in log
+        left = box.run(["sh", "-c", "ls -d /dev/shm/market-credentials-* 2>/dev/null || true"])
+        assert left.stdout.strip() == ""  # removed once the job ended
+    finally:
+        box.run(["rm", "-f", f"{CREDSTORE}/{NAME}"])
