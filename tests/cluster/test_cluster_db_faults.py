@@ -54,7 +54,7 @@ def test_a_table_lock_past_the_deadline_refuses_the_start_as_stale_on_every_node
     try:
         envs = [node_env(tmp_path, dsn, "ny4-a", mode="run"),
                 node_env(tmp_path, dsn, "ny4-b", mode="skip")]
-        procs = [_start(dict(env, MARKET_GRACE_SEC="7"), log) for env in envs]
+        procs = [_start(dict(env, MARKET_GRACE_SEC="9"), log) for env in envs]
         errs = [p.communicate(timeout=60)[1] for p in procs]
         # the statements they gave up on end too (client_connection_check_interval), rather
         # than queue for the table until their lock_timeout

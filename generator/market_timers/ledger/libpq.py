@@ -8,17 +8,18 @@ the lock group's advisory lock as long as the job lives), nothing else, so it bi
 functions it calls. libpq itself does everything hard: multi-host DSNs and
 target_session_attrs=read-write, TLS, authentication, connect_timeout. (bench/ measures it.)
 
-Every query can have a client-side deadline (an epoch time): it is sent without blocking for the
-answer (PQsendQueryParams), and the answer is read as it arrives (PQconsumeInput, select on
+Every query can have a client-side deadline (an epoch time): it is sent without waiting for the
+answer (PQsendQueryParams; the ledger's statements are far smaller than a socket's send buffer,
+so the send itself does not wait on a stalled network), and the answer is read as it arrives (PQconsumeInput, select on
 PQsocket) until the deadline; at the deadline the connection is closed and TimedOut raised (libpq
 15's PQcancel connects without a timeout, so it is not used; the server ends the statement when
 it notices the closed connection: client_connection_check_interval, ledger/postgresql.py).
 
 Errors: Unreachable when no connection could be made (but a server that answers and refuses
 the session for now, out of connection slots or starting up, is a DatabaseError with the
-SQLSTATE: it was reached), ConnectionLost when a live one broke during
-a statement, TimedOut at the deadline, DatabaseError with the SQLSTATE for the server's errors,
-and for a row that is not UTF-8. Their text is redacted of every DSN fragment (conninfo.py).
+SQLSTATE: it was reached), ConnectionLost when a live one broke during a statement, TimedOut at
+the deadline, DatabaseError with the SQLSTATE for the server's errors, and for a row that is not
+UTF-8. Their text is redacted of every DSN fragment (conninfo.py).
 libpq is loaded by its soname, libpq.so.5 (Debian's libpq5 on every architecture).
 """
 
