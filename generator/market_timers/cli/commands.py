@@ -266,6 +266,8 @@ def cmd_fence(args) -> int:
     from market_timers.cli import cluster
 
     _no_clock(args)
+    if os.environ.get(environment.FENCE_FD) and args.dsn_file is None:  # no config needed:
+        return cluster.fence_check(None, None)  # the job's supervisor answers
     return cluster.fence_check(_config(args, check_calendars=False), args.dsn_file)
 
 
