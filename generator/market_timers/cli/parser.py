@@ -101,6 +101,8 @@ def _add_plan_commands(command) -> None:
                    "last, count (a periodic job's slots), exchange local time")
     s.add_argument("--slots", action="store_true", help="a periodic job: one line per slot "
                    "(default: one per session, its first and last slot and their count)")
+    s.add_argument("--job", action="append", metavar="NAME",
+                   help="only this job (repeatable)")
 
     s = command("render", "write the units for the horizon into a directory")
     s.add_argument("--out", required=True, type=Path, metavar="DIR",
