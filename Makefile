@@ -46,7 +46,7 @@ demo: venv
 	@echo "== Thanksgiving (Thursday 2026-11-26): closed, no fire; Friday closes at 13:00, so 12:45"
 	@$(MT) plan --job signal --from 2026-11-24 --to 2026-11-30
 	@echo "== every job of the example, the next sessions: rendered and checked"
-	@rm -rf build/units
+	@rm -rf build/units && mkdir -p build
 	@$(MT) render --out build/units > build/render.log && tail -n 1 build/render.log
 	@$(MT) verify build/units
 	@echo "== next: make deb && apt install ./dist/*/market-timers_*.deb; edit"
