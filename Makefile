@@ -11,13 +11,15 @@ DEBS   := bookworm trixie
 
 .PHONY: venv demo test test-unit test-e2e lint deb repo bench clean
 
-$(VENV)/.installed: pyproject.toml
+# The runtime dependencies at the versions the .deb ships (requirements.lock, debian/rules), so
+# that the tests run on them; the test tools at their latest.
+$(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { echo "make: $(PYTHON) cannot \
 	create a virtualenv: install the Debian package python3-venv (apt install python3-venv)" >&2; \
 	exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -c requirements.lock -e '.[test]'
 	touch $@
 
 # The pre-fire's wait-then-exec (prefire.py), next to the venv's python as in the package.

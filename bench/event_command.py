@@ -1,6 +1,8 @@
 """`market-timers event` from a shell (host): the median wall time of N calls that spool one
 event each, beside the bare interpreter's start (`python -c pass`) and `python -I -S -c pass`.
 What is left above the interpreter is the command's own cost: the parser and the spool write.
+Beside it, the in-process call a job or a gateway makes (jobnotify.event's spool write, fsync
+included), which is what "a few ms" can mean for a Python caller.
 
 Run alone: .venv/bin/python -m bench.event_command [N]   (default 30)
 """
@@ -48,6 +50,15 @@ def run(_box=None, n: int = CALLS) -> Section:
             ("market-timers event", _median_ms([str(cli), "--config", str(config), "event",
                                                 "bench.kind", "--key", "k", "--text", "t"], n))]
     spooled = len(list((root / "spool/events").iterdir()))
+    from market_timers.events import spool
+
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        spool.write(spool.make_event("bench.kind", key=f"k{i}", text="t"),
+                    [str(root / "run/events")])
+        times.append((time.perf_counter() - start) * 1000)
+    rows.append(("in process (jobnotify.event's write)", statistics.median(times)))
     s.add(table(["command", "median (ms)"], [[what, f"{ms:.1f}"] for what, ms in rows]))
     own = rows[2][1] - rows[1][1]
     s.add(f"Above the interpreter's start: {own:.1f} ms; {spooled} events spooled.")

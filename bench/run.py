@@ -5,7 +5,7 @@
                                                   # with that section only
 
 Prerequisites: hyperfine and /usr/bin/time on the host (`apt-get install hyperfine time`), gcc
-for the alternatives' static stamp program and PyPI for their APScheduler; for the container
+for the alternatives' static stamp program and the Python package index for their APScheduler; for the container
 benchmarks root, systemd-container (systemd-nspawn), debootstrap and apt-utils, as for the e2e
 tests. One Debian 12 container is booted for all container benchmarks, from a fresh copy of the
 cached e2e rootfs, with the .deb (`make deb DIST=bookworm`, built in a Debian 12 container, reused

@@ -125,6 +125,11 @@ def test_after_runs_the_file_parses_and_says_what_happened(setup):
     assert value(fams, "market_timers_job_last_result", market_job="signal", kind="ok") == 0
     assert value(fams, "market_timers_job_last_result", market_job="report", kind="killed") == 1
     assert value(fams, "market_timers_job_last_lateness_seconds", market_job="signal") == 0.08
+    # a pre-fired run: the runner started 1.98 s before the instant and waited for it
+    ran(cfg, "report", "2025-11-27", started=datetime(2025, 11, 27, 21, 29, 58, 20000, UTC),
+        late=-1.98, duration=0.5)
+    metrics.update(cfg, NOW)
+    assert value(scrape(cfg), "market_timers_job_last_lateness_seconds", market_job="report") == 0
     assert value(fams, "market_timers_job_last_duration_seconds", market_job="signal") == 4.0
     assert value(fams, "market_timers_job_runs_total", market_job="signal") == 2
     assert value(fams, "market_timers_job_failures_total", market_job="signal", kind="failed") == 1
@@ -388,6 +393,13 @@ def test_sync_and_refresh_write_the_plan_and_the_calendar_data_end(setup):
     assert value(fams, "market_timers_job_next_fire_timestamp_seconds", market_job="signal") == \
         datetime(2025, 11, 28, 17, 45, tzinfo=UTC).timestamp()  # the early close after Thanksgiving
     assert value(fams, "market_timers_last_refresh_timestamp_seconds") is None
+    import platform
+    from importlib.metadata import version
+
+    from market_timers import __version__
+    assert value(fams, "market_timers_build_info", version=__version__,
+                 python=platform.python_version(),
+                 exchange_calendars=version("exchange_calendars")) == 1
     later = NOW + timedelta(hours=1)
     assert refresh.command(cfg, later, systemctl=QuietSystemctl(),
                            stamp_dir=cfg.state_dir / "stamps", alert=lambda *a, **k: None,

@@ -32,7 +32,7 @@ def test_the_rules_file_is_valid(promtool):
     done = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 5 rules found" in done.stdout
+    assert "SUCCESS: 7 rules found" in done.stdout
 
 
 # Each case: input series over 10 minutes (one sample a minute), then what fires at the end.
@@ -58,6 +58,37 @@ tests:
       - eval_time: 5m
         alertname: MarketTimersJobMissedSession
         exp_alerts: []
+
+  - interval: 1m
+    input_series:
+      - series: 'market_timers_job_failures_total{{market_job="orders",kind="failed",instance="h"}}'
+        values: '0 0 0 0 1 1 1 1 1 1 1'
+      - series: 'market_timers_job_failures_total{{market_job="orders",kind="timeout",instance="h"}}'
+        values: '0x10'
+      # the last refresh at t=0; evaluated 25 h and 27 h later
+      - series: 'market_timers_last_refresh_timestamp_seconds{{instance="h"}}'
+        values: '0x1700'
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: MarketTimersJobFailed
+        exp_alerts:
+          - exp_labels: {{severity: critical, market_job: orders, kind: failed, instance: h}}
+            exp_annotations:
+              summary: "market-timers: orders failed (failed) on h"
+              description: "A run of orders ended as failed. See `market-timers status` and `journalctl MARKET_JOB=orders`."
+      - eval_time: 3m
+        alertname: MarketTimersJobFailed
+        exp_alerts: []
+      - eval_time: 1500m
+        alertname: MarketTimersRefreshStale
+        exp_alerts: []
+      - eval_time: 1620m
+        alertname: MarketTimersRefreshStale
+        exp_alerts:
+          - exp_labels: {{severity: warning, instance: h}}
+            exp_annotations:
+              summary: "market-timers: no successful refresh for over 26 hours on h"
+              description: "See `systemctl status market-refresh.service` and run `market-timers sync`."
 
   - interval: 1m
     input_series:

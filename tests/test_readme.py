@@ -16,11 +16,16 @@ def toml_blocks() -> list[str]:
 
 def test_readme_config_examples_load_without_problems(tmp_path):
     blocks = [b for b in toml_blocks() if not b.startswith("[events]")]
-    assert len(blocks) == 4  # ... and a cluster node's [cluster]
+    assert len(blocks) == 5  # ... session rules, ... and a cluster node's [cluster]
     path = tmp_path / "readme.toml"
     path.write_text(f'state_dir = "{tmp_path}/state"\n' + "\n".join(blocks))
     cfg = config.load(path)
-    assert [j.name for j in cfg.jobs] == ["signal", "nightly", "cycle", "digest"]
+    assert [j.name for j in cfg.jobs] == ["signal", "nightly", "rebalance", "expiry",
+                                          "fx-hedge", "overnight-risk", "cycle", "digest"]
+    assert cfg.job("fx-hedge").calendars == ("XNYS", "XLON")
+    assert cfg.job("rebalance").sessions.offset == 2
+    assert cfg.job("expiry").sessions.months == {3, 6, 9, 12}
+    assert cfg.job("overnight-risk").sessions.attributes == (("early_close", "never"),)
     assert cfg.alerts.telegram.chat_id == "-1001234567890" and cfg.watch.ping is True
     assert (cfg.cluster.node, cfg.cluster.standby_delay) == ("ny4-a", 0)
 

@@ -76,7 +76,8 @@ def test_the_golden_units_are_named_by_unitname():
     parsed = [unitname.parse(n) for n in names]
     assert all(parsed)
     assert {(u.job, u.kind) for u in parsed} == {
-        ("lunch", unitname.FIRE), ("nightly", unitname.DAILY), ("signal", unitname.FIRE)}
+        ("lunch", unitname.FIRE), ("nightly", unitname.DAILY), ("signal", unitname.FIRE),
+        ("rebalance", unitname.FIRE)}
     assert {u.timer() for u in parsed} | {u.service() for u in parsed} == set(names)
     assert unitname.parse("market-lunch@2025-11-28-040105.timer").scheduled_utc == \
         "2025-11-28T04:01:05Z"

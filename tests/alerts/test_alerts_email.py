@@ -134,3 +134,38 @@ def test_digest_that_cannot_be_delivered_exits_non_zero(make_ctx, capsys):
         assert relay.messages == []
     err = capsys.readouterr().err
     assert "undeliverable" in err and "credential" in err
+
+
+@pytest.fixture
+def smtps(cert, creds):
+    (creds / "market-timers.smtp-password").write_text("s3cret-smtp-pass\n")
+    with FakeSmtp(cert=cert[0], key=cert[1], user="alerts", password="s3cret-smtp-pass",
+                  implicit_tls=True) as s:
+        yield s
+
+
+def test_critical_by_email_over_implicit_tls_on_an_smtps_port(make_ctx, smtps, cert):
+    cfg = email_cfg(smtps.port, implicit_tls=True, username="alerts", tls_ca_file=cert[0])
+    ctx = make_ctx({"email": cfg}, routes={"critical": "email"})
+    raise_alert(ctx, kind="failed", job="close-report", session=S, details={"status": "3"})
+    [env] = smtps.envelopes
+    assert env["tls"] and env["authenticated"]
+    assert ctx.outbox.load_all() == []
+
+
+def test_implicit_tls_with_an_untrusted_certificate_is_refused(make_ctx, smtps, cert):
+    cfg = email_cfg(smtps.port, implicit_tls=True, username="alerts")
+    ctx = make_ctx({"email": cfg}, routes={"critical": "email"})
+    raise_alert(ctx, kind="failed", job="j", session=S)
+    assert smtps.messages == []
+    assert "certificate not trusted" in ctx.outbox.load_all()[0].errors[0]
+
+
+def test_starttls_and_implicit_tls_together_are_refused_naming_both():
+    from market_timers.config.alerts import parse_alerts
+    from market_timers.schema.problems import Problems
+
+    problems = Problems()
+    parse_alerts({"email": email_cfg(465, starttls=True, implicit_tls=True)}, problems)
+    lines = problems.lines()
+    assert any("alerts.email.implicit_tls" in line and "starttls" in line for line in lines), lines

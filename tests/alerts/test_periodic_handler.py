@@ -107,3 +107,13 @@ def test_the_digest_counts_the_sessions_slots_instead_of_listing_every_run(
     assert "  cycle: overlap-skipped, ok x10; duration" in body
     assert ("  cycle: 1 of 41 slots skipped so far, the run takes 84 s against a 60 s period "
             "(1 while a run was still going); 10 ran, 30 not yet due") in body
+
+
+def test_the_boot_start_refused_after_a_wholly_missed_window_is_no_skip_warning(
+        handle, api, clock):
+    # The host was down for the whole window (14:20..15:00): at boot Persistent=true starts the
+    # unit once and the runner refuses it (stale). Nothing ran and nothing is ahead: that is the
+    # dead-man's one critical miss, not a "41 of 41 slots skipped" warning beside it.
+    clock.advance(hours=2)
+    assert handle("failure", monitor("exit-code", "exited", "170")) == 0
+    assert api.received() == []

@@ -88,3 +88,23 @@ def test_the_deadman_loads_the_dsn_credential_in_cluster_mode_only(write_config)
     assert "LoadCredential=market-timers.cluster-dsn\n" in credunits.render(cfg)[credunits.DEADMAN]
     local = config.load(write_config('calendar = "XNYS"\n' + JOB))
     assert "market-timers.cluster-dsn" not in credunits.needed(local)[credunits.DEADMAN]
+
+
+def test_a_periodic_job_in_a_cluster_takes_its_lock_group_through_the_cluster_ledger(
+        write_config):
+    """Issue 23 item 4: a periodic job's units carry the cluster ledger and the DSN credential
+    like a single job's, so its runner takes the lock group cluster-wide (the runner's side:
+    test_cluster_runner.py, test_a_periodic_slot_honours_the_cluster_wide_lock_group)."""
+    cfg = config.load(write_config(
+        'calendar = "XNYS"\n' + JOB + 'lock = "orders"\n[[job]]\nname = "cycle"\n'
+        'every = "5min"\nfrom = "open+5min"\nuntil = "close"\ncommand = ["/usr/bin/true"]\n'
+        'lock = "orders"\n\n[cluster]\nnode = "ny4-a"\n'))
+    day = dt.date(2025, 11, 26)
+    services = [u for u in render.render_all(cfg, plan.plan_between(cfg, day, day))
+                if u.name.endswith(".service") and "cycle" in u.name]
+    assert services
+    for service in services:
+        lines = service.text.splitlines()
+        for line in ("Environment=MARKET_LEDGER=postgresql", "Environment=MARKET_LOCK_GROUP=orders",
+                     "LoadCredential=market-timers.cluster-dsn"):
+            assert line in lines, service.text

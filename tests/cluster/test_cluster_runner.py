@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from tests.fakes.pgserver import free_port
 
 from market_timers.contracts import exitcodes
@@ -212,3 +213,65 @@ def test_a_periodic_slot_honours_the_cluster_wide_lock_group(tmp_path, dsn):
                            capture_output=True, text=True, timeout=30, env=env)
     assert later.returncode == 0, later.stderr
     assert int(later.stdout.strip()) > int(fence)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
+def test_the_job_dies_with_its_runner_so_the_lock_group_never_outlives_the_run(tmp_path, dsn):
+    """The supervisor holds the lock group's connection, not the job (issue 23, 3): when the
+    supervisor is killed -9 the job is killed too (setpriv --pdeathsig), so the group, released
+    with the supervisor's socket, is never free while its job still runs."""
+    env = dict(node_env(tmp_path, dsn, "ny4-a"), MARKET_JOB_USER="nobody")
+    runner = start(env, "echo $$; exec sleep 60")
+    job = int(runner.stdout.readline())
+    assert _alive(job)
+    runner.kill()
+    runner.wait()
+    deadline = time.monotonic() + 10
+    while _alive(job) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(job)
+    later = subprocess.run([*RUNNER, "--", "/bin/true"], capture_output=True, text=True,
+                           timeout=30, env=node_env(tmp_path, dsn, "ny4-b", job="reconcile"))
+    assert later.returncode == 0, later.stderr  # the group is free: nothing of the run is left
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
+def test_a_job_as_its_own_user_asks_its_supervisor_whether_its_fence_holds(tmp_path, dsn):
+    """The job runs as another user with neither the DSN (its file is the runner's only) nor a
+    database session: `market-timers fence check` asks the supervisor, which holds the group's
+    connection. While the run holds the group: exit 0; once another node has taken the group
+    over (the supervisor's backend ended, as a vanished host's would be): superseded, exit 1."""
+    check = f"{sys.executable} -m market_timers fence check"
+    script = (f"echo fence $MARKET_FENCE fd=$MARKET_FENCE_FD; {check}; echo first=$?; "
+              f"read go; {check}; echo second=$?")
+    env = dict(node_env(tmp_path, dsn, "ny4-a"), MARKET_JOB_USER="nobody")
+    env["PYTHONPATH"] = str(Path(pg.__file__).resolve().parents[2])
+    runner = subprocess.Popen([*RUNNER, "--", "/bin/sh", "-c", script], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        fence = runner.stdout.readline().split()[1]
+        assert runner.stdout.readline().strip() == f"fence {fence} holds lock group orders"
+        assert runner.stdout.readline().strip() == "first=0"
+        ledger = pg.PostgresLedger(dsn, "admin")
+        ledger.conn.execute("SELECT pg_terminate_backend(backend_pid) FROM mt_locks "
+                            "WHERE grp = 'orders'")  # the run's lock session is gone
+        other = subprocess.run([*RUNNER, "--", "/bin/true"], capture_output=True, text=True,
+                               timeout=30, env=node_env(tmp_path, dsn, "ny4-b", job="reconcile"))
+        assert other.returncode == 0, other.stderr  # ny4-b took the group over
+        runner.stdin.write("go\n")
+        runner.stdin.flush()
+        out, err = runner.communicate(timeout=30)
+    finally:
+        runner.kill()
+    assert "second=1" in out, (out, err)
+    assert f"fence {fence} is superseded: lock group orders is held by node ny4-b" in err \
+        or "cannot reach the ledger" in err, err

@@ -24,7 +24,41 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MIRROR = "http://deb.debian.org/debian"
+APT_SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
+
+
+def debian_mirror(sources=APT_SOURCES) -> str:
+    """The Debian archive this machine's apt uses (its first `deb` URI whose path ends in
+    /debian, in one-line or deb822 form): debootstrap takes the same mirror, proxy and all.
+    $MARKET_TIMERS_E2E_MIRROR overrides it."""
+    if os.environ.get("MARKET_TIMERS_E2E_MIRROR"):
+        return os.environ["MARKET_TIMERS_E2E_MIRROR"]
+    files: list[Path] = []
+    for path in sources:
+        if path.is_dir():
+            files += sorted(p for p in path.iterdir() if p.suffix in (".list", ".sources"))
+        elif path.is_file():
+            files.append(path)
+    for path in files:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            words = line.split("#", 1)[0].split()
+            if path.suffix == ".sources" and words[:1] == ["URIs:"]:
+                uris = words[1:]
+            elif path.suffix == ".list" and words[:1] == ["deb"]:
+                uris = [w for w in words[1:] if "://" in w][:1]
+            else:
+                continue
+            for uri in uris:
+                if uri.rstrip("/").endswith("/debian"):
+                    return uri.rstrip("/")
+    raise RuntimeError("no Debian archive in this machine's apt sources (/etc/apt/sources.list"
+                       "[.d]): set MARKET_TIMERS_E2E_MIRROR to a Debian mirror's URL")
+
+
 INCLUDE = "systemd,systemd-sysv,dbus,python3"
 # Units that would block or fail a first boot in a container.
 MASKED_UNITS = ("systemd-firstboot.service",)
@@ -176,7 +210,8 @@ def nspawn(root: Path, suite: str, cmd: list[str], *options: str,
 
 def _debootstrap(suite: str, target: Path, log_path: Path) -> None:
     cmd = [
-        "debootstrap", "--variant=minbase", f"--include={INCLUDE}", suite, str(target), MIRROR,
+        "debootstrap", "--variant=minbase", f"--include={INCLUDE}", suite, str(target),
+        debian_mirror(),
     ]
     with open(log_path, "w") as log:
         result = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False)

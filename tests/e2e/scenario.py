@@ -278,8 +278,12 @@ calendar_max_age_days = 0
         return rows[0] if rows else None
 
     def journal_of(self, job: Job, *args: str) -> str:
+        """The lines of the job's units (its output, the runner's): _TRANSPORT=stdout leaves out
+        the package's own lines about the job (the dead-man's, the alerts'), which carry the
+        same MARKET_JOB/MARKET_SESSION fields but are sent to the journal natively."""
         return self.box.journal(f"MARKET_JOB={job.name}",
-                                f"MARKET_SESSION={job.session.isoformat()}", "-o", "cat", *args)
+                                f"MARKET_SESSION={job.session.isoformat()}", "_TRANSPORT=stdout",
+                                "-o", "cat", *args)
 
     def run_record(self, job: Job) -> dict | None:
         """What status and the deadman read: the run ledger's record of (job, session)."""

@@ -31,10 +31,12 @@ PASSWORD = "e2e-ledger-pw"
 LOG_DIR = "/var/lib/e2e-cluster"
 CLUSTER_JOB_PATH = "/usr/local/lib/e2e-jobs/cluster-job"
 CLUSTER_JOB = f"""#!/bin/sh
-# e2e cluster job: append "<node> <job> <start> <end> <fence>" to the shared log.
+# e2e cluster job: append "<node> <job> <start> <end> <fence> <fence check>" to the shared log.
 start=$(date +%s.%N)
 sleep "${{1:-0}}"
-echo "$MARKET_NODE $MARKET_JOB $start $(date +%s.%N) $MARKET_FENCE" >> {LOG_DIR}/runs.log
+end=$(date +%s.%N)
+check=$(market-timers fence check >/dev/null 2>&1 && echo holds || echo lost)
+echo "$MARKET_NODE $MARKET_JOB $start $end $MARKET_FENCE $check" >> {LOG_DIR}/runs.log
 """
 
 
@@ -47,6 +49,16 @@ class Cluster:
     def dsn(self) -> str:
         return (f"host=127.0.0.1 port={self.port} dbname=ledger user=mt password={PASSWORD} "
                 "target_session_attrs=read-write")
+
+    def fence_checks(self) -> dict[str, str]:
+        """Each run's `market-timers fence check`, from inside the job: job -> holds | lost."""
+        out = {}
+        for box in self.nodes.values():
+            log = box.root / LOG_DIR.lstrip("/") / "runs.log"
+            for line in (log.read_text() if log.exists() else "").splitlines():
+                fields = line.split()
+                out[fields[1]] = fields[5] if len(fields) > 5 else "?"
+        return out
 
     def runs(self) -> list[tuple[str, str, float, float]]:
         """Every run on either node, by start time: (node, job, start, end)."""
@@ -169,6 +181,8 @@ def test_both_nodes_up_each_fire_runs_exactly_once_on_the_preferred_node(cluster
     for j in jobs:
         lateness = [r[2] - j.instant.timestamp() for r in runs if r[1] == j.name][0]
         assert 0 <= lateness < 2, f"{j.name} ran {lateness:.2f}s after its instant"
+    # each job, as its own user with no DSN, asked its supervisor whether its fence holds
+    assert cluster.fence_checks() == {j.name: "holds" for j in jobs}
 
 
 def test_preferred_node_powered_off_the_standby_runs_on_time_plus_delay(cluster: Cluster):

@@ -41,6 +41,12 @@ def check_vanished_run_is_reported_once(scenario: Scenario) -> None:
         box.systemctl("start", "market-deadman.service")
         box.run(["market-timers", "deadman"])
     assert len(scenario.messages("telegram", "vanished did not run")) == 1
+    # `journalctl MARKET_JOB=` finds the dead-man's miss and the alert's lines, as it finds the
+    # job's own (the journal of the job's unit itself stays empty: it never ran)
+    about = box.run(["journalctl", "--no-pager", "-o", "cat", f"MARKET_JOB={job.name}",
+                     f"MARKET_SESSION={job.session}"]).stdout
+    print(about)
+    assert "has no run record" in about and "spooled for" in about
     assert scenario.run_record(job) is None and scenario.journal_of(job).strip() == ""
     assert box.show("market-deadman.service", "Result") == "success"
 

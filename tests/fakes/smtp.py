@@ -58,7 +58,9 @@ class _Handler:
         with self.fake.lock:
             self.fake.messages.append(msg)
             self.fake.envelopes.append({"from": envelope.mail_from, "to": list(envelope.rcpt_tos),
-                                        "tls": session.ssl is not None,
+                                        "tls": session.ssl is not None  # STARTTLS
+                                        or server.transport.get_extra_info("ssl_object")
+                                        is not None,  # implicit TLS
                                         "authenticated": bool(session.authenticated)})
             if self.fake.log_path:
                 with open(self.fake.log_path, "a", encoding="utf-8") as f:
@@ -71,7 +73,8 @@ class _Handler:
 class FakeSmtp:
     def __init__(self, port: int = 0, cert: str | None = None, key: str | None = None,
                  user: str | None = None, password: str | None = None,
-                 refuse: set[str] | None = None, log_path: str | None = None):
+                 refuse: set[str] | None = None, log_path: str | None = None,
+                 implicit_tls: bool = False):
         self.port = port or free_port()
         self.refuse = set(refuse or ())
         self.messages: list = []
@@ -83,10 +86,15 @@ class FakeSmtp:
         if cert:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             context.load_cert_chain(cert, key)
-            kwargs.update(tls_context=context, require_starttls=True)
+            if implicit_tls:  # SMTPS (465): TLS from the first byte, no STARTTLS
+                kwargs.update(ssl_context=context)
+            else:
+                kwargs.update(tls_context=context, require_starttls=True)
         if user:
+            # aiosmtpd counts only STARTTLS as TLS for AUTH; an implicit-TLS connection is TLS
+            # from its first byte
             kwargs.update(authenticator=self._authenticate, auth_required=True,
-                          auth_require_tls=bool(cert))
+                          auth_require_tls=bool(cert) and not implicit_tls)
         self.controller = Controller(_Handler(self), hostname=LOOPBACK, port=self.port, **kwargs)
 
     def _authenticate(self, server, session, envelope, mechanism, auth_data):

@@ -14,7 +14,8 @@ from market_timers.watch import status
 from .conftest import utc
 
 JOB_KEYS = {"job", "calendar", "event", "fire_utc", "unit", "timer", "result", "exit_status",
-            "duration_sec", "started_utc", "finished_utc", "attempts", "host", "refused_starts",
+            "duration_sec", "late_sec", "started_utc", "finished_utc", "attempts", "host",
+            "refused_starts",
             "alerts"}
 
 

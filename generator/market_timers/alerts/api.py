@@ -14,6 +14,7 @@ from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import send_direct, try_now
 from market_timers.alerts.model import Alert, make_id
 from market_timers.alerts.router import chain_for, effective_severity
+from market_timers.contracts import journal
 from market_timers.contracts.instants import iso
 from market_timers.contracts.outcomes import FAILURE_KINDS
 from market_timers.contracts.outcomes import title as default_title
@@ -83,7 +84,7 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
                                               severity=alert.severity)
                 ctx.state.add_event(session, {**event, "event": "deduplicated", "id": earlier})
                 log.info("alert %s folded into %s (same key %s inside the dedup window)",
-                         alert.id, earlier, key)
+                         alert.id, earlier, key, extra=journal.about(job, session))
                 _count_suppressed(ctx, earlier)
                 return None
             ctx.outbox.put(alert)  # durable before any send
@@ -103,7 +104,7 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
                       getattr(e, "strerror", None) or type(e).__name__)
             return None
     log.info("alert %s (%s, %s) spooled for %s: %s", alert.id, kind, sev, ",".join(chain),
-             alert.title)
+             alert.title, extra=journal.about(alert.job, alert.session))
     if deliver:
         try_now(ctx, alert)
     return alert

@@ -16,6 +16,7 @@ from datetime import timedelta
 
 from market_timers.alerts.model import PENDING, UNDELIVERABLE, Alert, parse_iso
 from market_timers.channels.base import DeliveryError
+from market_timers.contracts import journal
 from market_timers.contracts.instants import iso
 
 log = logging.getLogger("market_timers.alerts")
@@ -74,7 +75,8 @@ def attempt(ctx, alert: Alert) -> str:
             return outcome
     if alert.state != UNDELIVERABLE:
         log.error("alert %s undeliverable on every channel (%s); kept in the outbox",
-                  alert.id, ", ".join(alert.chain) or "no channel configured")
+                  alert.id, ", ".join(alert.chain) or "no channel configured",
+                  extra=journal.about(alert.job, alert.session))
     alert.state = UNDELIVERABLE
     alert.not_before = iso(now + UNDELIVERABLE_RETRY)
     _save(ctx, alert)
@@ -116,7 +118,8 @@ def _on_channel(ctx, alert: Alert, now) -> str | None:
     ctx.state.add_event(alert.session, {"at": iso(now), "event": "delivered", "id": alert.id,
                                         "job": alert.job, "kind": alert.kind,
                                         "channel": name, "repeat": alert.repeat})
-    log.info("alert %s delivered via %s", alert.id, name)
+    log.info("alert %s delivered via %s", alert.id, name,
+             extra=journal.about(alert.job, alert.session))
     return DELIVERED
 
 
@@ -125,7 +128,8 @@ def _failed(ctx, alert: Alert, name: str, now, e: DeliveryError) -> str | None:
     one (a permanent error, or the last allowed attempt)."""
     alert.attempts += 1
     alert.last_error = str(e)
-    log.warning("alert %s: %s attempt %d failed: %s", alert.id, name, alert.attempts, e)
+    log.warning("alert %s: %s attempt %d failed: %s", alert.id, name, alert.attempts, e,
+                extra=journal.about(alert.job, alert.session))
     if e.permanent:
         _advance(ctx, alert, now, str(e))
         return None

@@ -19,8 +19,10 @@ log = logging.getLogger(__name__)
 
 def warn_once(config, job: str, session: str, summary: Summary, job_severity: str | None,
               state_dir, now=None, raise_alert=None) -> bool:
-    """The session's one warning about skipped slots, at the first skip. True when raised now."""
-    if not summary.skipped:
+    """The session's one warning about skipped slots, at the first skip. True when raised now.
+    Not when no slot ran and none is ahead: that session is a miss, which the dead-man's
+    critical says (watch/slots.py), not a count of skips."""
+    if not summary.skipped or not (summary.ran or summary.ahead):
         return False
     marker = session_dir(state_dir, job, session) / WARNED
     try:

@@ -1,4 +1,5 @@
-"""Email over SMTP: STARTTLS + login on 587, or a plain local relay on 25.
+"""Email over SMTP: STARTTLS + login on 587, implicit TLS (SMTPS) + login on 465, or a plain
+local relay on 25.
 
 The dict of refused recipients that `send_message` returns is checked: all refused is a
 permanent failure; some refused is delivered (a resend would duplicate to the others) with the
@@ -59,7 +60,12 @@ class EmailChannel(Channel):
     def _exchange(self, deadline, msg, recipients, password) -> dict:
         s = self.settings
         try:
-            with _smtp(deadline)(s.host, s.port, timeout=s.timeout) as smtp:
+            if s.implicit_tls:  # TLS from the first byte: no STARTTLS
+                context = ssl.create_default_context(cafile=s.tls_ca_file or None)
+                opened = _smtps(deadline)(s.host, s.port, timeout=s.timeout, context=context)
+            else:
+                opened = _smtp(deadline)(s.host, s.port, timeout=s.timeout)
+            with opened as smtp:
                 if s.starttls:
                     context = ssl.create_default_context(cafile=s.tls_ca_file or None)
                     smtp.starttls(context=context)
@@ -99,24 +105,43 @@ def _smtp(deadline: Deadline):
     return SMTP
 
 
+def _smtps(deadline: Deadline):
+    """smtplib.SMTP_SSL whose sockets the deadline can shut down: the plain socket is watched
+    before the TLS handshake, so a server that stalls the handshake is cut off too."""
+    class SMTPS(smtplib.SMTP_SSL):
+        def _get_socket(self, host, port, timeout):
+            plain = smtplib.SMTP._get_socket(self, host, port, deadline.remaining())
+            deadline.watch(plain)
+            sock = self.context.wrap_socket(plain, server_hostname=self._host)
+            deadline.watch(sock)
+            return sock
+
+    return SMTPS
+
+
 def _validate(settings, problem) -> None:
     if not settings.to:
         problem("to", "needs at least one recipient")
+    if settings.starttls and settings.implicit_tls:
+        problem("implicit_tls", "is TLS from the first byte (SMTPS, port 465); starttls "
+                "upgrades a plain connection (587): set one of them")
 
 
 SPEC = spec.ChannelSpec(
     name="email",
-    summary="mail over SMTP (STARTTLS and login on 587, or a local relay on 25); also the digest",
+    summary="mail over SMTP (STARTTLS and login on 587, implicit TLS on 465, or a local relay "
+            "on 25); also the digest",
     settings=(
         spec.text("from", doc="the sender address", required=True, attr="sender"),
         spec.strings("to", "the recipients (an array)"),
         spec.text("host", "localhost", "the SMTP server"),
         spec.port("port", 25, "its port"),
         spec.flag("starttls", False, "STARTTLS before login"),
+        spec.flag("implicit_tls", False, "TLS from the first byte (SMTPS, usually port 465)"),
         spec.text("username", doc="log in as this user (with the password credential)"),
         spec.credential("password_credential", "market-timers.smtp-password",
                         "the credential holding the SMTP password"),
-        spec.text("tls_ca_file", doc="an extra CA to trust for STARTTLS (a private relay); "
+        spec.text("tls_ca_file", doc="an extra CA to trust for TLS (a private relay); "
                                      "verification stays on"),
         spec.timeout(),
     ),

@@ -88,12 +88,53 @@ def status(cfg, dsn_file: str | None, as_json: bool, limit: int = 50) -> int:
     return OK
 
 
+FENCE_WAIT_SEC = 10  # the supervisor's own ledger query is bounded by 5 s (runner/start.py)
+
+
+def fence_from_supervisor(fd: str, token: str, group: str) -> int:
+    """Ask the job's supervisor (runner/jobuser.py), which holds the lock group's connection:
+    the job has neither the DSN nor a database session of its own."""
+    import socket
+
+    try:
+        sock = socket.socket(fileno=os.dup(int(fd)))
+    except (OSError, ValueError) as e:
+        print(f"market-timers fence check: $MARKET_FENCE_FD={fd!r} is not the supervisor's "
+              f"socket ({e}): do not act", file=sys.stderr)
+        return FAILURE
+    with sock:
+        sock.settimeout(FENCE_WAIT_SEC)
+        try:
+            sock.send(b"check")
+            reply = sock.recv(4096).decode("utf-8", "replace")
+        except OSError as e:
+            print(f"market-timers fence check: no answer from the job's supervisor ({e}): do "
+                  "not act", file=sys.stderr)
+            return FAILURE
+    word, _, rest = reply.partition(" ")
+    if word == "holds":
+        print(f"fence {token} holds lock group {group}")
+        return OK
+    if word == "superseded":
+        parts = rest.split(" ")
+        node, fence, job, session = (parts + ["?"] * 5)[1:5]
+        print(f"fence {token} is superseded: lock group {group} is held by node {node} (fence "
+              f"{fence}, {job} {session}); do not act", file=sys.stderr)
+        return FAILURE
+    detail = rest if word == "error" else reply or "the supervisor closed the socket"
+    print(f"market-timers fence check: cannot reach the ledger ({detail}): do not act",
+          file=sys.stderr)
+    return FAILURE
+
+
 def fence_check(cfg, dsn_file: str | None) -> int:
     token, group = os.environ.get(environment.FENCE), os.environ.get(environment.LOCK_GROUP)
     if not token or not group:
         print("market-timers fence check: no $MARKET_FENCE / $MARKET_LOCK_GROUP: run it from a "
               "job started by the cluster ledger", file=sys.stderr)
         return USAGE
+    if os.environ.get(environment.FENCE_FD) and dsn_file is None:
+        return fence_from_supervisor(os.environ[environment.FENCE_FD], token, group)
     ledger = _ledger(cfg, dsn_file, "fence check", ": do not act")
     if ledger is None:
         return FAILURE

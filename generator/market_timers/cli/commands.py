@@ -54,17 +54,18 @@ def _no_clock(args) -> None:
 
 def cmd_plan(args) -> int:
     from market_timers.config.alerts import print_route_warnings
-    from market_timers.schedule import calendars, plan, planview
+    from market_timers.schedule import calendars, plan, planview, selection
 
     cfg = _config(args)
     print_route_warnings(cfg)
+    selection.print_warnings(cfg, _now(args))
     if args.from_ or args.to:
         start = args.from_ or _now(args).date()
         end = args.to or start
         if end < start:
             raise UsageError(f"--from {start} is after --to {end}")
         _calendar_call(calendars.check_range, start, end)
-        if any(j.periodic is not None for j in cfg.jobs):  # fires that hold their slots
+        if any(plan.planned_alone(j) for j in cfg.jobs):  # periodic, several calendars
             planned = plan.plan_between_partial(cfg, start, end)
             fires, failures = planned.fires, planned.failures
         else:
@@ -265,6 +266,8 @@ def cmd_fence(args) -> int:
     from market_timers.cli import cluster
 
     _no_clock(args)
+    if os.environ.get(environment.FENCE_FD) and args.dsn_file is None:  # no config needed:
+        return cluster.fence_check(None, None)  # the job's supervisor answers
     return cluster.fence_check(_config(args, check_calendars=False), args.dsn_file)
 
 
@@ -341,7 +344,7 @@ COMMANDS = {
     "digest": cmd_digest,
     "refresh": cmd_refresh,
     "deadman": cmd_deadman,
-    "status": _delegate(_status, "command", "session", "json", "now"),
+    "status": _delegate(_status, "command", "session", "json", "now", "html", "since", "until"),
     "event": cmd_event,
     "incidents": cmd_incidents,
     "run": cmd_run,

@@ -216,6 +216,12 @@ def _add_status(command) -> None:
     s.add_argument("--session", type=_date, metavar="DATE",
                    help="one session (default: the latest started one and the planned ones)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--html", metavar="FILE", help="write the sessions x jobs page (one "
+                   "self-contained HTML file; default window: a week back and every planned "
+                   "session)")
+    s.add_argument("--from", dest="since", type=_date, metavar="DATE",
+                   help="the first session shown")
+    s.add_argument("--to", dest="until", type=_date, metavar="DATE", help="the last session shown")
 
 
 def _seconds(text: str) -> int:

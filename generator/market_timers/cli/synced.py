@@ -11,10 +11,12 @@ from datetime import datetime
 from market_timers import metrics
 from market_timers.alerts import snapshot
 from market_timers.config.alerts import print_route_warnings
+from market_timers.schedule import selection
 
 
 def after_sync(config, now: datetime) -> None:
     print_route_warnings(config)
+    selection.print_warnings(config, now)
     try:
         snapshot.write(config, now)
     except (OSError, TypeError, ValueError) as e:

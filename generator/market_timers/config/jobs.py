@@ -16,6 +16,7 @@ from market_timers.config.periodic import KEYS as PERIODIC_KEYS
 from market_timers.config.periodic import Periodic, parse_periodic
 from market_timers.config.retries import keys as retry_keys
 from market_timers.config.retries import retry_fields
+from market_timers.config.sessionrules import SessionRule, parse_sessions
 from market_timers.contracts import environment
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.durations import (
@@ -81,7 +82,25 @@ class Job:
     retry_delay_max: int = 600
     orders: bool = False  # sends orders: never retried, nor any job of its lock group
     user: str = ""  # its own user; "": the config's top-level `user`
+    sessions: SessionRule | None = None  # [job.sessions]: which sessions (None: every one)
+    extra: frozenset[date] = frozenset()  # sessions added to the rule's (the opposite of skip)
+    # Several exchanges (`calendars`; `calendar` is then the first): the job's sessions are the
+    # days all (open_on "all") or any of them trade; its instant is the event of `event_from`:
+    # one of them, or "earliest" / "latest" of their events that day (selection.py).
+    calendars: tuple[str, ...] = ()
+    open_on: str = "all"
+    event_from: str = ""
     credentials: tuple[str, ...] = ()  # names in the credstore, handed to the job (its secrets)
+
+    @property
+    def all_calendars(self) -> tuple[str, ...]:
+        """Every calendar the job's sessions come from, as written."""
+        return self.calendars or ((self.calendar,) if self.calendar else ())
+
+    @property
+    def selects(self) -> bool:
+        """True when the job runs on chosen sessions only (schedule/selection.py)."""
+        return self.sessions is not None or bool(self.extra)
 
     @property
     def is_session_job(self) -> bool:
@@ -140,6 +159,32 @@ def _unit_text(value: Any) -> str:
     """A string that goes into a unit file as it is (a calendar name, a Description=)."""
     if not isinstance(value, str):
         raise Bad("must be a string")
+    if reason := unit_unsafe(value):
+        raise Bad(reason)
+    return value
+
+
+def _calendars(value: Any) -> list[str]:
+    if (not isinstance(value, list) or len(value) < 2
+            or not all(isinstance(c, str) and c for c in value)):
+        raise Bad("an array of at least two exchange calendar names, such as [\"XNYS\", "
+                  "\"XLON\"] (one calendar: `calendar`)")
+    if len(set(value)) != len(value):
+        raise Bad("names a calendar twice")
+    bad = [Bad(reason, at=f"[{i}]", shown=c) for i, c in enumerate(value)
+           if (reason := unit_unsafe(c))]
+    if bad:
+        raise Bad.each(bad)
+    return value
+
+
+EVENT_FROM = ("earliest", "latest")
+
+
+def _event_from(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise Bad("one of the job's `calendars`, or earliest / latest (of their events that "
+                  "day)")
     if reason := unit_unsafe(value):
         raise Bad(reason)
     return value
@@ -267,6 +312,10 @@ JOB = Table((
         "(required unless `at` or `every`)", required=True),
     Key("offset", parse_offset, 0, "signed offset from the event"),
     Key("calendar", _unit_text, None, "the exchange calendar (default: the top-level calendar)"),
+    Key("calendars", _calendars, None, "several exchange calendars instead of `calendar`"),
+    Key("open_on", one_of(("all", "any"), "all (the days every one of `calendars` trades) or "
+        "any (the days at least one does)"), "all", "with calendars: all or any"),
+    Key("event_from", _event_from, "", "with calendars: whose event, or earliest / latest"),
     Key("at", _at, None, "a daily fixed UTC time instead of an event"),
     Key("grace", _duration(*MAX_GRACE), 120, "how late a start may still run (default 2min)"),
     Key("timeout", _duration(*MAX_TIMEOUT), 1800, "the longest run (default 30min)"),
@@ -275,6 +324,8 @@ JOB = Table((
     Key("severity", one_of(SEVERITIES, f"one of {', '.join(SEVERITIES)}"), "critical",
         "the severity of its alerts"),
     Key("skip", date_list, [], "sessions the job does not run"),
+    Key("extra", date_list, [], "sessions the job runs on beside those its rule selects"),
+    Key("sessions", None, None, "[job.sessions]: which sessions it runs on (sessionrules.py)"),
     Key("environment", _environment, {}, "environment variables of the job"),
     Key("description", _unit_text, "", "the units' Description="),
     Key("read_write_paths", _read_write_paths, (), "paths the sandboxed job may write"),
@@ -329,7 +380,8 @@ def _when(t: dict, path: str, calendar: str | None, periodic: dict | None,
     """When the job runs: `at` (daily, fixed UTC time), or event, offset, calendar and skip."""
     kw: dict[str, Any] = {}
     if "at" in t:
-        for key in ("event", "offset", "calendar", "skip"):
+        for key in ("event", "offset", "calendar", "skip", "extra", "sessions",
+                    "calendars", "open_on", "event_from"):
             if key in t:
                 problems.add(f"{path}.{key}", "a job with `at` runs daily at a fixed UTC time "
                              "and is not tied to a session; remove `at` or this key")
@@ -341,7 +393,13 @@ def _when(t: dict, path: str, calendar: str | None, periodic: dict | None,
         kw["event"] = JOB.check("event", t, path, problems)
     if "offset" in t:
         kw["offset"] = JOB.check("offset", t, path, problems)
-    if "calendar" in t:
+    for key in ("open_on", "event_from"):
+        if key in t and "calendars" not in t:
+            problems.add(f"{path}.{key}", "only with `calendars` (a job on several exchanges)",
+                         t[key])
+    if "calendars" in t:
+        kw.update(_several(t, path, problems))  # `calendar`: the first of them
+    elif "calendar" in t:
         kw["calendar"] = JOB.check("calendar", t, path, problems)
     elif calendar is None:
         problems.add(f"{path}.calendar", "no calendar: set `calendar` at the top of the file "
@@ -350,7 +408,30 @@ def _when(t: dict, path: str, calendar: str | None, periodic: dict | None,
     else:
         kw["calendar"] = calendar
     kw["skip"] = frozenset(JOB.check("skip", t, path, problems))
+    kw["extra"] = frozenset(JOB.check("extra", t, path, problems))
+    for day in sorted(kw["skip"] & kw["extra"]):
+        problems.add(f"{path}.extra", f"{day} is also in {path}.skip: keep it in one of them",
+                     day.isoformat())
+    kw["sessions"] = parse_sessions(t, path, problems)
     return kw
+
+
+def _several(t: dict, path: str, problems: Problems) -> dict[str, Any]:
+    """`calendars`, `open_on` and `event_from` (the names are checked by calendar_checks)."""
+    if "calendar" in t:
+        problems.add(f"{path}.calendars", f"a job has either `calendar` (one exchange) or "
+                     f"`calendars` (several), not both: remove {path}.calendar", t["calendars"])
+    cals = JOB.check("calendars", t, path, problems) or []
+    open_on = JOB.check("open_on", t, path, problems)
+    event_from = JOB.check("event_from", t, path, problems)
+    if open_on == "any" and event_from and event_from not in EVENT_FROM:
+        problems.add(f"{path}.event_from", f"with {path}.open_on = \"any\" a day may have no "
+                     f"{event_from} session: take earliest or latest (the default: earliest)",
+                     event_from)
+    if not event_from:
+        event_from = "earliest" if open_on == "any" else (cals[0] if cals else "")
+    return {"calendars": tuple(cals), "calendar": cals[0] if cals else None,
+            "open_on": open_on, "event_from": event_from}
 
 
 def _durations(t: dict, path: str, periodic: dict | None, problems: Problems) -> dict[str, Any]:

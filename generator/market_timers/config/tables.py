@@ -9,7 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from market_timers.channels import specs
-from market_timers.config import alerts, cluster, events, jobs, loader, metrics, watch
+from market_timers.config import (
+    alerts,
+    cluster,
+    events,
+    jobs,
+    loader,
+    metrics,
+    sessionrules,
+    watch,
+)
 from market_timers.schema.table import Table
 
 
@@ -25,6 +34,7 @@ def tables() -> list[Documented]:
     return [
         Documented("(top level)", "TOP-LEVEL KEYS", None, loader.TOP),
         Documented("[[job]]", "JOBS", None, jobs.JOB),
+        Documented("[job.sessions]", "JOBS", None, sessionrules.TABLE),
         Documented("[overrides.<calendar>]", "OVERRIDES", None, loader.OVERRIDE),
         Documented("[alerts]", "ALERTS", None, alerts.TABLE),
         Documented("[alerts.routes]", "ALERTS", "routes", alerts.ROUTES),

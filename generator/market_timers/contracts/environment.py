@@ -4,7 +4,7 @@ default paths. One name each, here; nothing else spells them. Import-light: the 
 path loads this, so it holds constants and nothing that imports.
 
 What a job reads (documented in market-timers-run(1)): JOB, SESSION, SCHEDULED_UTC, CALENDAR,
-EVENT, SEVERITY, ATTEMPT, FENCE, SLOT_UTC and the EVENTS_DIR of jobnotify.event(). The rest is the
+CALENDARS, EVENT, SEVERITY, ATTEMPT, FENCE, SLOT_UTC and the EVENTS_DIR of jobnotify.event(). The rest is the
 runner's context.
 """
 
@@ -45,7 +45,8 @@ JOB_USER = "MARKET_JOB_USER"  # the user the runner runs the job as (it runs as 
 # LoadCredential=, the runner hands the job a copy of these only (runner/jobcredentials.py).
 JOB_CREDENTIALS = "MARKET_JOB_CREDENTIALS"
 SESSION = "MARKET_SESSION"
-CALENDAR = "MARKET_CALENDAR"
+CALENDAR = "MARKET_CALENDAR"  # a job on several calendars: the one whose event it took
+CALENDARS = "MARKET_CALENDARS"  # a job on several calendars: all of them, comma-separated
 EVENT = "MARKET_EVENT"
 SEVERITY = "MARKET_SEVERITY"
 GRACE_SEC = "MARKET_GRACE_SEC"
@@ -84,6 +85,9 @@ SLOT = "MARKET_SLOT"
 SLOT_UTC = "MARKET_SLOT_UTC"
 ATTEMPT = "MARKET_ATTEMPT"
 FENCE = "MARKET_FENCE"
+# The job's end of a socket to its supervisor, which answers `market-timers fence check` over its
+# own ledger connection (the job holds neither the DSN nor a database session: runner/jobuser.py).
+FENCE_FD = "MARKET_FENCE_FD"
 
 NAMES = tuple(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str)
               and v.startswith("MARKET_"))

@@ -102,7 +102,27 @@ class DatabaseError(Exception):
 
 
 class Unreachable(DatabaseError):
-    """No connection could be made (every host of the DSN tried), or no DSN to try."""
+    """No connection could be made (every host of the DSN tried), or no DSN to try: the only
+    error that [cluster] on_db_unreachable decides about."""
+
+
+class ConnectionLost(DatabaseError):
+    """A live connection broke during a statement: whether the server did it is unknown."""
+
+
+class TimedOut(DatabaseError):
+    """No answer before the client-side deadline; the connection was closed."""
+
+
+class DeadlinePassed(DatabaseError):
+    """A start's database steps could not complete before its deadline (instant + grace): the
+    database was busy (lock or statement timeout, serialisation failure, deadlock; each retried)
+    or did not answer. `reason` is the last error. The start is refused as stale, never run
+    locally: the connection was live, so another node may well have claimed it."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 class Key:

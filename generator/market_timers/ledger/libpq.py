@@ -4,23 +4,49 @@ Why not psycopg: the runner talks to PostgreSQL before every job, on the hot pat
 costs 100-300 ms on these machines (its type system, asyncio, the binary extension), more than ten
 times the whole runner's start; `import ctypes` plus loading Debian's libpq5 costs a few ms. The
 ledger needs text-mode parameterised queries and the connection's socket (whose inheritance keeps
-the lock group's advisory lock as long as the job lives), nothing else, so it binds the seven libpq
+the lock group's advisory lock as long as the job lives), nothing else, so it binds the few libpq
 functions it calls. libpq itself does everything hard: multi-host DSNs and
 target_session_attrs=read-write, TLS, authentication, connect_timeout. (bench/ measures it.)
+
+Every query can have a client-side deadline (an epoch time): it is sent without waiting for the
+answer (PQsendQueryParams; the ledger's statements are far smaller than a socket's send buffer,
+so the send itself does not wait on a stalled network), and the answer is read as it arrives (PQconsumeInput, select on
+PQsocket) until the deadline; at the deadline the connection is closed and TimedOut raised (libpq
+15's PQcancel connects without a timeout, so it is not used; the server ends the statement when
+it notices the closed connection: client_connection_check_interval, ledger/postgresql.py).
+
+Errors: Unreachable when no connection could be made (but a server that answers and refuses
+the session for now, out of connection slots or starting up, is a DatabaseError with the
+SQLSTATE: it was reached), ConnectionLost when a live one broke during a statement, TimedOut at
+the deadline, DatabaseError with the SQLSTATE for the server's errors, and for a row that is not
+UTF-8. Their text is redacted of every DSN fragment (conninfo.py).
+libpq is loaded by its soname, libpq.so.5 (Debian's libpq5 on every architecture).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
+import select
+import time
 
-from market_timers.ledger import DatabaseError, Unreachable
+from market_timers.ledger import ConnectionLost, DatabaseError, TimedOut, Unreachable
+from market_timers.ledger.conninfo import redact
 
 CONNECTION_OK = 0
 PGRES_COMMAND_OK = 1
 PGRES_TUPLES_OK = 2
 PG_DIAG_SQLSTATE = ord("C")
+PG_DIAG_MESSAGE_PRIMARY = ord("M")
 UNIQUE_VIOLATION = "23505"
+SONAME = "libpq.so.5"
+# A server that answers a connection but refuses the session for now: reached, so busy, not
+# unreachable (libpq gives no SQLSTATE for a failed connection: the server's English message).
+SERVER_BUSY = (
+    ("too many clients already", "53300"), ("too many connections for", "53300"),
+    ("remaining connection slots are reserved", "53300"),
+    ("the database system is starting up", "57P03"),
+    ("the database system is not yet accepting connections", "57P03"),
+)
 
 _lib = None
 
@@ -29,14 +55,10 @@ def _load():
     global _lib
     if _lib is not None:
         return _lib
-    name = _DEBIAN
-    if not os.path.exists(name):  # not Debian's amd64 path: ask ctypes (imports subprocess, re)
-        from ctypes.util import find_library
-
-        name = find_library("pq")
-    if not name:
-        raise Unreachable("libpq is not installed (Debian package libpq5)")
-    lib = ctypes.CDLL(name)
+    try:
+        lib = ctypes.CDLL(SONAME)
+    except OSError:
+        raise Unreachable(f"libpq is not installed ({SONAME}, Debian package libpq5)") from None
     vp, cp, i = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
     for fn, restype, argtypes in (
         ("PQconnectdb", vp, [cp]),
@@ -44,7 +66,10 @@ def _load():
         ("PQerrorMessage", cp, [vp]),
         ("PQfinish", None, [vp]),
         ("PQsocket", i, [vp]),
-        ("PQexecParams", vp, [vp, cp, i, vp, ctypes.POINTER(cp), vp, vp, i]),
+        ("PQsendQueryParams", i, [vp, cp, i, vp, ctypes.POINTER(cp), vp, vp, i]),
+        ("PQconsumeInput", i, [vp]),
+        ("PQisBusy", i, [vp]),
+        ("PQgetResult", vp, [vp]),
         ("PQresultStatus", i, [vp]),
         ("PQresultErrorMessage", cp, [vp]),
         ("PQresultErrorField", cp, [vp, i]),
@@ -60,55 +85,102 @@ def _load():
     return lib
 
 
-_DEBIAN = "/usr/lib/x86_64-linux-gnu/libpq.so.5"
-
-
 class Connection:
     """One libpq connection. Queries are text in, text (or None for NULL) out."""
 
     def __init__(self, dsn: str):
         lib = _load()
-        self._lib = lib
+        self._lib, self._dsn = lib, dsn
+        self.tag: str | None = None  # its application_name, when the ledger chose it
         self._conn = lib.PQconnectdb(dsn.encode())
         if not self._conn or lib.PQstatus(self._conn) != CONNECTION_OK:
-            message = (lib.PQerrorMessage(self._conn) or b"").decode(errors="replace").strip()
+            message = self._error()
             if self._conn:
                 lib.PQfinish(self._conn)
             self._conn = None
-            raise Unreachable(_redact(message, dsn) or "cannot connect")
+            for marker, sqlstate in SERVER_BUSY:
+                if marker in message:  # a live server that refuses a session for now
+                    raise DatabaseError(message, sqlstate)
+            raise Unreachable(message or "cannot connect")
 
-    def execute(self, sql: str, *params) -> list[tuple]:
+    def execute(self, sql: str, *params, deadline: float | None = None) -> list[tuple]:
+        """The rows of one statement; `deadline` (time.time()) bounds the wait for them."""
         if self._conn is None:
-            raise DatabaseError("the connection is closed")
+            raise ConnectionLost("the connection is closed")
+        lib, conn = self._lib, self._conn
         values = (ctypes.c_char_p * max(len(params), 1))(
             *[None if p is None else str(p).encode() for p in params])
-        res = self._lib.PQexecParams(self._conn, sql.encode(), len(params), None, values, None,
-                                     None, 0)
-        if not res:
-            raise Unreachable(self._error())
+        if not lib.PQsendQueryParams(conn, sql.encode(), len(params), None, values, None, None,
+                                     0):
+            raise self._lost()
+        error, rows = None, []
+        while True:
+            self._wait(deadline)
+            res = lib.PQgetResult(conn)
+            if not res:
+                break
+            try:
+                status = lib.PQresultStatus(res)
+                if status in (PGRES_COMMAND_OK, PGRES_TUPLES_OK):
+                    try:
+                        rows = self._rows(res)
+                    except DatabaseError as e:  # every result is read all the same
+                        error = error or e
+                elif error is None:
+                    error = self._result_error(res)
+            finally:
+                lib.PQclear(res)
+        if error is not None:
+            raise error
+        return rows
+
+    def _wait(self, deadline: float | None) -> None:
+        """Until libpq has a whole result: read what arrives, until the deadline."""
+        lib, conn = self._lib, self._conn
+        while lib.PQisBusy(conn):
+            timeout = None if deadline is None else deadline - time.time()
+            if timeout is not None and timeout <= 0:
+                self.close()
+                raise TimedOut("no answer from the cluster ledger before the deadline")
+            try:
+                ready, _, _ = select.select([lib.PQsocket(conn)], [], [], timeout)
+            except (OSError, ValueError) as e:
+                raise self._lost(str(e)) from None
+            if ready and not lib.PQconsumeInput(conn):
+                raise self._lost()
+
+    def _rows(self, res) -> list[tuple]:
+        lib = self._lib
         try:
-            status = self._lib.PQresultStatus(res)
-            if status not in (PGRES_COMMAND_OK, PGRES_TUPLES_OK):
-                state = self._lib.PQresultErrorField(res, PG_DIAG_SQLSTATE)
-                message = (self._lib.PQresultErrorMessage(res) or b"").decode(errors="replace")
-                if not state and self._lib.PQstatus(self._conn) != CONNECTION_OK:
-                    raise Unreachable(message.strip() or self._error())
-                raise DatabaseError(message.strip(), state.decode() if state else None)
-            rows = []
-            for r in range(self._lib.PQntuples(res)):
-                rows.append(tuple(
-                    None if self._lib.PQgetisnull(res, r, c)
-                    else self._lib.PQgetvalue(res, r, c).decode()
-                    for c in range(self._lib.PQnfields(res))))
-            return rows
-        finally:
-            self._lib.PQclear(res)
+            return [tuple(None if lib.PQgetisnull(res, r, c) else lib.PQgetvalue(res, r, c).decode()
+                          for c in range(lib.PQnfields(res)))
+                    for r in range(lib.PQntuples(res))]
+        except UnicodeDecodeError as e:
+            raise DatabaseError(f"a row of the cluster ledger is not UTF-8 ({e.reason} at byte "
+                                f"{e.start}): the ledger holds text only; check who wrote "
+                                "it") from None
+
+    def _result_error(self, res) -> DatabaseError:
+        lib = self._lib
+        state = lib.PQresultErrorField(res, PG_DIAG_SQLSTATE)
+        primary = lib.PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)
+        text = (primary or lib.PQresultErrorMessage(res) or b"").decode(errors="replace")
+        text = redact(text.strip(), self._dsn)
+        if not state and lib.PQstatus(self._conn) != CONNECTION_OK:
+            return ConnectionLost(text or self._error())
+        return DatabaseError(text, state.decode() if state else None)
+
+    def _lost(self, why: str = "") -> ConnectionLost:
+        error = ConnectionLost(why or self._error() or "the connection to the ledger broke")
+        self.close()
+        return error
 
     def socket(self) -> int:
         return self._lib.PQsocket(self._conn) if self._conn else -1
 
     def _error(self) -> str:
-        return (self._lib.PQerrorMessage(self._conn) or b"").decode(errors="replace").strip()
+        raw = self._lib.PQerrorMessage(self._conn) if self._conn else b""
+        return redact((raw or b"").decode(errors="replace").strip(), self._dsn)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -120,8 +192,3 @@ class Connection:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _redact(message: str, dsn: str) -> str:
-    """libpq's messages name hosts and ports, never the password; drop a DSN echoed verbatim."""
-    return message.replace(dsn, "<dsn>") if dsn else message

@@ -20,6 +20,15 @@ names this token and its backend is still alive. A node that lost its lock (its 
 cut, another node took the group) is refused: its token is superseded, forever, since tokens only
 grow.
 
+Faults (issue 23). Only a connection that cannot be made is "unreachable" ([cluster]
+on_db_unreachable decides). Once connected, a busy database (RETRYABLE: lock timeout, statement
+timeout, serialisation failure, deadlock) is retried until the start's deadline (`deadline`, set
+by the runner to instant + grace), and a broken connection is reconnected while nothing depends
+on it (no lock group taken, no claim sent); past the deadline the step raises DeadlinePassed and
+the runner refuses the start as stale. Every step is bounded on the client too: connect_timeout
+(at most what is left of the deadline), client keepalives and tcp_user_timeout in the conninfo
+(CLIENT_SETTINGS), and each query waits for its answer until the deadline only (libpq.py).
+
 Schema: versioned in mt_schema, created or migrated by `market-timers cluster init` (MIGRATIONS;
 idempotent, serialised by a transaction-level advisory lock).
 """
@@ -27,17 +36,22 @@ idempotent, serialised by a transaction-level advisory lock).
 from __future__ import annotations
 
 import os
+import time
 
 from market_timers.contracts import environment
 from market_timers.ledger import (
     Claim,
+    ConnectionLost,
     DatabaseError,
+    DeadlinePassed,
     Key,
     Ledger,
+    TimedOut,
     Unreachable,
     format_fields,
     parse_fields,
 )
+from market_timers.ledger.conninfo import has_param, with_defaults, with_param
 from market_timers.ledger.libpq import UNIQUE_VIOLATION, Connection
 
 HOLDER_DEATH_BOUND_SEC = 20
@@ -47,8 +61,26 @@ SESSION_SETTINGS = (
     ("tcp_keepalives_idle", "5"), ("tcp_keepalives_interval", "5"),
     ("tcp_keepalives_count", "3"), ("tcp_user_timeout", "10000"),
     ("statement_timeout", "10000"), ("lock_timeout", "5000"),
+    # a statement of a client that gave up (its deadline passed, the connection closed) ends
+    # within a second, rather than holding its locks until it completes
+    ("client_connection_check_interval", "1000"),
 )
 CONNECT_TIMEOUT_SEC = 3
+# The client's side of the same (conninfo; the DSN's own value wins): libpq notices a dead server
+# as the server notices a dead node, while the job holds the lock group's connection.
+CLIENT_SETTINGS = (
+    ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "5"),
+    ("keepalives_count", "3"), ("tcp_user_timeout", "10000"),
+    ("gssencmode", "disable"),  # with "prefer", libpq probes for Kerberos credentials: ~3 ms
+)
+# SQLSTATEs of a live, busy database: retried until the start's deadline, never "unreachable".
+RETRYABLE = {"55P03": "lock timeout", "57014": "statement timeout or cancelled",
+             "40001": "serialization failure", "40P01": "deadlock",
+             "53300": "no connection slot free", "57P03": "the server is starting up"}
+RETRY_PAUSE_SEC = 0.2
+# A step that decides nothing (the peek at the holder, a refusal's note, taking back a claim) may
+# take this long past the start's deadline: the peek still says "already ran" for a late start.
+AFTER_DEADLINE_SEC = 3
 INIT_LOCK = 7305210  # pg_advisory_xact_lock key serialising `cluster init`
 LOCK_NAMESPACE = "market-timers lock group "
 
@@ -116,34 +148,33 @@ CREATE TABLE mt_misses (
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
-def connect(dsn: str) -> Connection:
-    """A connection with the session settings above (Unreachable when no host answers)."""
-    if "connect_timeout" not in dsn:
-        dsn = _with_param(dsn, "connect_timeout", str(CONNECT_TIMEOUT_SEC))
-    if "gssencmode" not in dsn:  # with "prefer", libpq probes for Kerberos credentials: ~3 ms
-        dsn = _with_param(dsn, "gssencmode", "disable")
-    in_startup = "options" not in dsn  # the DSN's own `options` wins; then SET them one by one
+def connect(dsn: str, deadline: float | None = None) -> Connection:
+    """A connection with the session settings above (Unreachable when no host answers); with a
+    deadline (time.time()), connect_timeout is at most what is left of it (libpq's minimum: 2 s
+    a host)."""
+    if not has_param(dsn, "connect_timeout"):
+        timeout = CONNECT_TIMEOUT_SEC
+        if deadline is not None:
+            timeout = max(2, min(timeout, int(deadline - time.time() + 0.999)))
+        dsn = with_param(dsn, "connect_timeout", str(timeout))
+    dsn = with_defaults(dsn, CLIENT_SETTINGS)
+    tag = None
+    if not has_param(dsn, "application_name"):  # names this connection's backend (withdraw)
+        tag = f"market-timers {os.getpid()} {os.urandom(6).hex()}"
+        dsn = with_param(dsn, "application_name", tag)
+    in_startup = not has_param(dsn, "options")  # the DSN's own `options` wins; then SET them
     if in_startup:
-        dsn = _with_param(dsn, "options", " ".join(f"-c {k}={v}" for k, v in SESSION_SETTINGS))
+        dsn = with_param(dsn, "options", " ".join(f"-c {k}={v}" for k, v in SESSION_SETTINGS))
     conn = Connection(dsn)
+    conn.tag = tag
     if not in_startup:
         try:
             for name, value in SESSION_SETTINGS:
-                conn.execute(f"SET {name} = {value}")
+                conn.execute(f"SET {name} = {value}", deadline=deadline)
         except DatabaseError:
             conn.close()
             raise
     return conn
-
-
-def _with_param(dsn: str, name: str, value: str) -> str:
-    """Add a parameter to a keyword=value DSN or a postgresql:// URI."""
-    if "://" not in dsn:
-        quoted = value.replace("\\", "\\\\").replace("'", "\\'")
-        return f"{dsn} {name}='{quoted}'".strip()
-    from urllib.parse import quote  # administrators' path only: a URI DSN
-
-    return f"{dsn}{'&' if '?' in dsn else '?'}{name}={quote(value, safe='')}"
 
 
 def read_dsn(env) -> str:
@@ -194,22 +225,73 @@ def schema_version(conn: Connection) -> int:
 
 
 class PostgresLedger(Ledger):
-    """The Ledger calls on one connection (opened lazily; `close` when done)."""
+    """The Ledger calls on one connection (opened lazily; `close` when done).
+
+    `deadline` (time.time(), None: none): the runner's start sets it to instant + grace; each
+    statement then retries a busy database and reconnects a broken connection until it, and
+    raises DeadlinePassed past it (see the module doc)."""
 
     def __init__(self, dsn: str, node: str):
         self.dsn, self.node = dsn, node
         self._conn: Connection | None = None
+        self.deadline: float | None = None
+        self.committed = False  # a lock group taken or a claim sent: no reconnect from here on
+        self.claim_sent = False  # a claim statement was sent (its answer may have been lost)
+        self._tags: list[str] = []  # application_name of each connection it opened
 
     @property
     def conn(self) -> Connection:
         if self._conn is None:
-            self._conn = connect(self.dsn)
+            self._connect(self.deadline)
         return self._conn
+
+    def _connect(self, deadline: float | None) -> None:
+        self._conn = connect(self.dsn, deadline)
+        if self._conn.tag:
+            self._tags.append(self._conn.tag)
 
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def _execute(self, sql: str, *params, deadline: float | None = None) -> list[tuple]:
+        """One statement under the start's deadline (or `deadline`), retried while the database
+        is busy or the connection broke before anything depended on it."""
+        deadline = deadline or self.deadline
+        if deadline is None:
+            return self.conn.execute(sql, *params)
+        error = None
+        while True:
+            try:
+                if self._conn is None and time.time() >= deadline:
+                    raise TimedOut("the deadline passed before the statement was sent")
+                if self._conn is None:
+                    self._connect(deadline)
+                return self._conn.execute(sql, *params, deadline=deadline)
+            except Unreachable as e:
+                if not self.committed:
+                    raise  # no connection could be made: on_db_unreachable decides
+                raise ConnectionLost(f"the connection holding this start's lock group or claim "
+                                     f"broke and cannot be made again ({e})") from None
+            except TimedOut as e:
+                self._conn = None  # closed by libpq.py
+                reason = f"{e}; before that: {error}" if error else str(e)
+                raise DeadlinePassed(f"the cluster ledger did not answer in time ({reason})",
+                                     reason) from None
+            except ConnectionLost:
+                self.close()
+                if self.committed:  # the lock died with it, or the claim's outcome is unknown
+                    raise
+                error = "the connection broke"
+            except DatabaseError as e:
+                if e.sqlstate not in RETRYABLE:
+                    raise
+                error = f"{e} (SQLSTATE {e.sqlstate}: {RETRYABLE[e.sqlstate]})"
+            if time.time() + RETRY_PAUSE_SEC >= deadline:
+                raise DeadlinePassed(f"the cluster ledger was busy until the deadline: {error}",
+                                     error)
+            time.sleep(RETRY_PAUSE_SEC)
 
     def seen(self, what: str) -> None:
         self.conn.execute(
@@ -218,10 +300,15 @@ class PostgresLedger(Ledger):
 
     # -- the runner's calls ------------------------------------------------------------------
 
+    def _past_deadline(self) -> float | None:
+        """The bound of a step that decides nothing (AFTER_DEADLINE_SEC)."""
+        return self.deadline and max(self.deadline, time.time() + AFTER_DEADLINE_SEC)
+
     def holder(self, key: Key) -> dict | None:
-        rows = self.conn.execute(
+        rows = self._execute(
             "SELECT fields, node, fence FROM mt_runs WHERE job = $1 AND session = $2 "
-            "AND slot = $3 AND attempt = 1", key.job, key.session, key.slot)
+            "AND slot = $3 AND attempt = 1", key.job, key.session, key.slot,
+            deadline=self._past_deadline())
         return _record(rows[0]) if rows else None
 
     def claim(self, key: Key, how: str, fields: dict) -> Claim:
@@ -229,7 +316,7 @@ class PostgresLedger(Ledger):
         if how in ("timer", "operator"):
             attempts = [1]
         else:
-            rows = self.conn.execute(
+            rows = self._execute(
                 "SELECT attempt, result FROM mt_runs WHERE job = $1 AND session = $2 AND "
                 "slot = $3 ORDER BY attempt DESC LIMIT 1", key.job, key.session, key.slot)
             last = int(rows[0][0]) if rows else 0
@@ -241,7 +328,8 @@ class PostgresLedger(Ledger):
                                   "slot": key.slot or None, "attempt": attempt, "how": how,
                                   **fields})
             # One round trip: the claim, and this node's "last seen" when it won.
-            rows = self.conn.execute(
+            self.committed = self.claim_sent = True  # its outcome is known from its answer only
+            rows = self._execute(
                 "WITH claim AS (INSERT INTO mt_runs (job, session, slot, attempt, how, node, "
                 "fence, invocation, fields) VALUES ($1, $2, $3, $4, $5, $6, nextval('mt_fence'),"
                 " $7, $8) ON CONFLICT DO NOTHING RETURNING fence), seen AS (INSERT INTO mt_nodes"
@@ -252,27 +340,58 @@ class PostgresLedger(Ledger):
             if rows:
                 return Claim(True, attempt, fence=rows[0][0])
             if how in ("timer", "operator"):
-                return Claim(False, holder=self.holder(key) or {})
+                holder = self.holder(key) or {}
+                if fields.get("invocation") and holder.get("invocation") == \
+                        fields["invocation"] and holder.get("node") == self.node:
+                    # this very start's claim, written by a statement whose answer was lost
+                    return Claim(True, 1, fence=holder.get("fence"))
+                return Claim(False, holder=holder)
         raise DatabaseError(f"no free attempt number for {key!r}")
 
     def refuse(self, key: Key, fields: dict) -> None:
-        self.conn.execute(
+        """The refusal's note (the deadman reads it), given AFTER_DEADLINE_SEC past the
+        start's deadline."""
+        self._execute(
             "INSERT INTO mt_refusals (job, session, slot, node, invocation, fields) "
             "VALUES ($1, $2, $3, $4, $5, $6)", key.job, key.session, key.slot, self.node,
             fields.get("invocation"),
             format_fields({"job": key.job, "session": key.session, "slot": key.slot or None,
-                           "node": self.node, **fields}))
+                           "node": self.node, **fields}), deadline=self._past_deadline())
+
+    def withdraw(self, key: Key, invocation: str | None, fence: str | None = None) -> bool:
+        """Take back this start's claim, which will not run (it completed past the deadline, or
+        its answer never came), so that the session stays runnable once: on a new connection,
+        given AFTER_DEADLINE_SEC from now. True when no claim of this start is left."""
+        if invocation is None and fence is None:
+            return False
+        self.close()
+        self.committed = False
+        budget = time.time() + AFTER_DEADLINE_SEC
+        try:
+            # first end the backend of the claim (its statement could still commit otherwise):
+            # found by this process's random application_name, so never another node's
+            self._execute("SELECT pg_terminate_backend(pid, 2000) FROM pg_stat_activity "
+                          "WHERE application_name = ANY($1::text[]) AND pid <> pg_backend_pid()",
+                          "{" + ",".join(f'"{t}"' for t in self._tags) + "}", deadline=budget)
+            self._execute(
+                "DELETE FROM mt_runs WHERE job = $1 AND session = $2 AND slot = $3 AND node = $4"
+                " AND finished_at IS NULL AND ($5::text IS NULL OR invocation = $5) AND "
+                "($6::bigint IS NULL OR fence = $6)", key.job, key.session, key.slot, self.node,
+                invocation, fence, deadline=budget)
+        except DatabaseError:
+            return False
+        return True
 
     def finish(self, key: Key, invocation: str | None, fields: dict) -> None:
         text = format_fields(fields)
-        rows = self.conn.execute(
+        rows = self._execute(
             "UPDATE mt_runs SET finished_at = now(), result = $5, fields = fields || $6 "
             "WHERE job = $1 AND session = $2 AND slot = $3 AND invocation = $4 "
             "AND finished_at IS NULL RETURNING attempt",
             key.job, key.session, key.slot, invocation, fields.get("result"), text)
         if rows:
             return
-        rows = self.conn.execute(
+        rows = self._execute(
             "UPDATE mt_refusals SET result = $5, fields = fields || $6 WHERE id = (SELECT max(id)"
             " FROM mt_refusals WHERE job = $1 AND session = $2 AND slot = $3 AND invocation = $4"
             " AND result IS NULL) RETURNING id",
@@ -284,13 +403,13 @@ class PostgresLedger(Ledger):
                                   else "unrecorded"))
 
     def take_ticket(self, nonce: str, key: Key) -> dict | None:
-        rows = self.conn.execute(
+        rows = self._execute(
             "DELETE FROM mt_tickets WHERE nonce = $1 AND job = $2 AND session = $3 "
             "RETURNING fields", nonce, key.job, key.session)
         return parse_fields(rows[0][0]) if rows else None
 
     def write_ticket(self, nonce: str, fields: dict, owner=None) -> None:
-        self.conn.execute("INSERT INTO mt_tickets (nonce, job, session, fields) VALUES "
+        self._execute("INSERT INTO mt_tickets (nonce, job, session, fields) VALUES "
                           "($1, $2, $3, $4)", nonce, fields.get("job"), fields.get("session"),
                           format_fields(fields))
 
@@ -298,12 +417,12 @@ class PostgresLedger(Ledger):
 
     def lock_group(self, group: str, key: Key) -> tuple[int, str] | None:
         """Take the group's advisory lock: (socket fd to inherit, fence token), or None (busy)."""
-        conn = self.conn
-        rows = conn.execute("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
-                            LOCK_NAMESPACE + group)
+        rows = self._execute("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+                             LOCK_NAMESPACE + group)
         if rows[0][0] != "t":
             return None
-        rows = conn.execute(
+        self.committed = True  # the lock lives on this connection: it must not be replaced
+        rows = self._execute(
             "INSERT INTO mt_locks (grp, fence, node, job, session, backend_pid, backend_start) "
             "SELECT $1, nextval('mt_fence'), $2, $3, $4, pg_backend_pid(), backend_start "
             "FROM pg_stat_activity WHERE pid = pg_backend_pid() "
@@ -311,10 +430,10 @@ class PostgresLedger(Ledger):
             "job = excluded.job, session = excluded.session, backend_pid = excluded.backend_pid,"
             " backend_start = excluded.backend_start, since = now() RETURNING fence",
             group, self.node, key.job, key.name)
-        return conn.socket(), rows[0][0]
+        return self.conn.socket(), rows[0][0]
 
     def lock_holder(self, group: str) -> dict | None:
-        rows = self.conn.execute(
+        rows = self._execute(
             "SELECT node, job, session, since, fence FROM mt_locks WHERE grp = $1", group)
         if not rows:
             return None
@@ -323,7 +442,7 @@ class PostgresLedger(Ledger):
 
     def check_fence(self, group: str, token: str) -> bool:
         """True while `token` is the group's current fence and its holder's session lives."""
-        rows = self.conn.execute(
+        rows = self._execute(
             "SELECT count(*) FROM mt_locks l JOIN pg_stat_activity a ON a.pid = l.backend_pid "
             "AND a.backend_start = l.backend_start WHERE l.grp = $1 AND l.fence = $2",
             group, token)

@@ -60,7 +60,7 @@ def wanted(config) -> bool:
 
 
 def update(config, now: datetime | None = None, *, calendars: dict[str, date] | None = None,
-           refreshed: bool = False) -> Path | None:
+           refreshed: bool = False, calendar_version: str | None = None) -> Path | None:
     """Regenerate the textfile (the path, or None when metrics are off or its directory is
     missing). `calendars` (from sync) and `refreshed` (from refresh) are recorded first."""
     if not wanted(config):
@@ -74,7 +74,8 @@ def update(config, now: datetime | None = None, *, calendars: dict[str, date] | 
         with state.lock():
             if calendars is not None:
                 state.write("calendars.json", {"last_session": {
-                    k: v.isoformat() for k, v in sorted(calendars.items())}})
+                    k: v.isoformat() for k, v in sorted(calendars.items())},
+                    "exchange_calendars": calendar_version})
             if refreshed:
                 state.write("refresh.json", {"last_ok_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ")})
             atomicfile.write(target, render(collect(config, now, state)), mode=0o644,
@@ -141,13 +142,14 @@ def after_sync(config, now: datetime | None = None) -> Path | None:
         from market_timers.schedule import calendars
 
         ends = {}
-        for name in {calendars.resolve(j.calendar) for j in config.jobs if j.is_session_job}:
+        for name in {calendars.resolve(c) for j in config.jobs if j.is_session_job
+                     for c in j.all_calendars}:
             try:
                 if (last := calendars.last_session(name)) is not None:  # None: rules, no end
                     ends[name] = last
             except Exception as e:  # one calendar's data must not hide the others'
                 log.warning("metrics: no data end for calendar %s: %s", name, e)
-        return update(config, now, calendars=ends)
+        return update(config, now, calendars=ends, calendar_version=calendars.version())
 
     return _safely("sync", go)
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import platform
 from collections import Counter
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
+from market_timers import __version__
 from market_timers.contracts import planfile
 from market_timers.metrics import scan
 from market_timers.metrics.records import (
@@ -47,8 +49,9 @@ FAMILIES = (
      "1 for the kind of result of the job's last run (ok, failed, killed, watchdog, "
      "timeout, stale-start, runner-error, overlap-skipped), 0 for the others."),
     ("job_last_lateness_seconds", "gauge",
-     "How late the runner started the job's last run after its planned instant; negative "
-     "for a pre-fired run (`lead`: it started early and waited for the instant)."),
+     "How late the job's last run started after its planned instant: the runner's start "
+     "after it, 0 for a pre-fired run whose runner was ready before the instant (`lead`: the "
+     "job is exec'd at the instant itself, within about a millisecond, bench/fire_lateness)."),
     ("job_last_duration_seconds", "gauge", "How long the job's last run took."),
     ("job_runs_total", "counter",
      "Runs of the job that have ended, whatever their result (refused starts included)."),
@@ -70,6 +73,9 @@ FAMILIES = (
     ("last_sync_timestamp_seconds", "gauge", "When sync last succeeded (plan.json written)."),
     ("last_refresh_timestamp_seconds", "gauge", "When the daily refresh last succeeded."),
     ("metrics_generated_timestamp_seconds", "gauge", "When this file was written."),
+    ("build_info", "gauge",
+     "Always 1: the versions of market-timers, of the Python that runs it and of "
+     "exchange_calendars (its holiday data; as of the last sync) in the labels."),
 )
 
 
@@ -88,7 +94,8 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     f = {name: Family(name, kind, text) for name, kind, text in FAMILIES}
     _job_metrics(f, config, view.last, history.tally, plan, now)
     _outbox(config, f)
-    for cal, last_day in sorted(state.read("calendars.json").get("last_session", {}).items()):
+    calendars_doc = state.read("calendars.json")
+    for cal, last_day in sorted(calendars_doc.get("last_session", {}).items()):
         with contextlib.suppress(ValueError, TypeError):
             day = date.fromisoformat(last_day)
             f["calendar_data_end_timestamp_seconds"].add(
@@ -97,6 +104,9 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     f["last_refresh_timestamp_seconds"].add(
         epoch_seconds(state.read("refresh.json").get("last_ok_utc")))
     f["metrics_generated_timestamp_seconds"].add(round(now.timestamp(), 3))
+    f["build_info"].add(1, version=__version__, python=platform.python_version(),
+                        exchange_calendars=str(calendars_doc.get("exchange_calendars")
+                                               or "unknown"))
     return list(f.values())
 
 
@@ -124,13 +134,18 @@ def _job_metrics(f: dict[str, Family], config, last: dict[str, dict],
                 kind = run_kind(rec)
                 for k in kinds:
                     f["job_last_result"].add(1 if k == kind else 0, market_job=job, kind=k)
-            f["job_last_lateness_seconds"].add(rec.get("late_sec"), market_job=job)
+            f["job_last_lateness_seconds"].add(_lateness(rec.get("late_sec")), market_job=job)
             f["job_last_duration_seconds"].add(rec.get("duration_sec"), market_job=job)
         f["job_runs_total"].add(runs.get(job, 0), market_job=job)
         for k in failure_kinds:
             f["job_failures_total"].add(failures.get((job, k), 0), market_job=job, kind=k)
         f["job_sessions_missed_total"].add(missed.get(job, 0), market_job=job)
         f["job_next_fire_timestamp_seconds"].add(next_fire.get(job), market_job=job)
+
+
+def _lateness(late) -> float | None:
+    """Against the instant: a runner that started early (pre-fired) waited for it."""
+    return max(0.0, float(late)) if isinstance(late, int | float) else None
 
 
 def _counts(tally: Counter[tuple[str, str]], jobs: list[str],

@@ -37,6 +37,15 @@ slot, and the ledger key is (job, session, slot): one claim per slot, a second s
 is "already ran" (173). Its slot record (slotaccount.py counts skipped slots from them) is written
 beside the ledger.
 
+On the cluster ledger (PostgreSQL, ledger/postgresql.py) a start has a deadline, instant + grace
+(60 s from now for the operator's or a retry's start), that bounds every database step on the
+client's side. Only a connection that cannot be made is "unreachable" ([cluster]
+on_db_unreachable: skip, 175, or run on the local ledger). A reached database that stays busy
+or silent until the deadline refuses the start as stale (170, DeadlinePassed, the reason in the
+journal and so in the alert): never run locally, since another node may hold it; a claim that
+was sent without an answer, or completed past the grace, is withdrawn. Any other error of a
+reached ledger is 175 without the local fallback.
+
 `market-timers-run --record` (ExecStopPost=) records how the attempt ended in the ledger.
 
 Retries (a job with `retries`, retries.py): `--record` after a failed attempt leaves a marker,
@@ -68,7 +77,7 @@ from market_timers.contracts.exitcodes import (
     RUNNER_ERROR,
     STALE_START,
 )
-from market_timers.ledger import DatabaseError
+from market_timers.ledger import DatabaseError, DeadlinePassed, Unreachable
 from market_timers.runner.jobuser import JobUserError
 from market_timers.runner.jobuser import resolve as resolve_user
 from market_timers.runner.start import (
@@ -79,6 +88,7 @@ from market_timers.runner.start import (
     claim_start,
     cluster_lock,
     exec_job,
+    fence_answerer,
     local_ledger,
     log,
     note_refusal,
@@ -88,6 +98,10 @@ from market_timers.runner.start import (
     take_lock,
     utc_text,
 )
+
+# A start not judged by the grace (the operator's `market-timers run`, a retry) gives its database
+# steps this long on the cluster ledger.
+OFF_TIMER_BOUND_SEC = 60
 
 USAGE = """\
 usage: market-timers-run -- COMMAND [ARG...]
@@ -134,12 +148,50 @@ def run(argv: list[str], env: dict) -> int:
         return _unreachable(argv, env, e, key, now, scheduled, grace, slot)
     try:
         return _start(argv, env, book, key, now, scheduled, grace, slot)
-    except DatabaseError as e:
+    except Unreachable as e:  # no connection could be made
         return _unreachable(argv, env, e, key, now, scheduled, grace, slot)
+    except DeadlinePassed as e:  # connected, but busy or silent until instant + grace
+        return _refuse_past_deadline(env, book, e, key, scheduled, grace, slot)
+    except DatabaseError as e:  # connected, and the ledger failed: never run locally
+        what = slot.unreachable_what if slot else f"{key.job} for session {key.session}"
+        log(ERR, f"the cluster ledger failed ({e}); not running {what}: the database was "
+                 "reached, so another node may run it (on_db_unreachable is only for a "
+                 "database that cannot be reached)")
+        return LEDGER_UNREACHABLE
+
+
+def _refuse_past_deadline(env, book, error, key, scheduled, grace, slot) -> int:
+    """The ledger was reached but its steps did not complete before the start's deadline:
+    refused as a stale start (a critical "did not run"), with the database's reason."""
+    what = slot.what if slot else f"{key.job} for session {key.session}"
+    deadline = getattr(book, "deadline", None)
+    at = f" at {utc_text(datetime.fromtimestamp(deadline, UTC))}" if deadline else ""
+    if deadline == scheduled.timestamp() + grace:
+        at += f" (instant {utc_text(scheduled)} + grace {grace} s)"
+    claim = ""
+    if getattr(book, "claim_sent", False):  # the server may have written it
+        claim = ("; its claim, which may have been written, was withdrawn"
+                 if book.withdraw(key, env.get("INVOCATION_ID")) else
+                 "; its claim may have been written and could not be withdrawn: if `market-timers"
+                 " run` says it already ran, it did not: use --force")
+    log(ERR, f"stale start: the cluster ledger could not start {what} before its deadline{at}:"
+             f" {error}; not running it (a busy database is not an unreachable one: another node "
+             f"may have it, so it is not run locally){claim}")
+    late = round((datetime.now(UTC) - scheduled).total_seconds(), 3)
+    note_refusal(book, key, _base(env, scheduled), "stale-start", late_sec=late,
+                 reason=error.reason)
+    if slot:
+        slot.note(refused="stale-start", late_sec=late)
+    return STALE_START
+
+
+def _base(env: dict, scheduled: datetime) -> dict:
+    return dict(scheduled_utc=utc_text(scheduled), host=os.uname().nodename, pid=os.getpid(),
+                invocation=env.get("INVOCATION_ID"))
 
 
 def _unreachable(argv, env, error, key, now, scheduled, grace, slot) -> int:
-    """The cluster ledger cannot be reached (or failed): [cluster] on_db_unreachable decides."""
+    """No connection to the cluster ledger could be made: [cluster] on_db_unreachable decides."""
     what = slot.unreachable_what if slot else f"{key.job} for session {key.session}"
     if env.get(environment.ON_DB_UNREACHABLE, "skip") != "run":
         log(ERR, f"cannot reach the cluster ledger ({error}); not running {what}: "
@@ -159,9 +211,11 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     delay and no pre-fire wait)."""
     job, session = key.job, key.session
     what = slot.what if slot else f"{job} for session {session}"
-    base = dict(scheduled_utc=utc_text(scheduled), host=os.uname().nodename, pid=os.getpid(),
-                invocation=env.get("INVOCATION_ID"))
+    base = _base(env, scheduled)
     how, by = "timer", None
+    if hasattr(book, "deadline"):  # the cluster ledger: every database step ends by then
+        book.deadline = time.time() + OFF_TIMER_BOUND_SEC if env.get(environment.TICKET) \
+            else scheduled.timestamp() + grace
     delay = int(env.get(environment.STANDBY_DELAY_SEC) or 0)
     if not slot and delay and not env.get(environment.TICKET) and hasattr(book, "lock_group"):
         # A standby gives the preferred node `standby_delay` to claim first (issue 10): it claims
@@ -205,6 +259,8 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
             if attempt > 1:
                 how = "retry"
                 late = (datetime.now(UTC) - scheduled).total_seconds()
+                if hasattr(book, "deadline"):
+                    book.deadline = time.time() + OFF_TIMER_BOUND_SEC
         holder = None if how in ("forced", "retry") else book.holder(key)
     except OSError as e:
         state_dir = getattr(book, "state_dir", None) or env.get(environment.STATE_DIR, "?")
@@ -253,6 +309,12 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     claim = claim_start(book, key, how, fields, lock, what, base)
     if isinstance(claim, int):
         return claim
+    if how == "timer" and time.time() > scheduled.timestamp() + grace and \
+            hasattr(book, "withdraw"):  # the grace again: the claim itself may have been slow
+        return _refuse_late_claim(book, key, claim, lock, scheduled, grace, what, base, slot)
+    answer = None
+    if fence is not None and user is not None:  # the job asks its supervisor (start.py)
+        answer = fence_answerer(book, env.get(environment.LOCK_GROUP, job), str(fence))
     if slot:
         slot.ran(late, claim.attempt)
         if env.get(environment.LEAD_SEC):  # the unit's Nice=-10 without a wait: not the job's
@@ -260,7 +322,7 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
 
             set_nice(job_nice(env))
         return exec_job(argv, env, session, slot.text, claim, fence, user=user,
-                        MARKET_SLOT_UTC=slot.text)
+                        fence_answer=answer, MARKET_SLOT_UTC=slot.text)
     capable, wait = False, []
     if env.get(environment.LEAD_SEC):  # a pre-fired start: the wait for the instant
         from market_timers.runner.prefire import await_exec_time
@@ -268,7 +330,27 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         capable, wait = await_exec_time(env, scheduled, job, escort_later=user is not None)
     escort_at = scheduled.timestamp() if capable and user is not None else None
     return exec_job([*wait, *argv], env, session, utc_text(scheduled), claim, fence,
-                    drop_capabilities=capable, user=user, escort_at=escort_at)
+                    drop_capabilities=capable, user=user, escort_at=escort_at,
+                    fence_answer=answer)
+
+
+def _refuse_late_claim(book, key, claim, lock: int, scheduled: datetime, grace: int, what: str,
+                       base: dict, slot) -> int:
+    """A claim that completed past instant + grace: not run, and taken back so that the session
+    stays runnable once (`market-timers run`)."""
+    os.close(lock)
+    late = (datetime.now(UTC) - scheduled).total_seconds()
+    withdrawn = book.withdraw(key, base.get("invocation"), claim.fence)
+    book.close()  # the lock group's connection: released
+    log(ERR, f"stale start: the claim of {what} completed {late:.1f} s after its instant, past "
+             f"its grace of {grace} s (the cluster ledger was slow); not running it; "
+             + ("the claim was withdrawn" if withdrawn else
+                "its claim could not be withdrawn: `market-timers run --force` runs it"))
+    note_refusal(book, key, base, "stale-start", late_sec=round(late, 3),
+                 reason="claim completed past the grace")
+    if slot:
+        slot.note(refused="stale-start", late_sec=round(late, 3))
+    return STALE_START
 
 
 def ticket_nonce(env: dict) -> str | None:

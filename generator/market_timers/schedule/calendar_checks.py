@@ -50,6 +50,10 @@ def check_config(config: Config, problems: Problems) -> None:
     for i, t in enumerate(raw_jobs if isinstance(raw_jobs, list) else []):
         if isinstance(t, dict) and isinstance(t.get("calendar"), str):
             _resolve_into(t["calendar"], f"job[{i}].calendar", bad)
+        if isinstance(t, dict) and isinstance(t.get("calendars"), list):
+            for k, name in enumerate(t["calendars"]):
+                if isinstance(name, str):
+                    _resolve_into(name, f"job[{i}].calendars[{k}]", bad)
     for i, job in enumerate(config.jobs):
         if job.calendar is None or job.calendar in bad:
             continue
@@ -58,6 +62,13 @@ def check_config(config: Config, problems: Problems) -> None:
                         if isinstance(t, dict) and t.get("name") == job.name), f"job[{i}].event")
             problems.add(key, f"calendar {resolve(job.calendar)} never has a break (a midday "
                          "pause): no session would ever fire", job.event)
+    for i, job in enumerate(config.jobs):
+        if job.calendars and not any(c in bad for c in job.calendars):
+            _check_event_from(job, raw_jobs, problems)
+        if job.extra and job.calendar is not None and job.calendar not in bad:
+            key = next((f"job[{n}].extra" for n, t in enumerate(raw_jobs)
+                        if isinstance(t, dict) and t.get("name") == job.name), f"job[{i}].extra")
+            check_extra(config, job, key, problems)
     seen: dict[str, str] = {}
     for cal, override in config.overrides.items():
         try:
@@ -145,6 +156,72 @@ def check_override(canonical: str, override: Override, path: str, problems: Prob
                                          | {d for d, _ in override.late_open})):
         problems.add(f"{path}.closed", f"{day} is closed and also has an early close or late "
                      "open: keep one", day.isoformat())
+
+
+def _check_event_from(job, raw_jobs, problems: Problems) -> None:
+    """A job on several calendars takes its instant from one of them (or earliest / latest)."""
+    if job.event_from in ("earliest", "latest"):
+        return
+    cals = [resolve(c) for c in job.calendars]
+    try:
+        ok = resolve(job.event_from) in cals
+    except CalendarError:
+        ok = False
+    if not ok:
+        key = next((f"job[{n}].event_from" for n, t in enumerate(raw_jobs)
+                    if isinstance(t, dict) and t.get("name") == job.name), "event_from")
+        problems.add(key, f"one of the job's calendars ({', '.join(cals)}), or earliest or "
+                     "latest (of their events that day)", job.event_from)
+
+
+def check_extra(config: Config, job, key: str, problems: Problems) -> None:
+    """A job's `extra` dates must be sessions of its calendar (the overrides' closed days are
+    not), else they silently add nothing; dates outside the planned range are left unchecked."""
+    first, last = supported_range()
+    try:
+        canonical = resolve(job.calendar)
+        data_first, data_last = data_limits(canonical)
+    except CalendarError:
+        return  # reported with the calendar's name, or by the planner
+    first, last = max(first, data_first or first), min(last, data_last or last)
+    days = sorted(d for d in job.extra if first <= d <= last)
+    if not days:
+        return
+    try:
+        cal = calendar_for(canonical, days[0], days[-1])
+    except CalendarError:
+        return
+    if job.calendars:  # several exchanges: a day they trade (all of them, or any)
+        from market_timers.schedule.plan import job_overrides
+        from market_timers.schedule.selection import joint_sessions
+
+        try:
+            open_days = {x.label for x in joint_sessions(job, days[0], days[-1],
+                                                         job_overrides(config, job))}
+        except CalendarError:
+            return
+        both = " and ".join if job.open_on == "all" else " or ".join
+        for day in days:
+            if day not in open_days:
+                problems.add(key, f"not a day on which {both(resolve(c) for c in job.calendars)}"
+                             " trade; an extra date must be one", day.isoformat())
+        return
+    closed = next((o.closed for name, o in config.overrides.items()
+                   if _same_calendar(name, canonical)), frozenset())
+    for day in days:
+        if _label(day) not in cal.schedule.index:
+            problems.add(key, f"not a session of {canonical}: {_why_not(cal, day)}; an extra "
+                         "date must be a session", day.isoformat())
+        elif day in closed:
+            problems.add(key, f"not a session of {canonical}: the config's overrides close it; "
+                         "an extra date must be a session", day.isoformat())
+
+
+def _same_calendar(name: str, canonical: str) -> bool:
+    try:
+        return resolve(name) == canonical
+    except CalendarError:
+        return False
 
 
 def _hm(at: time) -> str:

@@ -296,6 +296,31 @@ def sessions(name: str, start: date, end: date, override: Override | None = None
     return [Session(table.calendar, *row) for row in zip(labels, *columns, strict=True)]
 
 
+def special_days(name: str, start: date, end: date, override: Override | None = None
+                 ) -> tuple[frozenset[date], frozenset[date]]:
+    """(early-close days, late-open days) labelled start..end as far as the data goes: the
+    calendar's own (exchange_calendars' early_closes / late_opens: a close before, an open
+    after, the prevailing regular time) and the overrides', without the overrides' closed days."""
+    import pandas as pd
+
+    cal = calendar_for(resolve(name), start, end)
+    lo, hi = pd.Timestamp(start), pd.Timestamp(end)
+    override = override or Override()
+
+    def days(index, moved) -> frozenset[date]:
+        own = {d.date() for d in index if lo <= d <= hi}
+        return frozenset((own | {d for d, _ in moved if start <= d <= end}) - override.closed)
+
+    return days(cal.early_closes, override.early_close), days(cal.late_opens, override.late_open)
+
+
+def week_starts_on(name: str) -> int:
+    """The weekday (0 = Monday) a trading week starts on: Sunday for a calendar that trades on
+    Sundays but not Saturdays (a Sunday-Thursday week), else Monday."""
+    weekmask = getattr(_some_calendar(name), "weekmask", "1111100")
+    return 6 if weekmask[6] == "1" and weekmask[5] == "0" else 0
+
+
 def instants(seconds) -> list[datetime | None]:
     """UTC seconds (NO_TIME: None) as aware datetimes."""
     return [None if s == NO_TIME else datetime.fromtimestamp(s, UTC) for s in seconds.tolist()]

@@ -84,9 +84,11 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
     except CalendarError as e:
         return _fail(str(e))
     if not fires:
-        return _fail(f"{job_name} has no run on {session}: not a session of its calendar, or "
-                     "skipped by the config (see `market-timers plan --from "
-                     f"{session} --to {session}`)")
+        why = ("not a session of its calendar, skipped by the config, or not chosen by its "
+               "[job.sessions] rule" if jobs[job_name].selects else
+               "not a session of its calendar, or skipped by the config")
+        return _fail(f"{job_name} has no run on {session}: {why} (see `market-timers plan "
+                     f"--from {session} --to {session}`)")
     fire = fires[0]
     key = ledger.Key(job_name, session.isoformat())
     book = ledger.for_config(config)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from market_timers.config.loader import Config, Job
 from market_timers.contracts import unitname
 from market_timers.contracts.instants import iso
-from market_timers.schedule import calendars, periodic
+from market_timers.schedule import calendars, periodic, selection
 from market_timers.schema.durations import format_offset
 
 DAILY = "at"
@@ -33,6 +33,8 @@ class Fire:
     slots: tuple[datetime, ...] = field(default=(), compare=False)
     every: int = field(default=0, compare=False)
     pause: tuple[datetime, datetime] | None = field(default=None, compare=False)
+    # Why the session was chosen by the job's session rule ("month end -2"); "": every session.
+    why: str = field(default="", compare=False)
 
     @property
     def is_daily(self) -> bool:
@@ -92,6 +94,7 @@ class Fire:
             "timezone": local.tzname(),
             "unit": self.unit_name.timer(),
             **(self.periodic_json() if self.is_periodic else {}),
+            **({"selected": self.why} if self.why else {}),
         }
 
     def periodic_json(self) -> dict:
@@ -101,28 +104,50 @@ class Fire:
                 "pause_utc": [iso(t) for t in self.pause] if self.pause else None}
 
 
-def fires_for_sessions(job: Job, sessions: list[calendars.Session], after=None) -> list[Fire]:
-    """The job's fires in these sessions (consecutive, in order). `after(session)`: the session
-    that follows the last one (or None), for a periodic job's slot shared with it."""
+def fires_for_sessions(job: Job, sessions: list[calendars.Session], override=None,
+                       after=None) -> list[Fire]:
+    """The job's fires on those of `sessions` (consecutive, in order) its rule chooses
+    (selection.py; all without one) and not skipped. `override`: the calendar's [overrides]
+    table, which the rule sees too. `after(session)`: the session that follows the last one (or
+    None), for a periodic job's slot shared with the next session: the calendar's next session,
+    whether the rule chooses it or not (periodic.py)."""
+    following = {}
+    if job.periodic is not None and sessions:
+        nexts = [*sessions[1:], after(sessions[-1]) if after else None]
+        following = {s.label: n for s, n in zip(sessions, nexts, strict=True)}
+    chosen = _chosen(job, sessions, override)
+    if chosen is not None:
+        sessions = [s for s in sessions if s.label in chosen]
+    why = chosen or {}
+    if job.calendars:  # several exchanges: say whose event each day took
+        why = {s.label: ", ".join(filter(None, (why.get(s.label), selection.decision(job, s))))
+               for s in sessions}
     if job.periodic is not None:  # one Fire per session holding its slots (periodic.py)
-        nexts = [*sessions[1:], after(sessions[-1]) if after and sessions else None]
-        return [f for s, n in zip(sessions, nexts, strict=True) if s.label not in job.skip
-                for f in _periodic_fire(job, s, n)]
+        return [f for s in sessions if s.label not in job.skip
+                for f in _periodic_fire(job, s, following.get(s.label), why.get(s.label, ""))]
     offset, skip, event = timedelta(seconds=job.offset), job.skip, job.event
-    return [Fire(instant + offset, job.name, s.calendar, s.label, event, job.offset)
+    return [Fire(instant + offset, job.name, s.calendar, s.label, event, job.offset,
+                 why=why.get(s.label, ""))
             for s in sessions
             if (instant := s.event(event)) is not None  # None: no break that day
             and s.label not in skip]
 
 
-def _periodic_fire(job: Job, s: calendars.Session, following: calendars.Session | None
-                   ) -> list[Fire]:
+def _chosen(job: Job, sessions: list[calendars.Session], override) -> dict[date, str] | None:
+    if not job.selects or not sessions:
+        return None
+    return selection.chosen(job, sessions[0].calendar, sessions[0].label, sessions[-1].label,
+                            override)
+
+
+def _periodic_fire(job: Job, s: calendars.Session, following: calendars.Session | None,
+                   why: str = "") -> list[Fire]:
     slots = periodic.session_slots(s, job.periodic, following)
     if not slots:  # an empty window that day (e.g. an early close before `from`)
         return []
     return [Fire(slots[0], job.name, s.calendar, s.label, job.event, job.offset,
                  slots=tuple(slots), every=job.periodic.every,
-                 pause=periodic.pause(s, job.periodic))]
+                 pause=periodic.pause(s, job.periodic), why=why)]
 
 
 def daily_fires(job: Job, start: date, end: date) -> list[Fire]:
@@ -154,9 +179,10 @@ class Plan:
 
 
 def _by_calendar(config: Config) -> dict[str, list[Job]]:
+    """The session jobs of each calendar (a job on several `calendars` is planned alone)."""
     out: dict[str, list[Job]] = {}
     for job in config.jobs:
-        if job.is_session_job:
+        if job.is_session_job and not job.calendars:
             out.setdefault(calendars.resolve(job.calendar), []).append(job)
     return out
 
@@ -184,10 +210,12 @@ class FireColumns:
 
     CHUNK = 8192  # fires turned into Python values at a time
 
-    def __init__(self, jobs: list[tuple[str, str, str, int]], chunks: list[tuple]) -> None:
+    def __init__(self, jobs: list[tuple[str, str, str, int]], chunks: list[tuple],
+                 why: dict[int, dict[int, str]] | None = None) -> None:
         import numpy as np
 
         self.jobs = jobs  # index -> (name, calendar, event, offset)
+        self.why = why or {}  # job index -> session day -> why its rule chose it
         if chunks:
             job, seconds, day = (np.concatenate(c) for c in zip(*chunks, strict=True))
         else:
@@ -203,21 +231,25 @@ class FireColumns:
         return len(self.seconds)
 
     def __iter__(self):
-        jobs = self.jobs
+        jobs, whys = self.jobs, self.why
         for at in range(0, len(self), self.CHUNK):
             part = slice(at, at + self.CHUNK)
             for j, sec, day in zip(self.job[part].tolist(), self.seconds[part].tolist(),
                                    self.day[part].tolist(), strict=True):
                 name, cal, event, offset = jobs[j]
+                why = whys[j].get(day, "") if j in whys else ""
                 yield Fire(datetime.fromtimestamp(sec, UTC), name, cal,
-                           date.fromordinal(calendars.EPOCH_DAY + day), event, offset)
+                           date.fromordinal(calendars.EPOCH_DAY + day), event, offset, why=why)
 
 
-def _session_fires(index: int, job: Job, table: calendars.SessionTable) -> tuple:
+def _session_fires(index: int, job: Job, table: calendars.SessionTable,
+                   chosen: dict[int, str] | None = None) -> tuple:
     import numpy as np
 
     instant = table.seconds[job.event]
     keep = instant != calendars.NO_TIME  # no break that day
+    if chosen is not None:  # the sessions the job's rule chose (selection.py)
+        keep &= np.isin(table.days, np.array(list(chosen), dtype=np.int64))
     if job.skip:
         keep &= ~np.isin(table.days, [d.toordinal() - calendars.EPOCH_DAY for d in job.skip])
     seconds = instant[keep] + job.offset
@@ -244,8 +276,15 @@ def plan_between_columns(config: Config, start: date, end: date
              job.offset if job.is_session_job else 0) for job in config.jobs]
 
     def fires_of(cal: str, cal_jobs: list[Job]) -> list[tuple]:
-        table = calendars.session_table(cal, start, end, calendar_overrides(config, cal))
-        out = [_session_fires(index[job.name], job, table) for job in cal_jobs]
+        override = calendar_overrides(config, cal)
+        table = calendars.session_table(cal, start, end, override)
+        out = []
+        for job in cal_jobs:
+            chosen = selection.chosen(job, cal, start, end, override)
+            if chosen is not None:
+                chosen = why[index[job.name]] = {
+                    d.toordinal() - calendars.EPOCH_DAY: text for d, text in chosen.items()}
+            out.append(_session_fires(index[job.name], job, table, chosen))
         stop = calendars.covered_until(cal, end)
         if stop is not None:
             missing.append(CalendarFailure(cal, tuple(j.name for j in cal_jobs), (
@@ -254,32 +293,68 @@ def plan_between_columns(config: Config, start: date, end: date
         return out
 
     missing: list[CalendarFailure] = []
+    why: dict[int, dict[int, str]] = {}
     result = _plan_each(config, fires_of)
     chunks = result.fires + [_daily_fires(index[job.name], job, start, end)
                              for job in config.jobs if not job.is_session_job]
-    return FireColumns(jobs, chunks), result.failures + missing
+    return FireColumns(jobs, chunks, why), result.failures + missing
+
+
+def planned_alone(job: Job) -> bool:
+    """A job plan_between_columns leaves out: periodic (its fires hold their slots) or on
+    several calendars; plan_between_partial plans it session by session."""
+    return job.periodic is not None or bool(job.calendars)
 
 
 def plan_between_partial(config: Config, start: date, end: date) -> Plan:
-    """plan_between_columns as a Plan (a list of Fire); periodic jobs (whose fires hold their
-    slots) are planned session by session beside the columns."""
-    periodic_jobs = [j for j in config.jobs if j.periodic is not None]
-    if periodic_jobs:
+    """plan_between_columns as a Plan (a list of Fire); periodic jobs and jobs on several
+    calendars are planned session by session beside the columns."""
+    alone = [j for j in config.jobs if planned_alone(j)]
+    if alone:
         from dataclasses import replace
 
-        config = replace(config, jobs=[j for j in config.jobs if j.periodic is None])
-    columns, failures = plan_between_columns(config, start, end)
+        columns_config = replace(config, jobs=[j for j in config.jobs if not planned_alone(j)])
+    else:
+        columns_config = config
+    columns, failures = plan_between_columns(columns_config, start, end)
     fires = list(columns)
-    for job in periodic_jobs:
-        cal = calendars.resolve(job.calendar)
+    for job in alone:
         try:
-            sess = calendars.sessions(cal, start, end, calendar_overrides(config, cal))
+            fires.extend(fires_for_sessions(job, _job_sessions(config, job, start, end),
+                                            job_overrides(config, job), _follower(config, job)))
         except calendars.CalendarError as e:
-            failures.append(CalendarFailure(cal, (job.name,), str(e)))
-            continue
-        fires.extend(fires_for_sessions(job, sess, calendars.follower(
-            cal, calendar_overrides(config, cal))))
-    return Plan(sorted(fires) if periodic_jobs else fires, failures)
+            failures.append(CalendarFailure(_job_calendar(job), (job.name,), str(e)))
+    return Plan(sorted(fires) if alone else fires, failures)
+
+
+def _job_calendar(job: Job) -> str:
+    """The calendar a failure names: a job on several calendars names them all."""
+    return "+".join(calendars.resolve(c) for c in job.all_calendars)
+
+
+def _job_sessions(config: Config, job: Job, start: date, end: date) -> list[calendars.Session]:
+    if job.calendars:
+        return selection.joint_sessions(job, start, end, job_overrides(config, job))
+    cal = calendars.resolve(job.calendar)
+    return calendars.sessions(cal, start, end, calendar_overrides(config, cal))
+
+
+def _follower(config: Config, job: Job):
+    """The session after a list's last one, for a periodic job's shared slot (single calendar
+    only: a job on several calendars has no one next session)."""
+    if job.calendars:
+        return None
+    cal = calendars.resolve(job.calendar)
+    return calendars.follower(cal, calendar_overrides(config, cal))
+
+
+def job_overrides(config: Config, job: Job):
+    """The [overrides] a job's sessions see: its calendar's, or for a job on several calendars
+    a dict of them by canonical name."""
+    if job.calendars:
+        return {c: calendar_overrides(config, c)
+                for c in (calendars.resolve(n) for n in job.calendars)}
+    return calendar_overrides(config, calendars.resolve(job.calendar))
 
 
 def plan_between(config: Config, start: date, end: date) -> list[Fire]:
@@ -296,23 +371,41 @@ def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None
         if last is not None and last < now.date():  # its data has ended (named with now)
             raise calendars.none_after(cal, now, last)
         # Look back a day so that a job after the close of the current session is kept.
-        sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1,
-                                       calendar_overrides(config, cal))
+        override = calendar_overrides(config, cal)
+        sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1, override)
         # last_utc: a periodic job's session stays planned until its last slot has passed
-        after = calendars.follower(cal, calendar_overrides(config, cal))
-        fires = [f for job in jobs for f in fires_for_sessions(job, sess, after)
+        after = calendars.follower(cal, override)
+        fires = [f for job in jobs for f in fires_for_sessions(job, sess, override, after)
                  if f.last_utc > now]
-        if not fires and last is not None:  # its data ran out today: said, never an empty plan
+        if not fires and last is not None and not any(s.close > now for s in sess):
+            # its data ran out today: said, never an empty plan (a rule that chooses none of
+            # the sessions left is not that)
             raise calendars.none_after(cal, now, last)
         return fires
 
     result = _plan_each(config, fires_of)
+    for job in config.jobs:
+        if job.is_session_job and job.calendars:
+            try:
+                result.fires.extend(_several_ahead(config, job, now, horizon))
+            except Exception as e:  # noqa: BLE001 - as _plan_each: only this job is lost
+                result.failures.append(CalendarFailure(_job_calendar(job), (job.name,), str(e)))
     for job in config.jobs:
         if not job.is_session_job:
             result.fires.extend(f for f in daily_fires(job, now.date(), (
                 now + timedelta(days=horizon)).date()) if f.fire_utc > now)
     result.fires = _within_horizon(sorted(result.fires, key=fire_order), horizon)
     return result
+
+
+def _several_ahead(config: Config, job: Job, now: datetime, horizon: int) -> list[Fire]:
+    """A job on several calendars: its fires on the days they trade in the next `horizon`
+    sessions of any of them (the horizon then keeps the first `horizon`)."""
+    overrides = job_overrides(config, job)
+    ends = [calendars.next_sessions(c, now - timedelta(days=1), horizon + 1, o)[-1].label
+            for c, o in overrides.items()]
+    sess = selection.joint_sessions(job, (now - timedelta(days=2)).date(), max(ends), overrides)
+    return [f for f in fires_for_sessions(job, sess, overrides) if f.last_utc > now]
 
 
 def plan_ahead(config: Config, now: datetime, horizon: int | None = None) -> list[Fire]:

@@ -44,7 +44,7 @@ def write_table(out: TextIO, fires: Collection[Fire], slots: bool = False) -> No
     if not fires:
         out.write(EMPTY + "\n")
         return
-    if any(f.is_periodic for f in fires):  # a few thousand rows at most
+    if any(f.is_periodic or f.why for f in fires):  # a few thousand rows at most; WHY column
         out.write((_slot_table(fires) if slots else _session_table(fires)) + "\n")
         return
     kinds = {(f.job, f.calendar, f.event, f.offset, f.is_daily) for f in fires}
@@ -76,7 +76,7 @@ def write_table(out: TextIO, fires: Collection[Fire], slots: bool = False) -> No
 
 def entry(f: Fire) -> str:
     """One element of the array as json.dumps(indent=2) writes it inside a list."""
-    if not f.is_periodic and not f.is_daily:
+    if not f.is_periodic and not f.is_daily and not f.why:
         return _fire_entry(f)
     doc = f.to_json()
     if all(type(v) is str for v in doc.values()):
@@ -146,12 +146,15 @@ def _align(rows: list[tuple]) -> str:
 
 
 def _slot_table(fires) -> str:
-    rows = [HEADER]
+    """The table row by row (a periodic job: one row per slot), with a WHY column when a job's
+    session rule chose some of the sessions (selection.py)."""
+    why = any(f.why for f in fires)
+    rows = [(*HEADER, "WHY") if why else HEADER]
     for f, instant in _rows(fires):
         local = instant.astimezone(f.local().tzinfo)
         rows.append((f.job, f.calendar, f.session.isoformat(), _what(f),
                      instant.strftime("%a %Y-%m-%d %H:%M:%S"),
-                     f"{local:%a %H:%M:%S} {local.tzname()}"))
+                     f"{local:%a %H:%M:%S} {local.tzname()}", *((f.why,) if why else ())))
     return _align(rows)
 
 
@@ -177,12 +180,14 @@ def _span_local(f: Fire) -> str:
 
 
 def _session_table(fires) -> str:
-    """A row per fire: a periodic one shows its first to last slot and their count."""
-    rows = [HEADER]
+    """A row per fire: a periodic one shows its first to last slot and their count; a WHY
+    column when a job's session rule chose some of the sessions (selection.py)."""
+    why = any(f.why for f in fires)
+    rows = [(*HEADER, "WHY") if why else HEADER]
     for f in fires:
         what = f"{_what(f)}, {len(f.slots)} slots" if f.is_periodic else _what(f)
         rows.append((f.job, f.calendar, f.session.isoformat(), what, _span_utc(f),
-                     _span_local(f)))
+                     _span_local(f), *((f.why,) if why else ())))
     return _align(rows)
 
 
@@ -200,10 +205,12 @@ def summary(fires: list[Fire]) -> str:
     """`plan --summary`: one line per (job, session): first, last, count, the exchange's time."""
     if not fires:
         return EMPTY
+    why = any(f.why for f in fires)
     rows = [("JOB", "CALENDAR", "SESSION", "EVENT", "FIRST (UTC)", "LAST (UTC)", "COUNT",
-             "EXCHANGE LOCAL")]
+             "EXCHANGE LOCAL", *(("WHY",) if why else ()))]
     for f in fires:
         rows.append((f.job, f.calendar, f.session.isoformat(), _what(f),
                      f"{f.fire_utc:%a %Y-%m-%d %H:%M:%S}", f"{f.last_utc:%a %Y-%m-%d %H:%M:%S}",
-                     str(len(f.slots) if f.is_periodic else 1), _span_local(f)))
+                     str(len(f.slots) if f.is_periodic else 1), _span_local(f),
+                     *((f.why,) if why else ())))
     return _align(rows)

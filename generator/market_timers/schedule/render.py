@@ -23,6 +23,7 @@ from market_timers.contracts import environment, unitname
 from market_timers.contracts.environment import PRE_FIRE_NICE  # the unit's Nice= while it waits
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile
+from market_timers.schedule.calendars import resolve
 from market_timers.schedule.plan import Fire
 from market_timers.schedule.unitescape import (  # noqa: F401  (render.quote_arg... for callers and tests)
     UnsafeValue,
@@ -91,6 +92,8 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         description, stem, context, timer_fields, log_fields = _fire_schedule(job, fire, try_id)
     else:
         description, stem, context, timer_fields, log_fields = _daily_schedule(job)
+    if fire is not None and fire.why and not try_id:
+        description += f" ({fire.why})"  # why its session rule chose the session
     if job.description:
         description += f" - {job.description}"
     env_lines = _job_environment(config, job, context)
@@ -140,6 +143,8 @@ def _fire_schedule(job: Job, fire: Fire, try_id: str | None):
     log_fields = [f"MARKET_JOB={job.name}", f"MARKET_SESSION={session}"]
     if fire.is_periodic:
         description, context, timer = _periodic(job, fire, local)
+    if job.calendars:  # several exchanges: MARKET_CALENDAR is the one whose event it took
+        context.insert(2, (environment.CALENDARS, ",".join(resolve(c) for c in job.calendars)))
     return description, stem, context, timer, log_fields
 
 

@@ -27,7 +27,8 @@ def calendar_end_warnings(config, now: datetime, last_session_of=None, warn_days
 
     last_session_of = last_session_of or calendars.last_session
     out = []
-    names = sorted({calendars.resolve(j.calendar) for j in config.jobs if j.is_session_job})
+    names = sorted({calendars.resolve(c) for j in config.jobs if j.is_session_job
+                    for c in j.all_calendars})
     for cal in names:
         if cal in skip:
             continue
@@ -102,7 +103,7 @@ def status_warnings(config, now: datetime) -> list[str]:
         from market_timers.schedule import calendars
 
         warn_days = watch_of(config).calendar_warn_days
-        names = {j.calendar for j in config.jobs if j.is_session_job and j.calendar}
+        names = {c for j in config.jobs if j.is_session_job for c in j.all_calendars}
     except Exception:
         return []
     out = []

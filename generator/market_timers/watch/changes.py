@@ -48,6 +48,10 @@ def describe_changes(config, changes) -> list[tuple[str, str, str]]:
             is_session = False
         if not is_session:
             closed[(cal, c.session)].append(f"{c.job} was due {c.old_utc}")
+        elif job.sessions is not None:
+            out.append((cal, c.session, f"{cal} {c.session}: {c.job} no longer chosen by its "
+                        f"session rule ({_moved_to(config, job, cal, day)}) (was due "
+                        f"{c.old_utc})"))
         else:
             out.append((cal, c.session, f"{cal} {c.session}: {c.job} no longer planned "
                                         f"(was due {c.old_utc})"))
@@ -55,6 +59,23 @@ def describe_changes(config, changes) -> list[tuple[str, str, str]]:
         out.append((cal, session, f"{cal} {session}: closed, was a session "
                                   f"({'; '.join(dues)})"))
     return sorted(out)
+
+
+def _moved_to(config, job, cal: str, day: date) -> str:
+    """"month end -2; now 2025-11-24": the rule, and the session it chooses nearest `day`."""
+    from datetime import timedelta
+
+    from market_timers.config.sessionrules import describe
+    from market_timers.schedule import calendars, selection
+    from market_timers.schedule.plan import calendar_overrides
+
+    try:
+        chosen = selection.chosen(job, cal, day - timedelta(days=31), day + timedelta(days=31),
+                                  calendar_overrides(config, cal)) or {}
+    except calendars.CalendarError:
+        chosen = {}
+    near = min(chosen, key=lambda d: abs(d - day), default=None)
+    return describe(job.sessions) + (f"; now {near}" if near is not None else "")
 
 
 def grouped(diffs) -> dict[tuple[str, str], list[str]]:

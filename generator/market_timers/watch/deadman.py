@@ -195,7 +195,8 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
                 if book is not None and finding.key not in seen \
                         and not book.note_miss(Key(entry["job"], entry["session"])):
                     log.info("deadman: %s %s did not run; another node has reported it",
-                             entry["job"], entry["session"])
+                             entry["job"], entry["session"],
+                             extra=journal.about(entry["job"], entry["session"]))
                     seen[finding.key] = iso(now)  # not ours to report: never again
                 result.findings.append(finding)
     except DatabaseError as e:
@@ -235,9 +236,12 @@ def command(config, now: datetime | None = None) -> int:
         log.exception("deadman: could not announce the broken config")
     result = run_pass(config, now)
     for f in result.new:
-        log.error("deadman: %s", f.text)
+        log.error("deadman: %s", f.text, extra=journal.about(f.job, f.session))
     for e in result.errors:
         log.error("deadman: %s", e)
     log.info("deadman: %d open finding(s), %d new, heartbeat %s", len(result.findings),
              len(result.new), result.ping or "off")
+    from market_timers.watch import statuspage
+
+    statuspage.refresh(config, now)  # <state_dir>/status.html: a view, never fails the pass
     return 1 if result.errors else 0

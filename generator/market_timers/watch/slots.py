@@ -52,9 +52,8 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
         kw.pop("details", None)
         return alert(cfg, **kw)
 
-    if summary.ran or summary.ahead:  # a session none of whose slots ran: the miss says it
-        warn_once(config, entry["job"], entry["session"], summary, entry.get("severity"),
-                  state_dir, now=now, raise_alert=raise_)
+    warn_once(config, entry["job"], entry["session"], summary, entry.get("severity"), state_dir,
+              now=now, raise_alert=raise_)
     if not summary.ran and not summary.ahead \
             and now > schedule.last + timedelta(seconds=grace + watch.slack_sec):
         # the same key as the stall's "has not run at all": said once, whichever came first

@@ -9,7 +9,8 @@ prints one object:
     {"now": "...Z", "plan_generated_utc": "...Z",
      "sessions": [{"session": "2025-11-28",
                    "jobs": [{"job", "calendar", "event", "fire_utc", "unit", "timer", "result",
-                             "exit_status", "duration_sec", "started_utc", "finished_utc",
+                             "exit_status", "duration_sec", "late_sec", "started_utc",
+                             "finished_utc",
                              "attempts", "host", "refused_starts",
                              "alerts": [{"id", "kind", "severity", "title", "handling"}]}],
                    "incidents": [{"id", "rule", "key", "opened", "resolved", "duration_sec",
@@ -57,8 +58,9 @@ ALERT_EVENTS = ("alert", "digest", "deduplicated", "silent")
 
 
 def collect(config, session=None, now: datetime | None = None, *,
-            systemctl: Systemctl | None = None) -> dict | None:
-    """The status document, or None when sync has never written a plan."""
+            systemctl: Systemctl | None = None, between=None) -> dict | None:
+    """The status document, or None when sync has never written a plan. `between`: (first,
+    last) dates (either None: open) instead of the default sessions."""
     from market_timers.schedule.plan import utcnow
 
     now = now or utcnow()
@@ -68,7 +70,12 @@ def collect(config, session=None, now: datetime | None = None, *,
         return None
     watch = watch_of(config)
     fires = plan.get("fires", [])
-    wanted = _sessions(fires, session.isoformat() if session else None, now)
+    if between is not None:
+        first, last = (d.isoformat() if d else None for d in between)
+        wanted = {e["session"] for e in fires if (first is None or e["session"] >= first)
+                  and (last is None or e["session"] <= last)}
+    else:
+        wanted = _sessions(fires, session.isoformat() if session else None, now)
     fires = [e for e in fires if e["session"] in wanted]
     shown = (systemctl or Systemctl()).show(sorted({e["unit"] for e in fires}),
                                             ["LoadState", "ActiveState", "SubState"])
@@ -91,6 +98,7 @@ def collect(config, session=None, now: datetime | None = None, *,
             "result": _result(e, record, now, watch.slack_sec),
             "exit_status": record.get("exit_status"),
             "duration_sec": record.get("duration_sec"),
+            "late_sec": record.get("late_sec"),
             "started_utc": record.get("started_utc"),
             "finished_utc": record.get("finished_utc"),
             "attempts": record.get("attempts", 1 if record else 0),
@@ -257,10 +265,17 @@ def table(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def command(config, session=None, as_json: bool = False, now: datetime | None = None, *,
-            systemctl: Systemctl | None = None) -> int:
+def command(config, session=None, as_json: bool = False, now: datetime | None = None,
+            html=None, since=None, until=None, *, systemctl: Systemctl | None = None) -> int:
+    """`status`: the table, --json, or --html FILE (statuspage.py); --from/--to a date range
+    (with --html and neither: a week back and every planned session)."""
+    from market_timers.watch import statuspage
+
+    between = (since, until) if since or until else None
+    if html is not None and between is None and session is None:
+        between = statuspage.window(now or _now())
     try:
-        doc = collect(config, session, now, systemctl=systemctl)
+        doc = collect(config, session, now, systemctl=systemctl, between=between)
     except planfile.PlanFileError as e:  # it names the file and what is wrong with it
         print(f"market-timers status: {e}", file=sys.stderr)
         return 1
@@ -268,5 +283,20 @@ def command(config, session=None, as_json: bool = False, now: datetime | None = 
         print(f"market-timers status: no {planfile.path(config.state_dir)}: sync has not "
               "run yet (`market-timers sync`)")
         return 1
+    if html is not None:
+        try:
+            statuspage.write(Path(html), statuspage.render(doc))
+        except OSError as e:
+            print(f"market-timers status: cannot write {html}: {e.strerror or e}",
+                  file=sys.stderr)
+            return 1
+        print(f"wrote {html}: {len(doc['sessions'])} session(s)")
+        return 0
     print(json.dumps(doc, indent=1) if as_json else table(doc))
     return 0
+
+
+def _now() -> datetime:
+    from market_timers.schedule.plan import utcnow
+
+    return utcnow()

@@ -1,0 +1,71 @@
+"""A TCP proxy on 127.0.0.1 that stalls the server's replies: a slow or partitioned network
+between a node and PostgreSQL, for the cluster ledger's fault tests.
+
+Every connection is forwarded as is until the client sends `trigger` (bytes of a statement, e.g.
+b"INSERT INTO mt_runs"); from then on the server's bytes to that client are held `stall` seconds
+before they are forwarded. Other connections (a later one for a refusal's note) are not stalled
+unless they send the trigger too.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class StallProxy:
+    def __init__(self, upstream_port: int, trigger: bytes, stall: float):
+        self.upstream_port, self.trigger, self.stall = upstream_port, trigger, stall
+        self.stalled = 0  # connections whose replies were held
+        self._stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def dsn(self, dsn: str) -> str:
+        """`dsn` (keyword=value, host 127.0.0.1) through this proxy."""
+        return " ".join(f"port={self.port}" if word.startswith("port=") else word
+                        for word in dsn.split())
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream_port))
+            triggered = threading.Event()
+            threading.Thread(target=self._pump, args=(client, server, triggered, True),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, triggered, False),
+                             daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, triggered: threading.Event,
+              from_client: bool) -> None:
+        seen, held = b"", False
+        try:
+            while not self._stop.is_set():
+                data = src.recv(65536)
+                if not data:
+                    break
+                if from_client and not triggered.is_set():
+                    seen = (seen + data)[-(len(data) + len(self.trigger)):]
+                    if self.trigger in seen:
+                        triggered.set()
+                if not from_client and triggered.is_set() and not held:
+                    held = True
+                    self.stalled += 1
+                    self._stop.wait(self.stall)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
