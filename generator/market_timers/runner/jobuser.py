@@ -56,7 +56,14 @@ class JobUser:
 def resolve(env: dict) -> JobUser | None:
     """The job's user, checked before the claim (a run that cannot switch takes none); None: the
     job is exec'd in place (an older unit, or the job's user is ours). JobUserError says why the
-    job cannot be started as its user."""
+    job cannot be started as its user, or cannot be handed its credentials."""
+    if env.get(environment.JOB_CREDENTIALS):  # before the claim too (jobcredentials.py)
+        from market_timers.runner import jobcredentials
+
+        try:
+            jobcredentials.read(env)
+        except jobcredentials.CredentialError as e:
+            raise JobUserError(str(e)) from None
     name = env.get(environment.JOB_USER)
     if not name:
         return None
