@@ -129,7 +129,9 @@ def _add_check_cron(command) -> None:
     s = command("check-cron", "how a cron line would have fared against the calendar")
     s.add_argument("expr", metavar="CRON", help='five fields in quotes, e.g. "45 15 * * 1-5"')
     s.add_argument("--tz", default="UTC", help="time zone cron runs in (default UTC)")
-    s.add_argument("--calendar", required=True, help="exchange calendar, e.g. XNYS")
+    s.add_argument("--calendar", help="exchange calendar, e.g. XNYS (or --job)")
+    s.add_argument("--job", metavar="NAME", help="compare with this configured job instead: its "
+                   "calendar, event, offset and session rule (e.g. a month end)")
     s.add_argument("--event", default="close", help="open | close | break_start | break_end")
     s.add_argument("--offset", default="0s", help='signed, e.g. "-15min"')
     s.add_argument("--from", dest="from_", type=_date, metavar="DATE",
