@@ -160,10 +160,14 @@ def cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
         raise
     if held is None:
         os.close(lock)
-        holder = book.lock_holder(group) or {}
-        log(WARNING, f"lock group '{group}' is busy on node {holder.get('node', '?')} "
-                     f"({holder.get('job', '?')} {holder.get('session', '?')} since "
-                     f"{holder.get('since', '?')}); this run of {what} is dropped, not queued")
+        holder = book.lock_holder(group)
+        if holder:
+            where = (f"on node {holder.get('node', '?')} ({holder.get('job', '?')} "
+                     f"{holder.get('session', '?')} since {holder.get('since', '?')})")
+        else:  # the holder took the lock and has not yet recorded itself: a start racing ours
+            where = "on another node (a start taking it at this moment)"
+        log(WARNING, f"lock group '{group}' is busy {where}; this run of {what} is dropped, "
+                     "not queued")
         note_refusal(book, key, base, "overlap-skipped")
         return OVERLAP_SKIPPED
     # The advisory lock lives on this connection: the supervisor keeps it while the job runs (a
