@@ -221,9 +221,18 @@ def test_cluster_init_upgrades_a_version_1_ledger_and_keeps_its_rows(
         conn.execute("INSERT INTO mt_locks (grp, fence, node, job, session, backend_pid, "
                      "backend_start) VALUES ('orders', nextval('mt_fence'), 'ny4-a', 'x', 'y', "
                      "1, now())")
+    old = pg.PostgresLedger(owner, "ny4-a")
+    with pytest.raises(DatabaseError, match="run `market-timers cluster init`"):
+        old.holder(KEY)  # this code on a version-1 ledger: says what to do
+    old.close()
     code, out, err = _init(tmp_path, owner, node_roles, capsys)
     assert code == 0, err
     assert f"migrated from version 1 to {pg.SCHEMA_VERSION}" in out
+    with pg.connect(owner) as conn:  # a version-1 runner (owner's role) still takes a group
+        conn.execute(
+            "INSERT INTO mt_locks (grp, fence, node, job, session, backend_pid, backend_start) "
+            "SELECT 'books', nextval('mt_fence'), 'ny4-a', 'x', 'y', pg_backend_pid(), "
+            "backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()")
     b = pg.PostgresLedger(_role_dsn(pgserver.dsn, "mt_node_b", database), "ny4-b")
     assert b.holder(KEY)["pid"] == 7
     assert [r["refused"] for r in b.refusals(KEY)] == ["already-ran"]

@@ -302,8 +302,9 @@ def _v2(schema: str) -> list[str]:
         "ALTER TABLE mt_runs ADD COLUMN claimed_by text",
         "ALTER TABLE mt_refusals ADD COLUMN noted_by text",
         # the fence check asks pg_locks whether the holder's backend still holds the lock
-        # (backend_start is visible to the backend's own role only, not to the owner's functions)
-        "ALTER TABLE mt_locks DROP COLUMN backend_start",
+        # (backend_start is visible to the backend's own role only, not to the owner's
+        # functions); kept, nullable, for a runner of version 1 until its node is upgraded
+        "ALTER TABLE mt_locks ALTER COLUMN backend_start DROP NOT NULL",
         *(f"CREATE OR REPLACE FUNCTION {signature} "
           + body.replace("{definer}", definer).replace("{namespace}", namespace)
           for signature, body in FUNCTIONS),
@@ -474,7 +475,7 @@ class PostgresLedger(Ledger):
         is busy or the connection broke before anything depended on it."""
         deadline = deadline or self.deadline
         if deadline is None:
-            return self.conn.execute(sql, *params)
+            return self._read(sql, *params)
         error = None
         while True:
             try:
@@ -500,15 +501,22 @@ class PostgresLedger(Ledger):
                 error = "the connection broke"
             except DatabaseError as e:
                 if e.sqlstate not in RETRYABLE:
-                    raise
+                    raise _schema_hint(e) from None
                 error = f"{e} (SQLSTATE {e.sqlstate}: {RETRYABLE[e.sqlstate]})"
             if time.time() + RETRY_PAUSE_SEC >= deadline:
                 raise DeadlinePassed(f"the cluster ledger was busy until the deadline: {error}",
                                      error)
             time.sleep(RETRY_PAUSE_SEC)
 
+    def _read(self, sql: str, *params) -> list[tuple]:
+        """A statement of the readers (status, deadman, sync): no deadline, no retry."""
+        try:
+            return self.conn.execute(sql, *params)
+        except DatabaseError as e:
+            raise _schema_hint(e) from None
+
     def seen(self, what: str) -> None:
-        self.conn.execute("SELECT mt_seen($1, $2)", self.node, what)
+        self._read("SELECT mt_seen($1, $2)", self.node, what)
 
     # -- the runner's calls ------------------------------------------------------------------
 
@@ -630,34 +638,43 @@ class PostgresLedger(Ledger):
     # -- readers -----------------------------------------------------------------------------
 
     def attempts(self, key: Key) -> list[dict]:
-        rows = self.conn.execute("SELECT * FROM mt_attempts($1, $2, $3)", key.job,
+        rows = self._read("SELECT * FROM mt_attempts($1, $2, $3)", key.job,
                                  key.session, key.slot)
         return [_record(r) for r in rows]
 
     def refusals(self, key: Key) -> list[dict]:
-        rows = self.conn.execute("SELECT fields, node, NULL FROM mt_refusals_of($1, $2, $3)",
+        rows = self._read("SELECT fields, node, NULL FROM mt_refusals_of($1, $2, $3)",
                                  key.job, key.session, key.slot)
         return [_record(r) for r in rows]
 
     def keys(self, job: str | None = None) -> list[Key]:
-        rows = self.conn.execute("SELECT * FROM mt_keys($1)", job)
+        rows = self._read("SELECT * FROM mt_keys($1)", job)
         return [Key(*r) for r in rows]
 
     def note_miss(self, key: Key) -> bool:
         """True for the one node that reports this miss first (cluster-wide dedup)."""
-        rows = self.conn.execute("SELECT mt_note_miss($1, $2, $3, $4)", key.job, key.session,
+        rows = self._read("SELECT mt_note_miss($1, $2, $3, $4)", key.job, key.session,
                                  key.slot, self.node)
         return rows[0][0] == "t"
 
     def nodes(self) -> list[dict]:
-        rows = self.conn.execute("SELECT * FROM mt_node_list()")
+        rows = self._read("SELECT * FROM mt_node_list()")
         return [{"node": n, "last_seen": s, "what": w} for n, s, w in rows]
 
     def runs(self, limit: int = 200) -> list[dict]:
-        rows = self.conn.execute("SELECT * FROM mt_recent_runs($1)", limit)
+        rows = self._read("SELECT * FROM mt_recent_runs($1)", limit)
         names = ("job", "session", "slot", "attempt", "how", "node", "claimed_at", "finished_at",
                  "result")
         return [dict(zip(names, r, strict=True)) for r in rows]
+
+
+def _schema_hint(e: DatabaseError) -> DatabaseError:
+    """A missing ledger function (SQLSTATE 42883) means a schema older than this code."""
+    if e.sqlstate == "42883" and "mt_" in str(e):
+        return DatabaseError(f"{e}: the ledger's schema is older than this market-timers "
+                             f"(version {SCHEMA_VERSION}): run `market-timers cluster init` with "
+                             "the owner role's DSN", e.sqlstate)
+    return e
 
 
 def _record(row: tuple) -> dict:
