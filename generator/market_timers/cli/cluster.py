@@ -1,6 +1,8 @@
 """`market-timers cluster init|status` and `market-timers fence check`: the cluster ledger's CLI.
 
-    cluster init      create or migrate the ledger's schema (idempotent, versioned)
+    cluster init      create or migrate the ledger's schema (idempotent, versioned), run with
+                      the owner role's DSN; --node-role ROLE (once per node) grants that role
+                      EXECUTE on the ledger's functions, and no table right
     cluster status    nodes (last seen) and, per (job, session), which node ran it, when, result
     fence check       inside a job: exit 0 while $MARKET_FENCE is still its lock group's token,
                       1 once superseded (another node holds the group: do not act)
@@ -32,10 +34,11 @@ def _node(cfg) -> str:
     return cfg.cluster.node if cfg is not None and cfg.cluster else os.uname().nodename
 
 
-def init(cfg, dsn_file: str | None) -> int:
+def init(cfg, dsn_file: str | None, node_roles: list[str] | None = None) -> int:
+    roles = list(dict.fromkeys(node_roles or ()))
     try:
         with pg.connect(_dsn(dsn_file)) as conn:
-            before, after = pg.init_schema(conn)
+            before, after = pg.init_schema(conn, roles)
     except DatabaseError as e:
         print(f"market-timers cluster init: {e}", file=sys.stderr)
         return FAILURE
@@ -45,6 +48,12 @@ def init(cfg, dsn_file: str | None) -> int:
         print(f"ledger schema created (version {after})")
     else:
         print(f"ledger schema migrated from version {before} to {after}")
+    if roles:
+        print(f"node roles {', '.join(roles)}: EXECUTE on the ledger's functions, no table right")
+    else:
+        print("no --node-role given: only roles granted by an earlier init (or the owner) can "
+              "use the ledger; a node connecting as the owner role has every table right",
+              file=sys.stderr)
     return OK
 
 

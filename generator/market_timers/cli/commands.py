@@ -273,7 +273,7 @@ def cmd_cluster(args) -> int:
     _no_clock(args)
     cfg = _config(args, check_calendars=False)
     if args.action == "init":
-        return cluster.init(cfg, args.dsn_file)
+        return cluster.init(cfg, args.dsn_file, args.node_role)
     return cluster.status(cfg, args.dsn_file, args.json)
 
 

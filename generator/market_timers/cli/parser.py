@@ -176,6 +176,9 @@ def _add_cluster_commands(command) -> None:
     s.add_argument("--dsn-file", metavar="PATH",
                    help="file holding the DSN (default: the credential "
                         "market-timers.cluster-dsn, /etc/credstore/ for an administrator)")
+    s.add_argument("--node-role", metavar="ROLE", action="append", default=[],
+                   help="init: a node's PostgreSQL role (repeat, one role per node): granted "
+                        "EXECUTE on the ledger's functions only, no table right")
     s.add_argument("--json", action="store_true", help="status as JSON")
 
     s = command("fence", "inside a job: is its fencing token still current?")
