@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable
 
 from market_timers.alerts.api import raise_alert, record_success
-from market_timers.contracts import environment, unitname
+from market_timers.contracts import environment, exitcodes, unitname
 from market_timers.contracts.outcomes import classify
 from market_timers.contracts.outcomes import title as run_title
 
@@ -125,6 +125,9 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
         if (last := final_failure(config, job, session)) is not None:
             kind, title, extra = last
             details.update(extra)
+    if status == str(exitcodes.REQUIRES_UNMET) and (unmet := requires_unmet(config, job, session)):
+        title, extra = unmet
+        details.update(extra)
     if unit in unitname.PACKAGE_SERVICES and not info.get(environment.JOB):
         title = (f"{unit} failed ({details.get('result') or kind}): a part of market-timers "
                  f"itself is not working; see `systemctl status {unit}`")
@@ -136,6 +139,27 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     raise_alert(config, kind=kind, job=job, session=session, details=details, title=title,
                 job_severity=info.get(environment.SEVERITY), now=now, env=env)
     return 0
+
+
+def requires_unmet(config, job: str, session: str) -> tuple[str, dict] | None:
+    """(title, details) of a start refused by `requires` (176), from the refusal the runner noted:
+    which upstream, in which state, and the command that runs the job once it has succeeded."""
+    from market_timers.ledger import DatabaseError, runrecord
+
+    state_dir = getattr(config, "state_dir", None)
+    if not state_dir or not session:
+        return None
+    try:
+        record = runrecord.read(state_dir, job, session, book=runrecord.cluster_book(config))
+    except DatabaseError:  # the cluster ledger is unreachable: the title stays the generic one
+        record = runrecord.read(state_dir, job, session)
+    if not record or record.get("refused") != "requires-unmet" or not record.get("upstream"):
+        return None
+    upstream, state = record["upstream"], record.get("upstream_state", "?")
+    return (f"{job} did not run for session {session}: it requires {upstream}, which is "
+            f"{state}", {"upstream": upstream, "upstream_state": state,
+                         "to run it": f"once {upstream} has succeeded: market-timers run {job} "
+                                      f"--session {session}"})
 
 
 def final_failure(config, job: str, session: str) -> tuple[str, str, dict] | None:

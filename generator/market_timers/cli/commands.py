@@ -81,6 +81,10 @@ def cmd_plan(args) -> int:
         planview.write_json(sys.stdout, fires)
     else:
         planview.write_table(sys.stdout, fires, slots=args.slots)
+        from market_timers.config.dependencies import notes
+
+        for line in notes({j.name: j.requires for j in cfg.jobs}):
+            sys.stdout.write(f"note: {line}\n")
     return _report_failures(args.command, failures)
 
 

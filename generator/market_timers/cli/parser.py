@@ -18,8 +18,9 @@ EPILOG = """\
 exit status: 0 ok; 1 failure; 2 bad command line or bad config (nothing was changed).
 The job runner (market-timers-run) passes the job's status through; it exits 170 for a
 stale start, 171 for an overlap skipped, 172 when it cannot run the job, 173 when
-that (job, session) already ran (see `run --force`), 174 when a job's retries are over and
-175 when the cluster ledger (PostgreSQL) cannot be reached.
+that (job, session) already ran (see `run --force`), 174 when a job's retries are over,
+175 when the cluster ledger (PostgreSQL) cannot be reached and 176 when a job it `requires`
+did not succeed in the session.
 See market-timers(1) and market-timers.toml(5)."""
 
 

@@ -19,6 +19,7 @@ from datetime import date, time
 from pathlib import Path
 from typing import Any
 
+from market_timers.config.dependencies import check_requires
 from market_timers.config.jobs import Job, check_unique_names, job_user, parse_job
 from market_timers.config.path import config_path  # noqa: F401  (config.loader.config_path)
 from market_timers.config.retries import check_order_groups
@@ -224,6 +225,7 @@ def parse(raw: dict, problems: Problems) -> Config:
     cfg.jobs = [j for i, t in enumerate(jobs)
                 if (j := parse_job(t, f"job[{i}]", cfg.calendar, problems))]
     check_unique_names(jobs, problems)
+    check_requires(jobs, cfg.jobs, problems)
     check_order_groups(jobs, cfg.jobs, problems)
     overrides = raw.get("overrides", {})
     if not isinstance(overrides, dict):

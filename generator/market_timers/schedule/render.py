@@ -176,6 +176,7 @@ def _job_environment(config: Config, job: Job, context: list) -> list[tuple[str,
             *_cluster_environment(config),
             *([(environment.JOB_CREDENTIALS, ",".join(job.credentials))] if job.credentials
               else []),
+            *([(environment.REQUIRES, ",".join(job.requires))] if job.requires else []),
             ("PYTHONFAULTHANDLER", "1"), *retry_environment(job),
             *pre_fire_environment(job), *job.environment]
 
