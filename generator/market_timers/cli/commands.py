@@ -329,6 +329,20 @@ def cmd_run(args) -> int:
                                  now=args.now, yes=args.yes)
 
 
+def cmd_pause(args) -> int:
+    from market_timers.schedule import controls
+
+    return controls.pause(_config(args, check_calendars=False), args.job, args.group, args.until,
+                          args.note, _now(args))
+
+
+def cmd_resume(args) -> int:
+    from market_timers.schedule import controls
+
+    return controls.resume(_config(args, check_calendars=False), args.job, args.group,
+                           _now(args))
+
+
 COMMANDS = {
     "plan": cmd_plan,
     "render": cmd_render,
@@ -350,6 +364,8 @@ COMMANDS = {
     "event": cmd_event,
     "incidents": cmd_incidents,
     "run": cmd_run,
+    "pause": cmd_pause,
+    "resume": cmd_resume,
     "cluster": cmd_cluster,
     "fence": cmd_fence,
 }

@@ -91,6 +91,7 @@ class Job:
     open_on: str = "all"
     event_from: str = ""
     credentials: tuple[str, ...] = ()  # names in the credstore, handed to the job (its secrets)
+    pause_on_failure: bool = False  # its failure pauses its lock group until `resume`
     requires: tuple[str, ...] = ()  # jobs that must have succeeded in the session (config/dependencies.py)
 
     @property
@@ -353,6 +354,8 @@ JOB = Table((
     Key("user", job_user, "", "the user this job runs as (default: the top-level user)"),
     Key("credentials", _credentials, (), "the job's secrets: names of files in /etc/credstore, "
         "in $CREDENTIALS_DIRECTORY"),
+    Key("pause_on_failure", flag, False, "true: its failure pauses its lock group until "
+        "`market-timers resume --group`"),
     Key("requires", _requires, (), "jobs that must have succeeded in the same session first"),
     *retry_keys(),  # retries, retry_delay, retry_delay_max, orders: retries.py
     *PERIODIC_KEYS,  # every, from, until, during_break, stall_after: periodic.py
@@ -388,6 +391,7 @@ def parse_job(t: dict, path: str, calendar: str | None, problems: Problems) -> J
     kw["user"] = JOB.check("user", t, path, problems)
     kw["credentials"] = JOB.check("credentials", t, path, problems)
     kw["requires"] = JOB.check("requires", t, path, problems)
+    kw["pause_on_failure"] = JOB.check("pause_on_failure", t, path, problems)
     enabled = JOB.check("enabled", t, path, problems)
     if len(problems.items) != before or not enabled:
         return None

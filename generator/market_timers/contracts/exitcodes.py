@@ -18,3 +18,4 @@ ALREADY_RAN = 173  # runner: this (job, session) already started (run ledger); n
 RETRIES_OVER = 174  # runner: a restart after the last allowed attempt (retries.py); not run
 LEDGER_UNREACHABLE = 175  # runner: the cluster ledger (PostgreSQL) cannot be reached; not run
 REQUIRES_UNMET = 176  # runner: a job it `requires` did not succeed in this session; not run
+PAUSED = 177  # runner: the job or its lock group is paused (`market-timers pause`); not run

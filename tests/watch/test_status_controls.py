@@ -1,4 +1,5 @@
-"""`status` and `plan` show `requires`: the chain of each job, and a start refused by it."""
+"""`status` and `plan` show the operator controls: `requires` (the chain of each job, and a start
+refused by it) and pauses (in force, and the sessions they held)."""
 
 from __future__ import annotations
 
@@ -53,3 +54,22 @@ def test_plan_notes_the_chain(make_config, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "orders requires signal" in out
+
+
+def test_status_shows_the_pause_in_force_and_the_paused_session(make_config, fake_systemctl,
+                                                                tmp_path, capsys):
+    config = make_config(THANKSGIVING_CONFIG)
+    fake_systemctl.now = utc("2025-11-21T22:00:00Z")
+    sync_mod.sync(config, now=fake_systemctl.now, systemctl=fake_systemctl,
+                  stamp_dir=tmp_path / "stamps")
+    path = make_config.write(THANKSGIVING_CONFIG)
+    assert cli.main(["--config", str(path), "pause", "signal", "--note", "broker down"]) == 0
+    runrecord.update(config.state_dir, "signal", "2025-11-24", refused="paused",
+                     scope="job signal", note="broker down", started_utc="2025-11-24T20:45:00Z")
+    capsys.readouterr()
+    now = utc("2025-11-26T12:00:00Z")
+    fake_systemctl.now = now
+    assert status.command(config, date(2025, 11, 24), False, now, systemctl=fake_systemctl) == 0
+    out = capsys.readouterr().out
+    assert "paused (broker down)" in out
+    assert "paused: job signal" in out and "market-timers resume signal" in out
