@@ -73,7 +73,7 @@ def paused(state_dir, job: str, group: str, session: str, warn=None) -> dict | N
         for scope, name, what in (("job", job, f"job {job}"),
                                   ("group", group, f"lock group {group}")):
             found = _read(os.path.join(controls_dir(state_dir), record_name(scope, name)))
-            if found is not None and _holds(found, session):
+            if found is not None and holds(found, session):
                 found["scope"], found["resume"] = what, _resume(scope, name)
                 return found
     failed = _read(os.path.join(failure_dir(state_dir), group))
@@ -89,7 +89,8 @@ def paused(state_dir, job: str, group: str, session: str, warn=None) -> dict | N
     return None
 
 
-def _holds(record: dict, session: str) -> bool:
+def holds(record: dict, session: str) -> bool:
+    """Whether a pause record holds that session (its `until` is later, or it has none)."""
     until = str(record.get("until") or "")
     return not until or session < until
 
