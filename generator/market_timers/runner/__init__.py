@@ -117,7 +117,8 @@ The job runner of market-timers: every generated job unit runs it as its ExecSta
 job's context in its environment (MARKET_JOB, MARKET_SESSION, MARKET_SCHEDULED_UTC, ...). It
 refuses a session that already ran (exit 173), a start later than the grace (170), a busy lock
 group (171), a start whose `requires` did not succeed in the session (176), a paused job or lock
-group (177), and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit status passes through. --record (ExecStopPost=) records how the run ended.
+group (177), and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit
+status passes through. --record (ExecStopPost=) records how the run ended.
 See market-timers-run(1).
 """
 

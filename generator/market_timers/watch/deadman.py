@@ -177,7 +177,8 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
 
     from market_timers.ledger.pauses import holds, paused
 
-    groups = {j.name: j.lock for j in config.jobs}
+    # A degraded config's snapshot jobs have no lock group: their job pauses still count.
+    groups = {j.name: getattr(j, "lock", "") or j.name for j in config.jobs}
     pauses: dict[str, dict | None] = {}  # job -> the pause in force (read once a pass)
 
     def held(entry: dict) -> bool:
