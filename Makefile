@@ -35,11 +35,23 @@ $(EXEC_AT): generator/exec_at.c $(VENV)/.installed
 
 venv: $(VENV)/.installed $(EXEC_AT)
 
+# The calendar at work on a fixed window of the example config (the same output every day): the
+# US DST change, a holiday and a 13:00 early close; then the next sessions' units rendered and
+# checked with systemd-analyze, and what to do next.
+MT := $(VENV)/bin/market-timers --config $(EXAMPLE)
 demo: venv
-	$(VENV)/bin/market-timers --config $(EXAMPLE) plan --summary
-	rm -rf build/units
-	$(VENV)/bin/market-timers --config $(EXAMPLE) render --out build/units
-	$(VENV)/bin/market-timers --config $(EXAMPLE) verify build/units
+	@echo "== signal, 15 min before the NYSE close. US clocks go back on Sunday 2026-11-01:"
+	@echo "   the UTC instant moves from 19:45 to 20:45, New York's stays at 15:45"
+	@$(MT) plan --job signal --from 2026-10-29 --to 2026-11-03
+	@echo "== Thanksgiving (Thursday 2026-11-26): closed, no fire; Friday closes at 13:00, so 12:45"
+	@$(MT) plan --job signal --from 2026-11-24 --to 2026-11-30
+	@echo "== every job of the example, the next sessions: rendered and checked"
+	@rm -rf build/units && mkdir -p build
+	@$(MT) render --out build/units > build/render.log && tail -n 1 build/render.log
+	@$(MT) verify build/units
+	@echo "== next: make deb && apt install ./dist/*/market-timers_*.deb; edit"
+	@echo "   /etc/market-timers/market-timers.toml; market-timers plan --summary;"
+	@echo "   market-timers try <job>; market-timers sync (README: Install)"
 
 # ruff, then the import contract (pyproject.toml [tool.importlinter]: the flows' layers).
 lint: venv

@@ -12,6 +12,7 @@ Run alone: .venv/bin/python -m bench.cluster_claim   (root: the server runs as u
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -28,22 +29,28 @@ NEEDS_CONTAINER = False
 RUNS = 40
 GOAL_ADDED_MS = 25.0
 PHASES = ["import ctypes", "load libpq (and the libraries it links)",
-          "connect (TCP, a new backend, SCRAM-SHA-256)", "first query (SELECT 1)",
-          "second query (pg_try_advisory_lock)"]
-# One fresh interpreter per sample, timing the claim's steps as the runner takes them.
+          "connect (TCP, a new backend, SCRAM-SHA-256)", "peek (holder)",
+          "lock group (advisory lock and fence row)", "claim (insert)"]
+# One fresh interpreter per sample, timing the claim's steps as the runner takes them (the
+# ledger's own calls: their SQL is whatever this checkout's ledger sends).
 PHASE_PROGRAM = """
-import sys, time
+import os, sys, time
 t = [time.perf_counter()]
 import ctypes
 t.append(time.perf_counter())
-from market_timers.ledger import libpq
+from market_timers.ledger import Key, libpq
+from market_timers.ledger import postgresql as pg
 libpq._load()
 t.append(time.perf_counter())
-c = libpq.Connection(sys.argv[1])
+ledger = pg.PostgresLedger(sys.argv[1], "bench")
+ledger.conn
 t.append(time.perf_counter())
-c.execute("SELECT 1")
+key = Key("bench-phases", "2026-01-05", os.urandom(6).hex())
+ledger.holder(key)
 t.append(time.perf_counter())
-c.execute("SELECT pg_try_advisory_lock(7305211)")
+ledger.lock_group("bench-phases", key)
+t.append(time.perf_counter())
+ledger.claim(key, "timer", {"invocation": "phases"})
 t.append(time.perf_counter())
 print(" ".join(str((b - a) * 1000) for a, b in zip(t, t[1:])))
 """
@@ -79,6 +86,8 @@ def run(_box=None) -> Section:
                             "as pg; pg.init_schema(pg.connect(sys.argv[1]))", server.dsn],
                            check=True)
             local = runner_env(tmp)
+            if os.environ.get("PYTHONPATH"):  # the checkout under test, not the venv's install
+                local["PYTHONPATH"] = os.environ["PYTHONPATH"]
             cluster = dict(local, MARKET_LEDGER="postgresql", MARKET_NODE="bench",
                            MARKET_CLUSTER_DSN_FILE=str(dsn_file))
             truncate = (f"{PY} -c \"import sys; from market_timers.ledger import postgresql as "
@@ -115,7 +124,7 @@ def run(_box=None) -> Section:
     added = (results["PostgreSQL ledger"]["median"] - results["local ledger"]["median"]) * 1000
     py = f"{PY} -c 'import X'"
     s.add(f"Added by the cluster claim (median difference): **{added:.1f} ms** (connect with "
-          "scram-sha-256, peek, advisory lock, insert). Interpreter start plus an import, "
+          "scram-sha-256, peek, lock group, claim). Interpreter start plus an import, "
           f"median of 15 (`{py}`): ctypes {imports['ctypes']:.1f} ms; psycopg "
           + (f"{imports['psycopg']:.1f} ms" if imports["psycopg"] is not None
              else "not installed in this venv") + ".")

@@ -271,3 +271,50 @@ def test_dst_times_are_counted_as_debians_cron_runs_them():
 def test_macros_are_read_as_cron_reads_them(macro, fires):
     r = check_cron(macro, "UTC", "XNYS", "close", 0, date(2025, 9, 5), date(2025, 9, 7))
     assert r.fires == fires
+
+
+def test_a_cron_line_against_a_month_end_job_counts_the_sessions_its_rule_does_not_choose(
+        write_config, capsys):
+    """The usual cron stand-in for "the last business day" ("28-31" and a shell test)
+    against a job whose rule is the month's last session: written-out XNYS month ends of 2025
+    (Jan 31, Feb 28, Mar 31, Apr 30, May 30, Jun 30, Jul 31, Aug 29, Sep 30, Oct 31, Nov 28 (13:00
+    early close), Dec 31)."""
+    import json
+    from datetime import date, timedelta
+
+    from market_timers import cli
+
+    path = write_config('calendar = "XNYS"\n[[job]]\nname = "rebalance"\nevent = "close"\n'
+                        'offset = "-15min"\ncommand = ["/bin/true"]\n'
+                        '[job.sessions]\nperiod = "month"\nfrom = "end"\n')
+    assert cli.main(["--config", str(path), "check-cron", "45 15 28-31 * *", "--tz",
+                     "America/New_York", "--job", "rebalance", "--from", "2025-01-01", "--to",
+                     "2025-12-31", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    day, weekdays, weekends = date(2025, 1, 1), 0, 0
+    while day.year == 2025:  # plain arithmetic: every day dated 28..31 (no NYSE holiday is)
+        if day.day >= 28:
+            weekdays += day.weekday() < 5
+            weekends += day.weekday() >= 5
+        day += timedelta(days=1)
+    assert doc["job"] == "rebalance" and doc["fires"] == weekdays + weekends == 41
+    assert (doc["on_time"], doc["other_time"], doc["no_session"]) == (11, 1, weekends)
+    assert doc["not_chosen"] == weekdays - 12
+    [late] = [w for w in doc["wrong_fires"] if w["kind"] == "other_time"]
+    assert late["session"] == "2025-11-28" and late["expected_utc"] == "2025-11-28T17:45:00Z"
+    assert all("month end" in w["calendar_says"] for w in doc["wrong_fires"]
+               if w["kind"] == "not_chosen")
+
+
+def test_check_cron_job_refuses_its_own_calendar_flags_and_unknown_jobs(write_config, capsys):
+    from market_timers import cli
+
+    path = write_config('calendar = "XNYS"\n[[job]]\nname = "signal"\nevent = "close"\n'
+                        'command = ["/bin/true"]\n')
+    assert cli.main(["--config", str(path), "check-cron", "45 15 * * 1-5", "--job", "signl"]) == 2
+    assert "--job signl: no such job" in capsys.readouterr().err
+    assert cli.main(["--config", str(path), "check-cron", "45 15 * * 1-5", "--job", "signal",
+                     "--calendar", "XNYS"]) == 2
+    assert "leave out --calendar" in capsys.readouterr().err
+    assert cli.main(["--config", str(path), "check-cron", "45 15 * * 1-5"]) == 2
+    assert "--calendar or --job is required" in capsys.readouterr().err

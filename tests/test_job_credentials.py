@@ -78,7 +78,8 @@ def hand_over(tmp_path: Path, names: str, script: str) -> subprocess.CompletedPr
         p.chmod(0o400)
     creds.chmod(0o500)
     code = ("import sys\nfrom market_timers.runner import jobuser\n"
-            "user = jobuser.resolve(dict(__import__('os').environ))\n"
+            "env = dict(__import__('os').environ)\n"
+            "user = jobuser.resolve({k: v for k, v in env.items() if k != 'MARKET_JOB_CREDENTIALS'})\n"
             "sys.exit(jobuser.supervise(['/bin/sh', '-c', sys.argv[1]], "
             "dict(__import__('os').environ), user))\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
@@ -106,7 +107,20 @@ def test_the_job_reads_its_credential_as_its_own_user_and_nothing_else(tmp_path)
 
 
 @needs_root
-def test_a_credential_systemd_did_not_load_fails_the_start_naming_it(tmp_path):
+def test_a_credential_gone_after_the_check_fails_the_start_naming_it(tmp_path):
     proc = hand_over(tmp_path, "broker-api-key,missing-key", "echo ran")
     assert proc.returncode == 172 and "ran" not in proc.stdout
     assert "missing-key" in proc.stderr and "LoadCredential" in proc.stderr
+
+
+def test_an_unreadable_job_credential_is_refused_before_the_claim(tmp_path):
+    """resolve() runs before the claim: a run that cannot hand the job its secret takes none
+    (systemd 252 starts a unit whose LoadCredential=NAME is in no credstore)."""
+    from market_timers.runner import jobuser
+
+    env = {"CREDENTIALS_DIRECTORY": str(tmp_path), "MARKET_JOB_USER": JOB_USER,
+           "MARKET_JOB_CREDENTIALS": "broker-api-key"}
+    with pytest.raises(jobuser.JobUserError, match="broker-api-key.*/etc/credstore/broker-api-key"):
+        jobuser.resolve(env)
+    (tmp_path / "broker-api-key").write_text("sk\n")
+    jobuser.resolve(env)  # readable: no complaint

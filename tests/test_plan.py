@@ -200,3 +200,21 @@ def test_plan_ahead_after_the_last_session_a_calendars_data_holds_is_a_failure_n
     # the same morning, before that close, the day's session is still planned
     morning = plan.plan_ahead_partial(cfg, datetime.combine(last, time(1), UTC))
     assert morning.failures == [] and [f.session for f in morning.fires] == [last]
+
+
+def test_plan_job_shows_only_that_job_and_an_unknown_name_is_named(write_config, capsys):
+    from market_timers import cli
+
+    path = write_config('calendar = "XNYS"\n[[job]]\nname = "signal"\nevent = "close"\n'
+                        'offset = "-15min"\ncommand = ["/bin/true"]\n[[job]]\nname = "orders"\n'
+                        'event = "close"\noffset = "-10min"\ncommand = ["/bin/true"]\n')
+    assert cli.main(["--config", str(path), "plan", "--job", "signal", "--from", "2026-11-25",
+                     "--to", "2026-11-27"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    # Thanksgiving 11-26 closed; 11-27 closes at 13:00 New York (18:00 UTC)
+    assert [line.split()[:3] for line in lines] == [["signal", "XNYS", "2026-11-25"],
+                                                    ["signal", "XNYS", "2026-11-27"]]
+    assert "17:45:00" in lines[1]
+    assert cli.main(["--config", str(path), "plan", "--job", "signl"]) == 2
+    assert "--job signl: no such job in the config; did you mean signal?" in \
+        capsys.readouterr().err

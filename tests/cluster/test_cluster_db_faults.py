@@ -97,7 +97,7 @@ def test_a_stalled_reply_to_the_first_query_refuses_the_start_within_the_grace(
     """The network stalls the server's replies for 25 s once the runner asks about the session
     (after the connection and the grace check): the start is refused as stale when its deadline
     (instant + grace of 5 s) passes, not run 25 s late; and never run locally."""
-    proc, err, took, log, proxy = _stalled_start(tmp_path, dsn, pgserver, b"FROM mt_runs")
+    proc, err, took, log, proxy = _stalled_start(tmp_path, dsn, pgserver, b"mt_holder(")
     assert proxy.stalled == 1
     assert proc.returncode == exitcodes.STALE_START, err
     assert not log.exists()
@@ -110,7 +110,7 @@ def test_a_claim_whose_answer_stalls_is_refused_and_withdrawn(tmp_path, dsn, pgs
     the start is refused (stale), says that its claim was withdrawn, and the session stays
     runnable once: the next start of it runs."""
     proc, err, took, log, proxy = _stalled_start(tmp_path, dsn, pgserver,
-                                                 b"INSERT INTO mt_runs")
+                                                 b"mt_claim(")
     assert proxy.stalled == 1
     assert proc.returncode == exitcodes.STALE_START, err
     assert not log.exists() and took < 20
@@ -168,8 +168,8 @@ def test_a_server_out_of_connection_slots_is_busy_not_unreachable(tmp_path, dsn,
     the node that holds the session; it retries, and claims once a slot is free."""
     pgserver.psql("DO $$ BEGIN CREATE ROLE mt_one LOGIN PASSWORD 'one-pw' CONNECTION LIMIT 1; "
                   "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
-    pgserver.psql("GRANT ALL ON ALL TABLES IN SCHEMA public TO mt_one; "
-                  "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO mt_one", "mt")
+    with pg.connect(dsn) as conn:  # a node role, as `cluster init --node-role mt_one` makes it
+        pg.init_schema(conn, ["mt_one"])
     one = dsn.replace("user=mt password=" + dsn.split("password=")[1],
                       "user=mt_one password=one-pw")
     holder = subprocess.Popen(

@@ -241,3 +241,37 @@ def test_the_job_dies_with_its_runner_so_the_lock_group_never_outlives_the_run(t
     later = subprocess.run([*RUNNER, "--", "/bin/true"], capture_output=True, text=True,
                            timeout=30, env=node_env(tmp_path, dsn, "ny4-b", job="reconcile"))
     assert later.returncode == 0, later.stderr  # the group is free: nothing of the run is left
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
+def test_a_job_as_its_own_user_asks_its_supervisor_whether_its_fence_holds(tmp_path, dsn):
+    """The job runs as another user with neither the DSN (its file is the runner's only) nor a
+    database session: `market-timers fence check` asks the supervisor, which holds the group's
+    connection. While the run holds the group: exit 0; once another node has taken the group
+    over (the supervisor's backend ended, as a vanished host's would be): superseded, exit 1."""
+    check = f"{sys.executable} -m market_timers fence check"
+    script = (f"echo fence $MARKET_FENCE fd=$MARKET_FENCE_FD; {check}; echo first=$?; "
+              f"read go; {check}; echo second=$?")
+    env = dict(node_env(tmp_path, dsn, "ny4-a"), MARKET_JOB_USER="nobody")
+    env["PYTHONPATH"] = str(Path(pg.__file__).resolve().parents[2])
+    runner = subprocess.Popen([*RUNNER, "--", "/bin/sh", "-c", script], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        fence = runner.stdout.readline().split()[1]
+        assert runner.stdout.readline().strip() == f"fence {fence} holds lock group orders"
+        assert runner.stdout.readline().strip() == "first=0"
+        ledger = pg.PostgresLedger(dsn, "admin")
+        ledger.conn.execute("SELECT pg_terminate_backend(backend_pid) FROM mt_locks "
+                            "WHERE grp = 'orders'")  # the run's lock session is gone
+        other = subprocess.run([*RUNNER, "--", "/bin/true"], capture_output=True, text=True,
+                               timeout=30, env=node_env(tmp_path, dsn, "ny4-b", job="reconcile"))
+        assert other.returncode == 0, other.stderr  # ny4-b took the group over
+        runner.stdin.write("go\n")
+        runner.stdin.flush()
+        out, err = runner.communicate(timeout=30)
+    finally:
+        runner.kill()
+    assert "second=1" in out, (out, err)
+    assert f"fence {fence} is superseded: lock group orders is held by node ny4-b" in err \
+        or "cannot reach the ledger" in err, err

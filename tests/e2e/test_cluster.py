@@ -27,14 +27,17 @@ pytestmark = pytest.mark.e2e
 
 NODES = ("ny4-a", "ny4-b")
 DELAY = {"ny4-a": 0, "ny4-b": 2}
+NODE_ROLE = {"ny4-a": "mt_ny4_a", "ny4-b": "mt_ny4_b"}  # one PostgreSQL role per node
 PASSWORD = "e2e-ledger-pw"
 LOG_DIR = "/var/lib/e2e-cluster"
 CLUSTER_JOB_PATH = "/usr/local/lib/e2e-jobs/cluster-job"
 CLUSTER_JOB = f"""#!/bin/sh
-# e2e cluster job: append "<node> <job> <start> <end> <fence>" to the shared log.
+# e2e cluster job: append "<node> <job> <start> <end> <fence> <fence check>" to the shared log.
 start=$(date +%s.%N)
 sleep "${{1:-0}}"
-echo "$MARKET_NODE $MARKET_JOB $start $(date +%s.%N) $MARKET_FENCE" >> {LOG_DIR}/runs.log
+end=$(date +%s.%N)
+check=$(market-timers fence check >/dev/null 2>&1 && echo holds || echo lost)
+echo "$MARKET_NODE $MARKET_JOB $start $end $MARKET_FENCE $check" >> {LOG_DIR}/runs.log
 """
 
 
@@ -43,10 +46,20 @@ class Cluster:
         self.pg, self.nodes, self.port, self.api = pg, nodes, port, api
         self.scenes = {name: Scenario(box, api) for name, box in nodes.items()}
 
-    @property
-    def dsn(self) -> str:
-        return (f"host=127.0.0.1 port={self.port} dbname=ledger user=mt password={PASSWORD} "
+    def dsn(self, role: str) -> str:
+        """The DSN of `role`: the owner's (mt, for `cluster init`) or a node's own role."""
+        return (f"host=127.0.0.1 port={self.port} dbname=ledger user={role} password={PASSWORD} "
                 "target_session_attrs=read-write")
+
+    def fence_checks(self) -> dict[str, str]:
+        """Each run's `market-timers fence check`, from inside the job: job -> holds | lost."""
+        out = {}
+        for box in self.nodes.values():
+            log = box.root / LOG_DIR.lstrip("/") / "runs.log"
+            for line in (log.read_text() if log.exists() else "").splitlines():
+                fields = line.split()
+                out[fields[1]] = fields[5] if len(fields) > 5 else "?"
+        return out
 
     def runs(self) -> list[tuple[str, str, float, float]]:
         """Every run on either node, by start time: (node, job, start, end)."""
@@ -102,7 +115,9 @@ def _start_postgresql(box: Container, port: int) -> None:
     box.run(["sed", "-i", "s/^#\\?listen_addresses.*/listen_addresses = '127.0.0.1'/",
              f"/etc/postgresql/{version}/main/postgresql.conf"])
     box.systemctl("start", f"postgresql@{version}-main.service")
-    sql = (f"CREATE ROLE mt LOGIN PASSWORD '{PASSWORD}'; ")
+    # the owner role (runs `cluster init`, owns the tables) and one role per node (README)
+    sql = " ".join(f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}';"
+                   for role in ("mt", *NODE_ROLE.values()))
     box.run(["runuser", "-u", "postgres", "--", "psql", "-p", str(port), "-c", sql])
     box.run(["runuser", "-u", "postgres", "--", "createdb", "-p", str(port), "-O", "mt",
              "ledger"])
@@ -122,11 +137,15 @@ def cluster(release, deb_path: Path, fake_api) -> Iterator[Cluster]:
             install_package(box, box.copy_in(deb_path))
             nodes[name] = box
         c = Cluster(pg, nodes, port, fake_api)
-        for box in nodes.values():
-            box.write_file(f"{CREDSTORE}/market-timers.cluster-dsn", c.dsn + "\n", 0o600)
+        for name, box in nodes.items():
+            box.write_file(f"{CREDSTORE}/market-timers.cluster-dsn",
+                           c.dsn(NODE_ROLE[name]) + "\n", 0o600)
             box.write_file(CLUSTER_JOB_PATH, CLUSTER_JOB, 0o755)
             box.run(["install", "-d", "-m", "0777", LOG_DIR])
-        out = nodes["ny4-a"].run(["market-timers", "cluster", "init"]).stdout
+        nodes["ny4-a"].write_file("/root/ledger-owner-dsn", c.dsn("mt") + "\n", 0o600)
+        out = nodes["ny4-a"].run(["market-timers", "cluster", "init", "--dsn-file",
+                                  "/root/ledger-owner-dsn",
+                                  *(f"--node-role={r}" for r in NODE_ROLE.values())]).stdout
         assert "created" in out or "up to date" in out
         for scene in c.scenes.values():
             scene.install()
@@ -169,6 +188,8 @@ def test_both_nodes_up_each_fire_runs_exactly_once_on_the_preferred_node(cluster
     for j in jobs:
         lateness = [r[2] - j.instant.timestamp() for r in runs if r[1] == j.name][0]
         assert 0 <= lateness < 2, f"{j.name} ran {lateness:.2f}s after its instant"
+    # each job, as its own user with no DSN, asked its supervisor whether its fence holds
+    assert cluster.fence_checks() == {j.name: "holds" for j in jobs}
 
 
 def test_preferred_node_powered_off_the_standby_runs_on_time_plus_delay(cluster: Cluster):

@@ -68,3 +68,23 @@ def test_a_job_reads_its_own_credential_as_its_user_and_not_the_runners(
         assert left.stdout.strip() == ""  # removed once the job ended
     finally:
         box.run(["rm", "-f", f"{CREDSTORE}/{NAME}"])
+
+
+def test_a_job_whose_credential_is_missing_does_not_run_takes_no_claim_and_alerts(
+    scenario: Scenario,
+) -> None:
+    """systemd 252 starts a unit whose LoadCredential=NAME is in no credstore: the runner
+    refuses it before the claim (the session can still run once the file is there)."""
+    box = scenario.box
+    box.write_file(READER, READER_SCRIPT, mode=0o755)
+    box.run(["rm", "-f", f"{CREDSTORE}/{NAME}"])
+    job = ReaderJob("nosecret", instant_in(8), [], {"credentials": [NAME]})
+    scenario.schedule([job])
+    msg = scenario.wait_message("telegram", "nosecret", timeout=60,
+                                poll=scenario.flush_outbox)["text"]
+    print(msg)
+    assert msg.startswith("[CRITICAL] nosecret could not be started by the runner")
+    assert f"cannot read the job's credential {NAME}" in msg
+    assert f"put it in {CREDSTORE}/{NAME}" in msg
+    assert "secret-reader" not in scenario.journal_of(job)  # the job never started
+    assert scenario.ledger(job)["attempts"] == []  # no claim: it can still run

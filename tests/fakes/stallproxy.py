@@ -2,7 +2,7 @@
 between a node and PostgreSQL, for the cluster ledger's fault tests.
 
 Every connection is forwarded as is until the client sends `trigger` (bytes of a statement, e.g.
-b"INSERT INTO mt_runs"); from then on the server's bytes to that client are held `stall` seconds
+b"mt_claim("); from then on the server's bytes to that client are held `stall` seconds
 before they are forwarded. Other connections (a later one for a refusal's note) are not stalled
 unless they send the trigger too.
 """

@@ -1,6 +1,8 @@
 """`market-timers cluster init|status` and `market-timers fence check`: the cluster ledger's CLI.
 
-    cluster init      create or migrate the ledger's schema (idempotent, versioned)
+    cluster init      create or migrate the ledger's schema (idempotent, versioned), run with
+                      the owner role's DSN; --node-role ROLE (once per node) grants that role
+                      EXECUTE on the ledger's functions, and no table right
     cluster status    nodes (last seen) and, per (job, session), which node ran it, when, result
     fence check       inside a job: exit 0 while $MARKET_FENCE is still its lock group's token,
                       1 once superseded (another node holds the group: do not act)
@@ -32,10 +34,11 @@ def _node(cfg) -> str:
     return cfg.cluster.node if cfg is not None and cfg.cluster else os.uname().nodename
 
 
-def init(cfg, dsn_file: str | None) -> int:
+def init(cfg, dsn_file: str | None, node_roles: list[str] | None = None) -> int:
+    roles = list(dict.fromkeys(node_roles or ()))
     try:
         with pg.connect(_dsn(dsn_file)) as conn:
-            before, after = pg.init_schema(conn)
+            before, after = pg.init_schema(conn, roles)
     except DatabaseError as e:
         print(f"market-timers cluster init: {e}", file=sys.stderr)
         return FAILURE
@@ -45,6 +48,12 @@ def init(cfg, dsn_file: str | None) -> int:
         print(f"ledger schema created (version {after})")
     else:
         print(f"ledger schema migrated from version {before} to {after}")
+    if roles:
+        print(f"node roles {', '.join(roles)}: EXECUTE on the ledger's functions, no table right")
+    else:
+        print("no --node-role given: only roles granted by an earlier init (or the owner) can "
+              "use the ledger; a node connecting as the owner role has every table right",
+              file=sys.stderr)
     return OK
 
 
@@ -88,12 +97,53 @@ def status(cfg, dsn_file: str | None, as_json: bool, limit: int = 50) -> int:
     return OK
 
 
+FENCE_WAIT_SEC = 10  # the supervisor's own ledger query is bounded by 5 s (runner/start.py)
+
+
+def fence_from_supervisor(fd: str, token: str, group: str) -> int:
+    """Ask the job's supervisor (runner/jobuser.py), which holds the lock group's connection:
+    the job has neither the DSN nor a database session of its own."""
+    import socket
+
+    try:
+        sock = socket.socket(fileno=os.dup(int(fd)))
+    except (OSError, ValueError) as e:
+        print(f"market-timers fence check: $MARKET_FENCE_FD={fd!r} is not the supervisor's "
+              f"socket ({e}): do not act", file=sys.stderr)
+        return FAILURE
+    with sock:
+        sock.settimeout(FENCE_WAIT_SEC)
+        try:
+            sock.send(b"check")
+            reply = sock.recv(4096).decode("utf-8", "replace")
+        except OSError as e:
+            print(f"market-timers fence check: no answer from the job's supervisor ({e}): do "
+                  "not act", file=sys.stderr)
+            return FAILURE
+    word, _, rest = reply.partition(" ")
+    if word == "holds":
+        print(f"fence {token} holds lock group {group}")
+        return OK
+    if word == "superseded":
+        parts = rest.split(" ")
+        node, fence, job, session = (parts + ["?"] * 5)[1:5]
+        print(f"fence {token} is superseded: lock group {group} is held by node {node} (fence "
+              f"{fence}, {job} {session}); do not act", file=sys.stderr)
+        return FAILURE
+    detail = rest if word == "error" else reply or "the supervisor closed the socket"
+    print(f"market-timers fence check: cannot reach the ledger ({detail}): do not act",
+          file=sys.stderr)
+    return FAILURE
+
+
 def fence_check(cfg, dsn_file: str | None) -> int:
     token, group = os.environ.get(environment.FENCE), os.environ.get(environment.LOCK_GROUP)
     if not token or not group:
         print("market-timers fence check: no $MARKET_FENCE / $MARKET_LOCK_GROUP: run it from a "
               "job started by the cluster ledger", file=sys.stderr)
         return USAGE
+    if os.environ.get(environment.FENCE_FD) and dsn_file is None:
+        return fence_from_supervisor(os.environ[environment.FENCE_FD], token, group)
     ledger = _ledger(cfg, dsn_file, "fence check", ": do not act")
     if ledger is None:
         return FAILURE

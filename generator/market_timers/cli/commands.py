@@ -52,11 +52,26 @@ def _no_clock(args) -> None:
                          "time)")
 
 
+def _only_jobs(cfg, names: list[str] | None):
+    """The config with only these jobs (`plan --job`); an unknown name is a usage error."""
+    if not names:
+        return cfg
+    from dataclasses import replace
+
+    from market_timers.schema.problems import did_you_mean
+
+    known = [j.name for j in cfg.jobs]
+    for name in names:
+        if name not in known:
+            raise UsageError(f"--job {name}: no such job in the config{did_you_mean(name, known)}")
+    return replace(cfg, jobs=[j for j in cfg.jobs if j.name in names])
+
+
 def cmd_plan(args) -> int:
     from market_timers.config.alerts import print_route_warnings
     from market_timers.schedule import calendars, plan, planview, selection
 
-    cfg = _config(args)
+    cfg = _only_jobs(_config(args), args.job)
     print_route_warnings(cfg)
     selection.print_warnings(cfg, _now(args))
     if args.from_ or args.to:
@@ -262,7 +277,7 @@ def cmd_cluster(args) -> int:
     _no_clock(args)
     cfg = _config(args, check_calendars=False)
     if args.action == "init":
-        return cluster.init(cfg, args.dsn_file)
+        return cluster.init(cfg, args.dsn_file, args.node_role)
     return cluster.status(cfg, args.dsn_file, args.json)
 
 
@@ -270,6 +285,8 @@ def cmd_fence(args) -> int:
     from market_timers.cli import cluster
 
     _no_clock(args)
+    if os.environ.get(environment.FENCE_FD) and args.dsn_file is None:  # no config needed:
+        return cluster.fence_check(None, None)  # the job's supervisor answers
     return cluster.fence_check(_config(args, check_calendars=False), args.dsn_file)
 
 

@@ -102,6 +102,8 @@ def _add_plan_commands(command) -> None:
                    "last, count (a periodic job's slots), exchange local time")
     s.add_argument("--slots", action="store_true", help="a periodic job: one line per slot "
                    "(default: one per session, its first and last slot and their count)")
+    s.add_argument("--job", action="append", metavar="NAME",
+                   help="only this job (repeatable)")
 
     s = command("render", "write the units for the horizon into a directory")
     s.add_argument("--out", required=True, type=Path, metavar="DIR",
@@ -128,7 +130,9 @@ def _add_check_cron(command) -> None:
     s = command("check-cron", "how a cron line would have fared against the calendar")
     s.add_argument("expr", metavar="CRON", help='five fields in quotes, e.g. "45 15 * * 1-5"')
     s.add_argument("--tz", default="UTC", help="time zone cron runs in (default UTC)")
-    s.add_argument("--calendar", required=True, help="exchange calendar, e.g. XNYS")
+    s.add_argument("--calendar", help="exchange calendar, e.g. XNYS (or --job)")
+    s.add_argument("--job", metavar="NAME", help="compare with this configured job instead: its "
+                   "calendar, event, offset and session rule (e.g. a month end)")
     s.add_argument("--event", default="close", help="open | close | break_start | break_end")
     s.add_argument("--offset", default="0s", help='signed, e.g. "-15min"')
     s.add_argument("--from", dest="from_", type=_date, metavar="DATE",
@@ -173,6 +177,9 @@ def _add_cluster_commands(command) -> None:
     s.add_argument("--dsn-file", metavar="PATH",
                    help="file holding the DSN (default: the credential "
                         "market-timers.cluster-dsn, /etc/credstore/ for an administrator)")
+    s.add_argument("--node-role", metavar="ROLE", action="append", default=[],
+                   help="init: a node's PostgreSQL role (repeat, one role per node): granted "
+                        "EXECUTE on the ledger's functions only, no table right")
     s.add_argument("--json", action="store_true", help="status as JSON")
 
     s = command("fence", "inside a job: is its fencing token still current?")

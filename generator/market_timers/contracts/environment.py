@@ -89,6 +89,9 @@ SLOT = "MARKET_SLOT"
 SLOT_UTC = "MARKET_SLOT_UTC"
 ATTEMPT = "MARKET_ATTEMPT"
 FENCE = "MARKET_FENCE"
+# The job's end of a socket to its supervisor, which answers `market-timers fence check` over its
+# own ledger connection (the job holds neither the DSN nor a database session: runner/jobuser.py).
+FENCE_FD = "MARKET_FENCE_FD"
 
 NAMES = tuple(v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str)
               and v.startswith("MARKET_"))

@@ -14,9 +14,9 @@ closing it (power cut, network gone), the server notices through TCP keepalives 
 HOLDER_DEATH_BOUND_SEC = 20 s.
 
 Fencing: every acquisition of a lock group takes the next number of the sequence mt_fence and
-writes it, with the holder's backend pid and start time, into mt_locks. The job receives it as
-MARKET_FENCE; `market-timers fence check` (check_fence) answers true only while that row still
-names this token and its backend is still alive. A node that lost its lock (its connection was
+writes it, with the holder's backend pid, into mt_locks. The job receives it as MARKET_FENCE;
+`market-timers fence check` (check_fence) answers true only while that row still names this token
+and that backend still holds the group's advisory lock (pg_locks). A node that lost its lock (its connection was
 cut, another node took the group) is refused: its token is superseded, forever, since tokens only
 grow.
 
@@ -29,8 +29,26 @@ the runner refuses the start as stale. Every step is bounded on the client too: 
 (at most what is left of the deadline), client keepalives and tcp_user_timeout in the conninfo
 (CLIENT_SETTINGS), and each query waits for its answer until the deadline only (libpq.py).
 
-Schema: versioned in mt_schema, created or migrated by `market-timers cluster init` (MIGRATIONS;
-idempotent, serialised by a transaction-level advisory lock).
+Least privilege (issue 23). Two kinds of role: the owner, which runs `market-timers cluster
+init` and owns the tables and the functions (FUNCTIONS), and one role per node, the role of that
+node's DSN, which `cluster init --node-role ROLE` grants EXECUTE on the functions and nothing else:
+no table or sequence right at all (revoked from PUBLIC and from every node role at each init).
+Every call of the runner and the readers is one function: SECURITY DEFINER (it runs as the
+owner), search_path pinned to the ledger's schema with pg_temp last (a caller's objects are never
+resolved in it). So a process that holds a node's DSN cannot DELETE or UPDATE rows; the functions
+record the claiming role (session_user), and only that role may withdraw or finish its claim, so
+another node's DSN cannot end, fail or delete this node's claim either.
+Why a role per node: pg_terminate_backend ends a backend only for a member of the backend's role
+(or of pg_signal_backend). With one role per node, none a member of another's (init refuses
+that, a superuser and pg_signal_backend), a process with node a's DSN cannot end node b's backend,
+and so cannot release the lock group b's job holds: PostgreSQL's own rule, no home-made lease.
+What a node role can still do to itself: end its own backends (its own runs' lock groups; the
+fence then says superseded), and take lock groups or claims under its own name (a refusal seen
+by the operator, never a second run of a claimed session).
+
+Schema: versioned in mt_schema, created or migrated by `market-timers cluster init` (MIGRATIONS:
+version 1 the tables, version 2 the functions and the claiming role's columns; idempotent,
+serialised by a transaction-level advisory lock, one transaction: a failed init changes nothing).
 """
 
 from __future__ import annotations
@@ -84,8 +102,9 @@ AFTER_DEADLINE_SEC = 3
 INIT_LOCK = 7305210  # pg_advisory_xact_lock key serialising `cluster init`
 LOCK_NAMESPACE = "market-timers lock group "
 
-MIGRATIONS: list[tuple[int, str]] = [
-    (1, """
+# Version 1: the tables (no role but the owner's). Version 2: least privilege (see the module
+# doc): the tables are reached through the SECURITY DEFINER functions below only.
+V1 = """
 CREATE TABLE mt_nodes (
     node text PRIMARY KEY,
     last_seen timestamptz NOT NULL DEFAULT now(),
@@ -143,7 +162,159 @@ CREATE TABLE mt_misses (
     at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (job, session, slot)
 );
-"""),
+"""
+
+# Every function runs as its owner (the role that ran `cluster init`) with search_path pinned to
+# the ledger's schema ({schema}), pg_temp last: a caller's objects are never resolved in it.
+_DEFINER = "SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp"
+FUNCTIONS = (
+    ("mt_claim(text, text, text, integer, text, text, text, text, text)", """
+RETURNS bigint LANGUAGE plpgsql {definer} AS $$
+DECLARE f bigint;
+BEGIN
+    INSERT INTO mt_runs (job, session, slot, attempt, how, node, fence, invocation, fields,
+                         claimed_by)
+    VALUES ($1, $2, $3, $4, $5, $6, nextval('mt_fence'), $7, $8, session_user)
+    ON CONFLICT DO NOTHING RETURNING fence INTO f;
+    IF f IS NOT NULL THEN
+        INSERT INTO mt_nodes (node, last_seen, what) VALUES ($6, now(), $9)
+        ON CONFLICT (node) DO UPDATE SET last_seen = now(), what = $9;
+    END IF;
+    RETURN f;
+END $$"""),
+    ("mt_holder(text, text, text)", """
+RETURNS TABLE (fields text, node text, fence bigint) LANGUAGE sql STABLE {definer} AS $$
+    SELECT fields, node, fence FROM mt_runs WHERE job = $1 AND session = $2 AND slot = $3
+    AND attempt = 1 $$"""),
+    ("mt_last_attempt(text, text, text)", """
+RETURNS TABLE (attempt integer, result text) LANGUAGE sql STABLE {definer} AS $$
+    SELECT attempt, result FROM mt_runs WHERE job = $1 AND session = $2 AND slot = $3
+    ORDER BY attempt DESC LIMIT 1 $$"""),
+    ("mt_refuse(text, text, text, text, text, text)", """
+RETURNS void LANGUAGE sql {definer} AS $$
+    INSERT INTO mt_refusals (job, session, slot, node, invocation, fields, noted_by)
+    VALUES ($1, $2, $3, $4, $5, $6, session_user) $$"""),
+    # Only the role that claimed (or noted a refusal) can take it back or finish it: a process
+    # with another node's DSN cannot end, fail or delete this node's claim.
+    ("mt_withdraw(text, text, text, text, text, bigint)", """
+RETURNS integer LANGUAGE sql {definer} AS $$
+    WITH gone AS (DELETE FROM mt_runs WHERE job = $1 AND session = $2 AND slot = $3 AND
+        node = $4 AND finished_at IS NULL AND claimed_by = session_user AND
+        ($5 IS NULL OR invocation = $5) AND ($6 IS NULL OR fence = $6) RETURNING 1)
+    SELECT count(*)::integer FROM gone $$"""),
+    ("mt_finish(text, text, text, text, text, text)", """
+RETURNS text LANGUAGE plpgsql {definer} AS $$
+BEGIN
+    UPDATE mt_runs SET finished_at = now(), result = $5, fields = mt_runs.fields || $6
+    WHERE job = $1 AND session = $2 AND slot = $3 AND invocation = $4 AND finished_at IS NULL
+    AND (claimed_by = session_user OR claimed_by IS NULL);
+    IF FOUND THEN
+        RETURN 'run';
+    END IF;
+    UPDATE mt_refusals SET result = $5, fields = mt_refusals.fields || $6 WHERE id = (
+        SELECT max(id) FROM mt_refusals WHERE job = $1 AND session = $2 AND slot = $3 AND
+        invocation = $4 AND result IS NULL AND (noted_by = session_user OR noted_by IS NULL));
+    IF FOUND THEN
+        RETURN 'refusal';
+    END IF;
+    RETURN NULL;
+END $$"""),
+    ("mt_take_ticket(text, text, text)", """
+RETURNS text LANGUAGE sql {definer} AS $$
+    DELETE FROM mt_tickets WHERE nonce = $1 AND job = $2 AND session = $3 RETURNING fields $$"""),
+    ("mt_write_ticket(text, text, text, text)", """
+RETURNS void LANGUAGE sql {definer} AS $$
+    INSERT INTO mt_tickets (nonce, job, session, fields) VALUES ($1, $2, $3, $4) $$"""),
+    # The group's session advisory lock, taken on the caller's connection (a session lock
+    # belongs to the backend, whoever's function took it), and its fence row.
+    ("mt_lock(text, text, text, text)", """
+RETURNS bigint LANGUAGE plpgsql {definer} AS $$
+DECLARE f bigint;
+BEGIN
+    IF NOT pg_try_advisory_lock(hashtextextended('{namespace}' || $1, 0)) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO mt_locks (grp, fence, node, job, session, backend_pid)
+    VALUES ($1, nextval('mt_fence'), $2, $3, $4, pg_backend_pid())
+    ON CONFLICT (grp) DO UPDATE SET fence = excluded.fence, node = excluded.node,
+        job = excluded.job, session = excluded.session, backend_pid = excluded.backend_pid,
+        since = now()
+    RETURNING fence INTO f;
+    RETURN f;
+END $$"""),
+    ("mt_lock_holder(text)", """
+RETURNS TABLE (node text, job text, session text, since timestamptz, fence bigint)
+LANGUAGE sql STABLE {definer} AS $$
+    SELECT node, job, session, since, fence FROM mt_locks WHERE grp = $1 $$"""),
+    # Current while the row names this token and its backend still holds the group's lock
+    # (pg_locks: a bigint advisory key is classid (high 32 bits), objid (low), objsubid 1).
+    ("mt_check_fence(text, bigint)", """
+RETURNS boolean LANGUAGE sql STABLE {definer} AS $$
+    SELECT EXISTS (SELECT 1 FROM mt_locks l JOIN pg_locks k ON k.pid = l.backend_pid
+        AND k.locktype = 'advisory' AND k.granted AND k.objsubid = 1
+        AND ((k.classid::bigint << 32) | k.objid::bigint) =
+            hashtextextended('{namespace}' || $1, 0)
+        WHERE l.grp = $1 AND l.fence = $2) $$"""),
+    ("mt_seen(text, text)", """
+RETURNS void LANGUAGE sql {definer} AS $$
+    INSERT INTO mt_nodes (node, last_seen, what) VALUES ($1, now(), $2)
+    ON CONFLICT (node) DO UPDATE SET last_seen = now(), what = $2 $$"""),
+    ("mt_note_miss(text, text, text, text)", """
+RETURNS boolean LANGUAGE sql {definer} AS $$
+    WITH noted AS (INSERT INTO mt_misses (job, session, slot, node) VALUES ($1, $2, $3, $4)
+        ON CONFLICT DO NOTHING RETURNING 1)
+    SELECT count(*) > 0 FROM noted $$"""),
+    ("mt_attempts(text, text, text)", """
+RETURNS TABLE (fields text, node text, fence bigint) LANGUAGE sql STABLE {definer} AS $$
+    SELECT fields, node, fence FROM mt_runs WHERE job = $1 AND session = $2 AND slot = $3
+    ORDER BY attempt $$"""),
+    ("mt_refusals_of(text, text, text)", """
+RETURNS TABLE (fields text, node text) LANGUAGE sql STABLE {definer} AS $$
+    SELECT fields, node FROM mt_refusals WHERE job = $1 AND session = $2 AND slot = $3
+    ORDER BY id $$"""),
+    ("mt_keys(text)", """
+RETURNS TABLE (job text, session text, slot text) LANGUAGE sql STABLE {definer} AS $$
+    SELECT DISTINCT job, session, slot FROM (SELECT job, session, slot FROM mt_runs
+        UNION SELECT job, session, slot FROM mt_refusals) k
+    WHERE $1 IS NULL OR job = $1 ORDER BY 1, 2, 3 $$"""),
+    ("mt_node_list()", """
+RETURNS TABLE (node text, last_seen timestamptz, what text) LANGUAGE sql STABLE {definer} AS $$
+    SELECT node, last_seen, what FROM mt_nodes ORDER BY node $$"""),
+    ("mt_recent_runs(integer)", """
+RETURNS TABLE (job text, session text, slot text, attempt integer, how text, node text,
+               claimed_at timestamptz, finished_at timestamptz, result text)
+LANGUAGE sql STABLE {definer} AS $$
+    SELECT job, session, slot, attempt, how, node, claimed_at, finished_at, result
+    FROM mt_runs ORDER BY claimed_at DESC LIMIT $1 $$"""),
+    ("mt_schema_version()", """
+RETURNS integer LANGUAGE sql STABLE {definer} AS $$
+    SELECT max(version) FROM mt_schema $$"""),
+)
+TABLES = ("mt_schema", "mt_nodes", "mt_runs", "mt_refusals", "mt_tickets", "mt_locks",
+          "mt_misses")
+SEQUENCES = ("mt_fence", "mt_refusals_id_seq")
+
+
+def _v2(schema: str) -> list[str]:
+    definer = _DEFINER.format(schema=quote_ident(schema))
+    namespace = LOCK_NAMESPACE.replace("'", "''")
+    return [
+        "ALTER TABLE mt_runs ADD COLUMN claimed_by text",
+        "ALTER TABLE mt_refusals ADD COLUMN noted_by text",
+        # the fence check asks pg_locks whether the holder's backend still holds the lock
+        # (backend_start is visible to the backend's own role only, not to the owner's
+        # functions); kept, nullable, for a runner of version 1 until its node is upgraded
+        "ALTER TABLE mt_locks ALTER COLUMN backend_start DROP NOT NULL",
+        *(f"CREATE OR REPLACE FUNCTION {signature} "
+          + body.replace("{definer}", definer).replace("{namespace}", namespace)
+          for signature, body in FUNCTIONS),
+    ]
+
+
+# (version, statements of the ledger's schema `schema`), applied in order by init_schema.
+MIGRATIONS = [
+    (1, lambda schema: [s.strip() for s in V1.split(";") if s.strip()]),
+    (2, _v2),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -191,8 +362,14 @@ def read_dsn(env) -> str:
     return dsn
 
 
-def init_schema(conn: Connection) -> tuple[int, int]:
-    """Create or migrate the schema; (version before, version after). Idempotent."""
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def init_schema(conn: Connection, node_roles=()) -> tuple[int, int]:
+    """Create or migrate the schema, then grant EXECUTE on the ledger's functions to each of
+    `node_roles` and revoke every table right (from PUBLIC and from them); (version before,
+    version after). Idempotent; run as the owner role, which owns the tables and functions."""
     conn.execute("BEGIN")
     try:
         conn.execute("SELECT pg_advisory_xact_lock($1)", INIT_LOCK)
@@ -204,11 +381,13 @@ def init_schema(conn: Connection) -> tuple[int, int]:
         if before > SCHEMA_VERSION:
             raise DatabaseError(f"the ledger's schema is version {before}, newer than this "
                                 f"market-timers knows ({SCHEMA_VERSION}): upgrade the package")
-        for version, sql in MIGRATIONS:
+        schema = conn.execute("SELECT current_schema()")[0][0]
+        for version, statements in MIGRATIONS:
             if version > before:
-                for statement in filter(None, (s.strip() for s in sql.split(";"))):
+                for statement in statements(schema):
                     conn.execute(statement)
                 conn.execute("UPDATE mt_schema SET version = $1", version)
+        _grant(conn, schema, list(node_roles))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -216,9 +395,45 @@ def init_schema(conn: Connection) -> tuple[int, int]:
     return before, max(before, SCHEMA_VERSION)
 
 
+def _grant(conn: Connection, schema: str, roles: list[str]) -> None:
+    """EXECUTE on the functions to `roles`, nothing on the tables to anyone but the owner."""
+    owner = conn.execute("SELECT current_user")[0][0]
+    for role in roles:
+        rows = conn.execute("SELECT rolsuper OR rolbypassrls, pg_has_role($1, 'pg_signal_backend',"
+                            " 'MEMBER') FROM pg_roles WHERE rolname = $1", role)
+        if not rows:
+            raise DatabaseError(f"node role {role!r} does not exist: create it first (CREATE "
+                                f"ROLE {role} LOGIN PASSWORD '...'), one per node")
+        if role == owner:
+            raise DatabaseError(f"node role {role!r} is the owner role running `cluster init`: "
+                                "the owner has every table right; give the nodes their own roles")
+        if rows[0][0] == "t" or rows[0][1] == "t":
+            raise DatabaseError(f"node role {role!r} is a superuser, bypasses row security or "
+                                "may signal any backend (pg_signal_backend): a node role must "
+                                "not")
+        for other in roles:
+            if other != role and conn.execute("SELECT pg_has_role($1, $2, 'MEMBER')",
+                                              role, other)[0][0] == "t":
+                raise DatabaseError(f"node role {role!r} has the rights of node role {other!r}:"
+                                    f" it could end that node's backends (and its lock groups)")
+    names = ", ".join(["PUBLIC", *map(quote_ident, roles)])
+    conn.execute(f"REVOKE ALL ON TABLE {', '.join(TABLES)} FROM {names}")
+    conn.execute(f"REVOKE ALL ON SEQUENCE {', '.join(SEQUENCES)} FROM {names}")
+    for signature, _ in FUNCTIONS:
+        conn.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
+        for role in roles:
+            conn.execute(f"GRANT EXECUTE ON FUNCTION {signature} TO {quote_ident(role)}")
+    if schema != "public":
+        for role in roles:
+            conn.execute(f"GRANT USAGE ON SCHEMA {quote_ident(schema)} TO {quote_ident(role)}")
+
+
 def schema_version(conn: Connection) -> int:
-    rows = conn.execute("SELECT to_regclass('mt_schema') IS NOT NULL")
-    if rows[0][0] != "t":
+    rows = conn.execute("SELECT to_regprocedure('mt_schema_version()') IS NOT NULL, "
+                        "to_regclass('mt_schema') IS NOT NULL")
+    if rows[0][0] == "t":  # version 2 on: a node role reads it through the function
+        return int(conn.execute("SELECT mt_schema_version()")[0][0] or 0)
+    if rows[0][1] != "t":
         return 0
     rows = conn.execute("SELECT version FROM mt_schema")
     return int(rows[0][0]) if rows else 0
@@ -260,7 +475,7 @@ class PostgresLedger(Ledger):
         is busy or the connection broke before anything depended on it."""
         deadline = deadline or self.deadline
         if deadline is None:
-            return self.conn.execute(sql, *params)
+            return self._read(sql, *params)
         error = None
         while True:
             try:
@@ -286,17 +501,22 @@ class PostgresLedger(Ledger):
                 error = "the connection broke"
             except DatabaseError as e:
                 if e.sqlstate not in RETRYABLE:
-                    raise
+                    raise _schema_hint(e) from None
                 error = f"{e} (SQLSTATE {e.sqlstate}: {RETRYABLE[e.sqlstate]})"
             if time.time() + RETRY_PAUSE_SEC >= deadline:
                 raise DeadlinePassed(f"the cluster ledger was busy until the deadline: {error}",
                                      error)
             time.sleep(RETRY_PAUSE_SEC)
 
+    def _read(self, sql: str, *params) -> list[tuple]:
+        """A statement of the readers (status, deadman, sync): no deadline, no retry."""
+        try:
+            return self.conn.execute(sql, *params)
+        except DatabaseError as e:
+            raise _schema_hint(e) from None
+
     def seen(self, what: str) -> None:
-        self.conn.execute(
-            "INSERT INTO mt_nodes (node, last_seen, what) VALUES ($1, now(), $2) "
-            "ON CONFLICT (node) DO UPDATE SET last_seen = now(), what = $2", self.node, what)
+        self._read("SELECT mt_seen($1, $2)", self.node, what)
 
     # -- the runner's calls ------------------------------------------------------------------
 
@@ -305,10 +525,8 @@ class PostgresLedger(Ledger):
         return self.deadline and max(self.deadline, time.time() + AFTER_DEADLINE_SEC)
 
     def holder(self, key: Key) -> dict | None:
-        rows = self._execute(
-            "SELECT fields, node, fence FROM mt_runs WHERE job = $1 AND session = $2 "
-            "AND slot = $3 AND attempt = 1", key.job, key.session, key.slot,
-            deadline=self._past_deadline())
+        rows = self._execute("SELECT * FROM mt_holder($1, $2, $3)", key.job, key.session,
+                             key.slot, deadline=self._past_deadline())
         return _record(rows[0]) if rows else None
 
     def claim(self, key: Key, how: str, fields: dict) -> Claim:
@@ -316,9 +534,8 @@ class PostgresLedger(Ledger):
         if how in ("timer", "operator"):
             attempts = [1]
         else:
-            rows = self._execute(
-                "SELECT attempt, result FROM mt_runs WHERE job = $1 AND session = $2 AND "
-                "slot = $3 ORDER BY attempt DESC LIMIT 1", key.job, key.session, key.slot)
+            rows = self._execute("SELECT * FROM mt_last_attempt($1, $2, $3)", key.job,
+                                 key.session, key.slot)
             last = int(rows[0][0]) if rows else 0
             if how == "retry" and (not rows or rows[0][1] in (None, "success")):
                 return Claim(False, holder=self.holder(key))
@@ -330,14 +547,9 @@ class PostgresLedger(Ledger):
             # One round trip: the claim, and this node's "last seen" when it won.
             self.committed = self.claim_sent = True  # its outcome is known from its answer only
             rows = self._execute(
-                "WITH claim AS (INSERT INTO mt_runs (job, session, slot, attempt, how, node, "
-                "fence, invocation, fields) VALUES ($1, $2, $3, $4, $5, $6, nextval('mt_fence'),"
-                " $7, $8) ON CONFLICT DO NOTHING RETURNING fence), seen AS (INSERT INTO mt_nodes"
-                " (node, last_seen, what) SELECT $6, now(), $9 FROM claim ON CONFLICT (node) DO "
-                "UPDATE SET last_seen = now(), what = $9) SELECT fence FROM claim",
-                key.job, key.session, key.slot, attempt, how, self.node,
+                "SELECT mt_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)", key.job, key.session, key.slot, attempt, how, self.node,
                 fields.get("invocation"), text, f"ran {key.job} {key.name}")
-            if rows:
+            if rows[0][0] is not None:
                 return Claim(True, attempt, fence=rows[0][0])
             if how in ("timer", "operator"):
                 holder = self.holder(key) or {}
@@ -352,8 +564,7 @@ class PostgresLedger(Ledger):
         """The refusal's note (the deadman reads it), given AFTER_DEADLINE_SEC past the
         start's deadline."""
         self._execute(
-            "INSERT INTO mt_refusals (job, session, slot, node, invocation, fields) "
-            "VALUES ($1, $2, $3, $4, $5, $6)", key.job, key.session, key.slot, self.node,
+            "SELECT mt_refuse($1, $2, $3, $4, $5, $6)", key.job, key.session, key.slot, self.node,
             fields.get("invocation"),
             format_fields({"job": key.job, "session": key.session, "slot": key.slot or None,
                            "node": self.node, **fields}), deadline=self._past_deadline())
@@ -374,9 +585,7 @@ class PostgresLedger(Ledger):
                           "WHERE application_name = ANY($1::text[]) AND pid <> pg_backend_pid()",
                           "{" + ",".join(f'"{t}"' for t in self._tags) + "}", deadline=budget)
             self._execute(
-                "DELETE FROM mt_runs WHERE job = $1 AND session = $2 AND slot = $3 AND node = $4"
-                " AND finished_at IS NULL AND ($5::text IS NULL OR invocation = $5) AND "
-                "($6::bigint IS NULL OR fence = $6)", key.job, key.session, key.slot, self.node,
+                "SELECT mt_withdraw($1, $2, $3, $4, $5, $6)", key.job, key.session, key.slot, self.node,
                 invocation, fence, deadline=budget)
         except DatabaseError:
             return False
@@ -385,56 +594,37 @@ class PostgresLedger(Ledger):
     def finish(self, key: Key, invocation: str | None, fields: dict) -> None:
         text = format_fields(fields)
         rows = self._execute(
-            "UPDATE mt_runs SET finished_at = now(), result = $5, fields = fields || $6 "
-            "WHERE job = $1 AND session = $2 AND slot = $3 AND invocation = $4 "
-            "AND finished_at IS NULL RETURNING attempt",
+            "SELECT mt_finish($1, $2, $3, $4, $5, $6)",
             key.job, key.session, key.slot, invocation, fields.get("result"), text)
-        if rows:
-            return
-        rows = self._execute(
-            "UPDATE mt_refusals SET result = $5, fields = fields || $6 WHERE id = (SELECT max(id)"
-            " FROM mt_refusals WHERE job = $1 AND session = $2 AND slot = $3 AND invocation = $4"
-            " AND result IS NULL) RETURNING id",
-            key.job, key.session, key.slot, invocation, fields.get("result"), text)
-        if not rows:  # the runner stopped before it wrote anything
+        if rows[0][0] is None:  # the runner stopped before it wrote anything
             status = str(fields.get("exit_status") or "")
             self.refuse(key, dict(fields, invocation=invocation,
                                   refused="runner-error" if status == "175" or status == "172"
                                   else "unrecorded"))
 
     def take_ticket(self, nonce: str, key: Key) -> dict | None:
-        rows = self._execute(
-            "DELETE FROM mt_tickets WHERE nonce = $1 AND job = $2 AND session = $3 "
-            "RETURNING fields", nonce, key.job, key.session)
-        return parse_fields(rows[0][0]) if rows else None
+        rows = self._execute("SELECT mt_take_ticket($1, $2, $3)", nonce, key.job, key.session)
+        return parse_fields(rows[0][0]) if rows[0][0] is not None else None
 
     def write_ticket(self, nonce: str, fields: dict, owner=None) -> None:
-        self._execute("INSERT INTO mt_tickets (nonce, job, session, fields) VALUES "
-                          "($1, $2, $3, $4)", nonce, fields.get("job"), fields.get("session"),
+        self._execute("SELECT mt_write_ticket($1, $2, $3, $4)", nonce, fields.get("job"), fields.get("session"),
                           format_fields(fields))
 
     # -- cluster-wide lock groups and fencing --------------------------------------------------
 
     def lock_group(self, group: str, key: Key) -> tuple[int, str] | None:
         """Take the group's advisory lock: (socket fd to inherit, fence token), or None (busy)."""
-        rows = self._execute("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
-                             LOCK_NAMESPACE + group)
-        if rows[0][0] != "t":
+        # One statement, the lock and its fence row: when its connection breaks, the lock (if
+        # taken) dies with it, so it may be retried on a new one.
+        rows = self._execute("SELECT mt_lock($1, $2, $3, $4)", group, self.node, key.job,
+                             key.name)
+        if rows[0][0] is None:
             return None
         self.committed = True  # the lock lives on this connection: it must not be replaced
-        rows = self._execute(
-            "INSERT INTO mt_locks (grp, fence, node, job, session, backend_pid, backend_start) "
-            "SELECT $1, nextval('mt_fence'), $2, $3, $4, pg_backend_pid(), backend_start "
-            "FROM pg_stat_activity WHERE pid = pg_backend_pid() "
-            "ON CONFLICT (grp) DO UPDATE SET fence = excluded.fence, node = excluded.node, "
-            "job = excluded.job, session = excluded.session, backend_pid = excluded.backend_pid,"
-            " backend_start = excluded.backend_start, since = now() RETURNING fence",
-            group, self.node, key.job, key.name)
         return self.conn.socket(), rows[0][0]
 
     def lock_holder(self, group: str) -> dict | None:
-        rows = self._execute(
-            "SELECT node, job, session, since, fence FROM mt_locks WHERE grp = $1", group)
+        rows = self._execute("SELECT * FROM mt_lock_holder($1)", group)
         if not rows:
             return None
         node, job, session, since, fence = rows[0]
@@ -442,52 +632,49 @@ class PostgresLedger(Ledger):
 
     def check_fence(self, group: str, token: str) -> bool:
         """True while `token` is the group's current fence and its holder's session lives."""
-        rows = self._execute(
-            "SELECT count(*) FROM mt_locks l JOIN pg_stat_activity a ON a.pid = l.backend_pid "
-            "AND a.backend_start = l.backend_start WHERE l.grp = $1 AND l.fence = $2",
-            group, token)
-        return rows[0][0] == "1"
+        rows = self._execute("SELECT mt_check_fence($1, $2)", group, token)
+        return rows[0][0] == "t"
 
     # -- readers -----------------------------------------------------------------------------
 
     def attempts(self, key: Key) -> list[dict]:
-        rows = self.conn.execute(
-            "SELECT fields, node, fence FROM mt_runs WHERE job = $1 AND session = $2 AND "
-            "slot = $3 ORDER BY attempt", key.job, key.session, key.slot)
+        rows = self._read("SELECT * FROM mt_attempts($1, $2, $3)", key.job,
+                                 key.session, key.slot)
         return [_record(r) for r in rows]
 
     def refusals(self, key: Key) -> list[dict]:
-        rows = self.conn.execute(
-            "SELECT fields, node, NULL FROM mt_refusals WHERE job = $1 AND session = $2 AND "
-            "slot = $3 ORDER BY id", key.job, key.session, key.slot)
+        rows = self._read("SELECT fields, node, NULL FROM mt_refusals_of($1, $2, $3)",
+                                 key.job, key.session, key.slot)
         return [_record(r) for r in rows]
 
     def keys(self, job: str | None = None) -> list[Key]:
-        rows = self.conn.execute(
-            "SELECT DISTINCT job, session, slot FROM (SELECT job, session, slot FROM mt_runs "
-            "UNION SELECT job, session, slot FROM mt_refusals) k WHERE $1::text IS NULL "
-            "OR job = $1 ORDER BY 1, 2, 3", job)
+        rows = self._read("SELECT * FROM mt_keys($1)", job)
         return [Key(*r) for r in rows]
 
     def note_miss(self, key: Key) -> bool:
         """True for the one node that reports this miss first (cluster-wide dedup)."""
-        rows = self.conn.execute(
-            "INSERT INTO mt_misses (job, session, slot, node) VALUES ($1, $2, $3, $4) "
-            "ON CONFLICT DO NOTHING RETURNING node", key.job, key.session, key.slot, self.node)
-        return bool(rows)
+        rows = self._read("SELECT mt_note_miss($1, $2, $3, $4)", key.job, key.session,
+                                 key.slot, self.node)
+        return rows[0][0] == "t"
 
     def nodes(self) -> list[dict]:
-        rows = self.conn.execute(
-            "SELECT node, last_seen, what FROM mt_nodes ORDER BY node")
+        rows = self._read("SELECT * FROM mt_node_list()")
         return [{"node": n, "last_seen": s, "what": w} for n, s, w in rows]
 
     def runs(self, limit: int = 200) -> list[dict]:
-        rows = self.conn.execute(
-            "SELECT job, session, slot, attempt, how, node, claimed_at, finished_at, result "
-            "FROM mt_runs ORDER BY claimed_at DESC LIMIT $1", limit)
+        rows = self._read("SELECT * FROM mt_recent_runs($1)", limit)
         names = ("job", "session", "slot", "attempt", "how", "node", "claimed_at", "finished_at",
                  "result")
         return [dict(zip(names, r, strict=True)) for r in rows]
+
+
+def _schema_hint(e: DatabaseError) -> DatabaseError:
+    """A missing ledger function (SQLSTATE 42883) means a schema older than this code."""
+    if e.sqlstate == "42883" and "mt_" in str(e):
+        return DatabaseError(f"{e}: the ledger's schema is older than this market-timers "
+                             f"(version {SCHEMA_VERSION}): run `market-timers cluster init` with "
+                             "the owner role's DSN", e.sqlstate)
+    return e
 
 
 def _record(row: tuple) -> dict:

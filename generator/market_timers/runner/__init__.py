@@ -95,6 +95,7 @@ from market_timers.runner.start import (
     claim_start,
     cluster_lock,
     exec_job,
+    fence_answerer,
     local_ledger,
     log,
     note_refusal,
@@ -330,6 +331,9 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     if how == "timer" and time.time() > scheduled.timestamp() + grace and \
             hasattr(book, "withdraw"):  # the grace again: the claim itself may have been slow
         return _refuse_late_claim(book, key, claim, lock, scheduled, grace, what, base, slot)
+    answer = None
+    if fence is not None and user is not None:  # the job asks its supervisor (start.py)
+        answer = fence_answerer(book, env.get(environment.LOCK_GROUP, job), str(fence))
     if slot:
         slot.ran(late, claim.attempt)
         if env.get(environment.LEAD_SEC):  # the unit's Nice=-10 without a wait: not the job's
@@ -337,7 +341,7 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
 
             set_nice(job_nice(env))
         return exec_job(argv, env, session, slot.text, claim, fence, user=user,
-                        MARKET_SLOT_UTC=slot.text)
+                        fence_answer=answer, MARKET_SLOT_UTC=slot.text)
     capable, wait = False, []
     if env.get(environment.LEAD_SEC):  # a pre-fired start: the wait for the instant
         from market_timers.runner.prefire import await_exec_time
@@ -345,7 +349,8 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         capable, wait = await_exec_time(env, scheduled, job, escort_later=user is not None)
     escort_at = scheduled.timestamp() if capable and user is not None else None
     return exec_job([*wait, *argv], env, session, utc_text(scheduled), claim, fence,
-                    drop_capabilities=capable, user=user, escort_at=escort_at)
+                    drop_capabilities=capable, user=user, escort_at=escort_at,
+                    fence_answer=answer)
 
 
 def _refuse_paused(env: dict, book, key, base: dict, what: str, slot, late_field: dict):

@@ -45,7 +45,8 @@ def read(env: dict) -> dict[str, bytes]:
         except OSError as e:
             raise CredentialError(f"cannot read the job's credential {name} in {directory}: "
                                   f"{e.strerror} (LoadCredential={name}: put it in "
-                                  f"/etc/credstore/{name})") from None
+                                  f"/etc/credstore/{name}; systemd 252 starts the unit "
+                                  "without it)") from None
     return out
 
 

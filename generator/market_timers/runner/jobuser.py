@@ -56,7 +56,14 @@ class JobUser:
 def resolve(env: dict) -> JobUser | None:
     """The job's user, checked before the claim (a run that cannot switch takes none); None: the
     job is exec'd in place (an older unit, or the job's user is ours). JobUserError says why the
-    job cannot be started as its user."""
+    job cannot be started as its user, or cannot be handed its credentials."""
+    if env.get(environment.JOB_CREDENTIALS):  # before the claim too (jobcredentials.py)
+        from market_timers.runner import jobcredentials
+
+        try:
+            jobcredentials.read(env)
+        except jobcredentials.CredentialError as e:
+            raise JobUserError(str(e)) from None
     name = env.get(environment.JOB_USER)
     if not name:
         return None
@@ -104,10 +111,16 @@ def setpriv_argv(user: JobUser, argv: list[str]) -> list[str]:
             "--inh-caps=-all", "--ambient-caps=-all", "--pdeathsig=SIGKILL", "--", *argv]
 
 
+FENCE_FD = 3  # the job's end of the fence socket (`serve`), the first descriptor after stderr
+
+
 def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = False,
-              after_fork=None) -> int:
+              after_fork=None, serve=None) -> int:
     """Fork the job as `user` and wait for it: its exit status, or this process dies of its
-    signal. after_fork(pid) runs in the supervisor once the child exists (the escort)."""
+    signal. after_fork(pid) runs in the supervisor once the child exists (the escort).
+    serve(request) -> reply: answers the job's requests on a socket (fd FENCE_FD in the job,
+    $MARKET_FENCE_FD) from a thread of the supervisor while the job lives: `market-timers
+    fence check` asks it, over the supervisor's own ledger connection."""
     child_env = dict(env, HOME=user.home, USER=user.name, LOGNAME=user.name)
     keeper = None
     if env.get(environment.JOB_CREDENTIALS):  # the job's own secrets: a copy of its user's
@@ -120,7 +133,7 @@ def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = Fal
             return 172  # exitcodes.RUNNER_ERROR
         child_env["CREDENTIALS_DIRECTORY"] = keeper.directory
     try:
-        return _supervise(argv, child_env, user, realtime, after_fork, keeper)
+        return _supervise(argv, child_env, user, realtime, after_fork, keeper, serve)
     finally:
         if keeper is not None:
             keeper.release()
@@ -133,8 +146,14 @@ def _say(text: str) -> None:
     print(f"{prefix}market-timers-run: {text}", file=sys.stderr, flush=True)
 
 
-def _supervise(argv, child_env, user, realtime, after_fork, keeper) -> int:
+def _supervise(argv, child_env, user, realtime, after_fork, keeper, serve) -> int:
     command = setpriv_argv(user, argv)
+    ours = theirs = None
+    if serve is not None:
+        import socket
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        child_env[environment.FENCE_FD] = str(FENCE_FD)
     # The signals to pass on are blocked across the fork: one that comes before the supervisor's
     # handlers exist (the child may already run the job by then) is held, not taken with its
     # default action, which would end the supervisor and leave the job behind it.
@@ -148,7 +167,9 @@ def _supervise(argv, child_env, user, realtime, after_fork, keeper) -> int:
         code = 172  # exitcodes.RUNNER_ERROR, without importing it here
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # the job's mask is its own
-            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+            if theirs is not None:  # dup2 leaves the copy inheritable
+                os.dup2(theirs.fileno(), FENCE_FD)
+            os.closerange(FENCE_FD + 1 if theirs is not None else 3, os.sysconf("SC_OPEN_MAX"))
             if "WATCHDOG_PID" in child_env:
                 child_env["WATCHDOG_PID"] = str(os.getpid())
             if realtime:
@@ -165,9 +186,12 @@ def _supervise(argv, child_env, user, realtime, after_fork, keeper) -> int:
     for sig in FORWARDED:
         signal.signal(sig, lambda signum, frame: _forward(pid, signum))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # a held one is forwarded now
+    server = _serve(ours, theirs, serve) if serve is not None else None
     if after_fork is not None:
         after_fork(pid)
     _, status = os.waitpid(pid, 0)  # PEP 475: retried after each forwarded signal
+    if server is not None:
+        _stop_serving(ours, server)
     if os.WIFEXITED(status):
         return os.WEXITSTATUS(status)
     sig = os.WTERMSIG(status)
@@ -176,6 +200,47 @@ def _supervise(argv, child_env, user, realtime, after_fork, keeper) -> int:
     signal.signal(sig, signal.SIG_DFL)
     os.kill(os.getpid(), sig)  # die as the job died: systemd sees the same result
     return 128 + sig  # a signal that does not end a process (not reached for the others)
+
+
+def _serve(ours, theirs, serve):
+    """The thread answering the job's requests, one datagram each (requests are tiny)."""
+    import threading
+
+    theirs.close()  # the job's copy is in the child: its end closes when the job's tree ends
+
+    def loop() -> None:
+        while True:
+            try:
+                request = ours.recv(256)
+            except OSError:
+                return
+            if not request:
+                return
+            try:
+                reply = serve(request)
+            except Exception as e:  # noqa: BLE001 - the job gets an answer, never silence
+                reply = f"error {type(e).__name__}: {e}".encode()
+            try:
+                ours.send(reply[:4096])
+            except OSError:
+                return
+
+    thread = threading.Thread(target=loop, name="fence", daemon=True)
+    thread.start()
+    return thread
+
+
+def _stop_serving(ours, thread, wait: float = 10.0) -> None:
+    """The job has ended: end the thread, waiting for an answer in progress (bounded by the
+    ledger's own deadline) before the supervisor uses its connection again or exits."""
+    import socket
+
+    try:
+        ours.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    thread.join(wait)
+    ours.close()
 
 
 def _forward(pid: int, signum: int) -> None:

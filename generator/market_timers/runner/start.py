@@ -8,6 +8,7 @@ import fcntl
 import os
 import stat
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 
 from market_timers import ledger
@@ -159,14 +160,19 @@ def cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
         raise
     if held is None:
         os.close(lock)
-        holder = book.lock_holder(group) or {}
-        log(WARNING, f"lock group '{group}' is busy on node {holder.get('node', '?')} "
-                     f"({holder.get('job', '?')} {holder.get('session', '?')} since "
-                     f"{holder.get('since', '?')}); this run of {what} is dropped, not queued")
+        holder = book.lock_holder(group)
+        if holder:
+            where = (f"on node {holder.get('node', '?')} ({holder.get('job', '?')} "
+                     f"{holder.get('session', '?')} since {holder.get('since', '?')})")
+        else:  # the holder took the lock and has not yet recorded itself: a start racing ours
+            where = "on another node (a start taking it at this moment)"
+        log(WARNING, f"lock group '{group}' is busy {where}; this run of {what} is dropped, "
+                     "not queued")
         note_refusal(book, key, base, "overlap-skipped")
         return OVERLAP_SKIPPED
-    # The advisory lock lives on this connection: the job inherits its socket, so the lock is
-    # released exactly when the job's process ends (ledger/postgresql.py).
+    # The advisory lock lives on this connection: the supervisor keeps it while the job runs (a
+    # job exec'd in this process, with no job user, inherits the socket), so the lock is
+    # released exactly when the run ends (ledger/postgresql.py, runner/jobuser.py).
     sock, fence = held
     os.set_inheritable(sock, True)
     return fence
@@ -174,12 +180,13 @@ def cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
 
 def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, claim,
              fence: str | None = None, drop_capabilities: bool = False, user=None,
-             escort_at: float | None = None, **context: str) -> int:
+             escort_at: float | None = None, fence_answer=None, **context: str) -> int:
     """Run the job with its context: as `user` (jobuser.JobUser), in a child this process
     supervises (its exit status is returned), or, without one, exec'd in this process (returns
     only when the exec failed). drop_capabilities: empty this process's capability sets first
     (the pre-fire escort's CAP_SYS_NICE is never the job's: instant_escort.py). escort_at: the
-    instant whose real-time escort is started for the child once it exists."""
+    instant whose real-time escort is started for the child once it exists. fence_answer: the
+    supervisor's answer to the job's `fence check` (jobuser.supervise's serve)."""
     if user is not None:
         from market_timers.runner.jobuser import supervise
 
@@ -191,7 +198,8 @@ def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, clai
                 realtime.start(escort_at, env.get(environment.JOB, ""), target=pid)
 
         return supervise(argv, _child_env(env, session, scheduled_text, claim, fence, context),
-                         user, realtime=escort_at is not None, after_fork=after_fork)
+                         user, realtime=escort_at is not None, after_fork=after_fork,
+                         serve=fence_answer)
     if drop_capabilities:
         from market_timers.runner.realtime import (  # loaded before the wait
             drop_capabilities as drop,
@@ -204,6 +212,29 @@ def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, clai
         log(ERR, f"cannot run {argv[0]}: {e.strerror}")
         return RUNNER_ERROR
     return RUNNER_ERROR  # not reached
+
+
+FENCE_ANSWER_SEC = 5  # how long the supervisor's ledger query for a fence check may take
+
+
+def fence_answerer(book, group: str, fence: str):
+    """The supervisor's answer to its job's `fence check` (`holds ...`, `superseded ...`,
+    `error ...`), asked over the supervisor's own ledger connection with a deadline of its own
+    (the start's has passed by then)."""
+    def answer(_request: bytes) -> bytes:
+        from market_timers.ledger import DatabaseError
+
+        book.deadline = time.time() + FENCE_ANSWER_SEC
+        try:
+            if book.check_fence(group, fence):
+                return f"holds {fence} {group}".encode()
+            h = book.lock_holder(group) or {}
+        except DatabaseError as e:
+            return f"error {e}".encode()
+        return (f"superseded {group} {h.get('node', '?')} {h.get('fence', '?')} "
+                f"{h.get('job', '?')} {h.get('session', '?')}").encode()
+
+    return answer
 
 
 def _child_env(env: dict, session: str, scheduled_text: str, claim, fence, context) -> dict:

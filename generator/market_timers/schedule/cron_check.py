@@ -7,7 +7,11 @@ For people migrating from cron. Given a cron line in some time zone and the job 
 * on_time:    the fire equals some session's (event + offset) instant exactly;
 * no_session: the fire's exchange-local date has no session (holiday or weekend);
 * other_time: the exchange-local date has a session, but the fire is not at its event + offset
-              (an early close, a DST week where the cron's zone and the exchange's disagree...).
+              (an early close, a DST week where the cron's zone and the exchange's disagree...);
+* not_chosen: (with --job, a job whose session rule chooses some sessions: a month end, a third
+              Friday) the date has a session the rule does not choose.
+With --job the calendar, event, offset and rule are the configured job's, and its instants are
+the plan's (schedule/plan.py), so "on time" means what the job itself would have done.
 
 The cron line is read by cronsim, whose stated goal is to evaluate expressions exactly as Debian's
 cron does (healthchecks.io uses it to check cron schedules): Sunday is 0 (7 too), and when both
@@ -67,15 +71,19 @@ class WrongFire:
 
     fire_utc: datetime
     fire_local: datetime  # in the exchange's zone
-    kind: str  # "no_session" | "other_time"
+    kind: str  # "no_session" | "other_time" | "not_chosen"
     event: str = ""  # open | close | break_start | break_end
     session: date | None = None  # the session on the fire's exchange-local date (other_time)
     event_local: datetime | None = None  # that session's event, exchange-local (None: no break)
     expected_utc: datetime | None = None  # event + offset, UTC (None: the session has no break)
 
+    why: str = ""  # not_chosen: the rule that chooses other sessions
+
     def calendar_says(self) -> str:
         if self.kind == "no_session":
             return "no session (holiday/weekend)"
+        if self.kind == "not_chosen":
+            return f"a session the job's rule does not choose ({self.why})"
         if self.event_local is None or self.expected_utc is None:
             return "session has no break; no fire is due"
         return "session {} {}; fire should be {} ({})".format(
@@ -98,6 +106,8 @@ class CronCheckResult:
     on_time: int = 0
     no_session: int = 0
     other_time: int = 0
+    not_chosen: int = 0
+    job: str = ""  # --job: the configured job compared against
     wrong: list[WrongFire] = field(default_factory=list)
 
 
@@ -181,8 +191,11 @@ def _calendar(name: str, start: date, end: date):
 
 
 def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: int,
-               start: date, end: date) -> CronCheckResult:
-    """Classify every fire of `expr` (in zone `tz`) from `start` 00:00 UTC to `end` 23:59 UTC."""
+               start: date, end: date, chosen: dict[date, datetime] | None = None,
+               rule: str = "") -> CronCheckResult:
+    """Classify every fire of `expr` (in zone `tz`) from `start` 00:00 UTC to `end` 23:59 UTC.
+    `chosen`: the sessions a job's rule chooses and their instants (the plan's), `rule` its
+    words; then a fire on another session is not_chosen."""
     import pandas as pd
     from cronsim import CronSim
 
@@ -205,6 +218,8 @@ def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: in
     for label, t in sched[event].items():
         events[label.date()] = None if pd.isna(t) else t.to_pydatetime()
     targets = {t + offset for t in events.values() if t is not None}
+    if chosen is not None:
+        targets = set(chosen.values())
 
     res = CronCheckResult(expr=expr, tz=tz, calendar=cal.name, event=event,
                           offset_seconds=offset_seconds, start=start, end=end)
@@ -227,12 +242,18 @@ def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: in
             res.no_session += 1
             res.wrong.append(WrongFire(fire_utc, local, "no_session", event))
             continue
+        if chosen is not None and local.date() not in chosen:
+            res.not_chosen += 1
+            res.wrong.append(WrongFire(fire_utc, local, "not_chosen", event, session=local.date(),
+                                       why=rule))
+            continue
         ev = events[local.date()]
         res.other_time += 1
         res.wrong.append(WrongFire(
             fire_utc, local, "other_time", event, session=local.date(),
             event_local=None if ev is None else ev.astimezone(xtz),
-            expected_utc=None if ev is None else (ev + offset).astimezone(UTC),
+            expected_utc=(chosen[local.date()] if chosen is not None
+                          else None if ev is None else (ev + offset).astimezone(UTC)),
         ))
     return res
 
@@ -257,6 +278,7 @@ def to_json(result: CronCheckResult) -> dict:
         "on_time": result.on_time,
         "no_session": result.no_session,
         "other_time": result.other_time,
+        **({"job": result.job, "not_chosen": result.not_chosen} if result.job else {}),
         "wrong_fires": [
             {
                 "kind": w.kind,
@@ -276,11 +298,13 @@ def format_text(result: CronCheckResult) -> str:
     from market_timers.schema.durations import format_offset
 
     r = result
+    job = f"job {r.job}: " if r.job else ""
     lines = [
-        f"cron {r.expr!r} in {r.tz} vs {r.calendar} {r.event} {format_offset(r.offset_seconds)}, "
+        f"cron {r.expr!r} in {r.tz} vs {job}{r.calendar} {r.event} "
+        f"{format_offset(r.offset_seconds)}, "
         f"{r.start.isoformat()} 00:00 UTC .. {r.end.isoformat()} 23:59 UTC",
         f"fires: {r.fires}  on time: {r.on_time}  no session: {r.no_session}  "
-        f"other time: {r.other_time}",
+        f"other time: {r.other_time}" + (f"  not chosen: {r.not_chosen}" if r.job else ""),
     ]
     if r.wrong:
         lines.append("")
@@ -311,9 +335,47 @@ def command(args: argparse.Namespace) -> int:
     now = getattr(args, "now", None) or datetime.now(UTC)
     end = args.to if args.to is not None else now.date()
     start = args.from_ if args.from_ is not None else end - timedelta(days=DEFAULT_DAYS)
-    result = check_cron(args.expr, args.tz, args.calendar, args.event, offset_seconds, start, end)
+    if getattr(args, "job", None):
+        result = _check_job(args, start, end)
+    elif args.calendar is None:
+        raise ValueError("--calendar or --job is required")
+    else:
+        result = check_cron(args.expr, args.tz, args.calendar, args.event, offset_seconds,
+                            start, end)
     if args.json:
         print(json.dumps(to_json(result), indent=2))
     else:
         print(format_text(result), end="")
     return 0
+
+
+def _check_job(args, start: date, end: date) -> CronCheckResult:
+    """check-cron --job NAME: the configured job's calendar, event, offset and session rule, and
+    the plan's instants for it."""
+    from dataclasses import replace
+
+    from market_timers.config import loader
+    from market_timers.schedule import plan
+
+    if args.calendar is not None or args.event != "close" or args.offset != "0s":
+        raise ValueError("--job takes the job's own calendar, event and offset: leave out "
+                         "--calendar, --event and --offset")
+    path = loader.config_path(getattr(args, "config", None))
+    cfg = loader.load(path)
+    names = [j.name for j in cfg.jobs]
+    job = next((j for j in cfg.jobs if j.name == args.job), None)
+    if job is None:
+        raise ValueError(f"--job {args.job}: no such job in {path}"
+                         f"{did_you_mean(args.job, names)}")
+    if not job.is_session_job or job.periodic is not None or job.calendars:
+        raise ValueError(f"--job {args.job}: check-cron compares a cron line with a job that "
+                         "runs once per session on one calendar")
+    fires = plan.plan_between(replace(cfg, jobs=[job]), start - timedelta(days=7),
+                              end + timedelta(days=7))
+    chosen = {f.session: f.fire_utc for f in fires}
+    rule = next((f.why for f in fires if f.why), "")
+    result = check_cron(args.expr, args.tz, job.calendar, job.event, job.offset, start, end,
+                        chosen=chosen if job.selects or job.skip else None,
+                        rule=rule or "the job's skip list")
+    result.job = job.name
+    return result

@@ -34,7 +34,7 @@ class _View:
     labels: list[date]
     breaks: list[bool]  # the session has a midday break
     covered: tuple[date, date]  # the days the calendars' data covers
-    week_start: int
+    week_start: object  # () -> the weekday its weeks start on (a "week" rule asks)
     special: object  # () -> (early-close days, late-open days), built when a filter asks
 
 
@@ -76,7 +76,7 @@ def _view(calendar: str, start: date, end: date, override: Override | None) -> _
     return _View([date.fromordinal(calendars.EPOCH_DAY + d) for d in table.days.tolist()],
                  [b != calendars.NO_TIME for b in table.seconds["break_start"].tolist()],
                  _covered(calendar, start, end),
-                 calendars.week_starts_on(calendar),
+                 lambda: calendars.week_starts_on(calendar, start, end),
                  lambda: calendars.special_days(calendar, start, end, override))
 
 
@@ -92,7 +92,7 @@ def _joint_view(job: Job, start: date, end: date, overrides: dict) -> _View:
 
     return _View([s.label for s in sessions], [s.break_start is not None for s in sessions],
                  (max(a for a, _ in spans), min(b for _, b in spans)),
-                 calendars.week_starts_on(cals[0]), special)
+                 lambda: calendars.week_starts_on(cals[0], start, end), special)
 
 
 def joint_sessions(job: Job, start: date, end: date, overrides: dict
@@ -161,7 +161,7 @@ def _date_rule(rule: SessionRule, view: _View) -> dict[date, str]:
 
 def _nth_of_period(rule: SessionRule, view: _View) -> dict[date, str]:
     labels, covered = view.labels, view.covered
-    week_start = view.week_start if rule.period == "week" else 0
+    week_start = view.week_start() if rule.period == "week" else 0
     groups: dict[tuple[date, date], list[date]] = {}
     for d in labels:
         groups.setdefault(_period_bounds(rule.period, d, week_start), []).append(d)
