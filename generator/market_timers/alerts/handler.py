@@ -167,10 +167,14 @@ def requires_unmet(config, job: str, session: str) -> tuple[str, dict] | None:
     state_dir = getattr(config, "state_dir", None)
     if not state_dir or not session:
         return None
+    book = runrecord.cluster_book(config)
     try:
-        record = runrecord.read(state_dir, job, session, book=runrecord.cluster_book(config))
-    except DatabaseError:  # the cluster ledger is unreachable: the title stays the generic one
+        record = runrecord.read(state_dir, job, session, book=book)
+    except DatabaseError:  # the cluster ledger is unreachable: this node's local ledger
         record = runrecord.read(state_dir, job, session)
+    finally:
+        if book is not None:
+            book.close()
     if not record or record.get("refused") != "requires-unmet" or not record.get("upstream"):
         return None
     upstream, state = record["upstream"], record.get("upstream_state", "?")
