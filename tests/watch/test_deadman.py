@@ -218,3 +218,13 @@ def test_daily_utc_job_missed_once_and_ran_day_is_quiet(make_config, fake_system
         one_pass(config, fake_systemctl, alerts, now)
     assert [(c["kind"], c["job"], c["session"]) for c in alerts.calls] == [
         ("missed", "nightly", "2025-11-23")]
+
+
+def test_a_session_held_by_a_pause_is_not_missed_even_when_its_timer_did_not_fire(
+        week, fake_systemctl, alerts):
+    """No record at all (the timer never fired) while the job is paused: not a miss."""
+    from market_timers import cli
+
+    assert cli.main(["--config", str(week.source), "pause", "signal", "--note", "x"]) == 0
+    one_pass(week, fake_systemctl, alerts, utc("2025-11-24T23:00:00Z"))
+    assert alerts.calls == []

@@ -74,7 +74,8 @@ def build(ctx, session: str, incidents=None) -> str:
                 alerts.append(ev)
     for rec in runrecord.all_records(ctx.state_dir):  # runs no handler reported (e.g. no alerts config)
         if rec["session"] == session and rec["job"] not in results:
-            results[rec["job"]] = [str(rec.get("result") or "started, no result")]
+            results[rec["job"]] = [str(rec.get("refused") or rec.get("result")
+                                       or "started, no result")]
     lines = [f"market-timers digest for session {session}", "", "Jobs:"]
     if not results:
         lines.append("  (no run recorded for this session)")
@@ -90,6 +91,13 @@ def build(ctx, session: str, incidents=None) -> str:
               for k in ("overlap-skipped", "stale-start", "missed")}
     lines += ["", "Skips: {overlap-skipped}, stale starts: {stale-start}, misses: {missed}"
               .format(**counts)]
+    held = {k: sorted(j for j, r in results.items() if k in r) for k in ("paused",
+                                                                        "requires-unmet")}
+    if held["paused"]:  # deliberate: paused (`market-timers pause`), not missed
+        lines.append(f"Paused (not run, not missed): {', '.join(held['paused'])}")
+    if held["requires-unmet"]:
+        lines.append(f"Not run, a job they require did not succeed: "
+                     f"{', '.join(held['requires-unmet'])}")
     from market_timers.runner.slotaccount import periodic_digest_lines
 
     lines += periodic_digest_lines(ctx.state_dir, session, ctx.now())  # periodic jobs' slots

@@ -16,8 +16,8 @@ import subprocess
 from collections.abc import Callable
 
 from market_timers.alerts.api import raise_alert, record_success
-from market_timers.contracts import environment, unitname
-from market_timers.contracts.outcomes import classify
+from market_timers.contracts import environment, exitcodes, unitname
+from market_timers.contracts.outcomes import FAILURE_KINDS, classify
 from market_timers.contracts.outcomes import title as run_title
 
 log = logging.getLogger("market_timers.alerts")
@@ -125,6 +125,13 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
         if (last := final_failure(config, job, session)) is not None:
             kind, title, extra = last
             details.update(extra)
+    if status == str(exitcodes.REQUIRES_UNMET) and (unmet := requires_unmet(config, job, session)):
+        title, extra = unmet
+        details.update(extra)
+    if info.get(environment.PAUSE_ON_FAILURE) and kind in FAILURE_KINDS:
+        if (held := failure_pause(config, job, info)) is not None:
+            title = (title or run_title(kind, job, session, status, result)) + held
+            details["paused"] = held.removeprefix("; ")
     if unit in unitname.PACKAGE_SERVICES and not info.get(environment.JOB):
         title = (f"{unit} failed ({details.get('result') or kind}): a part of market-timers "
                  f"itself is not working; see `systemctl status {unit}`")
@@ -136,6 +143,45 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     raise_alert(config, kind=kind, job=job, session=session, details=details, title=title,
                 job_severity=info.get(environment.SEVERITY), now=now, env=env)
     return 0
+
+
+def failure_pause(config, job: str, info: dict) -> str | None:
+    """What the failure alert of a `pause_on_failure` job adds: its lock group is paused, and
+    how to resume it (None when the record step did not pause it: a refused start)."""
+    from market_timers.ledger.pauses import paused
+
+    state_dir = getattr(config, "state_dir", None)
+    group = info.get(environment.LOCK_GROUP) or job
+    held = paused(str(state_dir), job, group, "0000-00-00") if state_dir else None
+    if held is None or held.get("by") != "pause_on_failure":
+        return None
+    return (f"; lock group {group} is paused (pause_on_failure): its later sessions do not "
+            f"run until {held['resume']}")
+
+
+def requires_unmet(config, job: str, session: str) -> tuple[str, dict] | None:
+    """(title, details) of a start refused by `requires` (176), from the refusal the runner noted:
+    which upstream, in which state, and the command that runs the job once it has succeeded."""
+    from market_timers.ledger import DatabaseError, runrecord
+
+    state_dir = getattr(config, "state_dir", None)
+    if not state_dir or not session:
+        return None
+    book = runrecord.cluster_book(config)
+    try:
+        record = runrecord.read(state_dir, job, session, book=book)
+    except DatabaseError:  # the cluster ledger is unreachable: this node's local ledger
+        record = runrecord.read(state_dir, job, session)
+    finally:
+        if book is not None:
+            book.close()
+    if not record or record.get("refused") != "requires-unmet" or not record.get("upstream"):
+        return None
+    upstream, state = record["upstream"], record.get("upstream_state", "?")
+    return (f"{job} did not run for session {session}: it requires {upstream}, which did not "
+            f"succeed: {state}", {"upstream": upstream, "upstream_state": state,
+                         "to run it": f"once {upstream} has succeeded: market-timers run {job} "
+                                      f"--session {session}"})
 
 
 def final_failure(config, job: str, session: str) -> tuple[str, str, dict] | None:

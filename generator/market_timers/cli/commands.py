@@ -96,6 +96,10 @@ def cmd_plan(args) -> int:
         planview.write_json(sys.stdout, fires)
     else:
         planview.write_table(sys.stdout, fires, slots=args.slots)
+        from market_timers.config.dependencies import notes
+
+        for line in notes({j.name: j.requires for j in cfg.jobs}):
+            sys.stdout.write(f"note: {line}\n")
     return _report_failures(args.command, failures)
 
 
@@ -342,6 +346,20 @@ def cmd_run(args) -> int:
                                  now=args.now, yes=args.yes)
 
 
+def cmd_pause(args) -> int:
+    from market_timers.schedule import controls
+
+    return controls.pause(_config(args, check_calendars=False), args.job, args.group, args.until,
+                          args.note, _now(args))
+
+
+def cmd_resume(args) -> int:
+    from market_timers.schedule import controls
+
+    return controls.resume(_config(args, check_calendars=False), args.job, args.group,
+                           _now(args))
+
+
 COMMANDS = {
     "plan": cmd_plan,
     "render": cmd_render,
@@ -363,6 +381,8 @@ COMMANDS = {
     "event": cmd_event,
     "incidents": cmd_incidents,
     "run": cmd_run,
+    "pause": cmd_pause,
+    "resume": cmd_resume,
     "cluster": cmd_cluster,
     "fence": cmd_fence,
 }

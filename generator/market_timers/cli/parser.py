@@ -18,8 +18,9 @@ EPILOG = """\
 exit status: 0 ok; 1 failure; 2 bad command line or bad config (nothing was changed).
 The job runner (market-timers-run) passes the job's status through; it exits 170 for a
 stale start, 171 for an overlap skipped, 172 when it cannot run the job, 173 when
-that (job, session) already ran (see `run --force`), 174 when a job's retries are over and
-175 when the cluster ledger (PostgreSQL) cannot be reached.
+that (job, session) already ran (see `run --force`), 174 when a job's retries are over,
+175 when the cluster ledger (PostgreSQL) cannot be reached, 176 when a job it `requires`
+did not succeed in the session and 177 when the job or its lock group is paused.
 See market-timers(1) and market-timers.toml(5)."""
 
 
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=parents)
 
     for add in (_add_plan_commands, _add_check_cron, _add_alert_commands, _add_cluster_commands,
-                _add_run, _add_event_commands, _add_status):
+                _add_run, _add_controls, _add_event_commands, _add_status):
         add(command)
     return p
 
@@ -196,6 +197,24 @@ def _add_run(command) -> None:
     s.add_argument("--force", action="store_true", help="run it again although it already ran")
     s.add_argument("--yes", action="store_true", help="start it although its planned instant "
                    "has not come (refused without: the timer's run would then be refused)")
+
+
+def _add_controls(command) -> None:
+    s = command("pause", "hold a job, or a lock group, out of its sessions until `resume` (or "
+                         "--until): its timers' starts are refused (exit 177) and recorded as "
+                         "paused, never as missed; root or the config's operator_group only")
+    which = s.add_mutually_exclusive_group(required=True)
+    which.add_argument("job", metavar="JOB", nargs="?", help="the job to pause")
+    which.add_argument("--group", metavar="G", help="pause every job of this lock group")
+    s.add_argument("--until", type=_date, metavar="DATE",
+                   help="pause the sessions before DATE only (DATE's session runs)")
+    s.add_argument("--note", required=True, metavar="TEXT",
+                   help="why: shown with every paused start, in status and the digest")
+    s = command("resume", "end a pause of a job or a lock group (for a group, also its pause "
+                          "after a failure: pause_on_failure)")
+    which = s.add_mutually_exclusive_group(required=True)
+    which.add_argument("job", metavar="JOB", nargs="?", help="the job to resume")
+    which.add_argument("--group", metavar="G", help="resume this lock group")
 
 
 def _add_event_commands(command) -> None:

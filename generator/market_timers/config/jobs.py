@@ -91,6 +91,8 @@ class Job:
     open_on: str = "all"
     event_from: str = ""
     credentials: tuple[str, ...] = ()  # names in the credstore, handed to the job (its secrets)
+    pause_on_failure: bool = False  # its failure pauses its lock group until `resume`
+    requires: tuple[str, ...] = ()  # jobs that must have succeeded in the session (config/dependencies.py)
 
     @property
     def all_calendars(self) -> tuple[str, ...]:
@@ -284,6 +286,23 @@ def check_credentials_against_channels(tables: list, channel_credentials: dict[s
                              "never gets it; give the job a credential of its own", name)
 
 
+def _requires(names: Any) -> tuple[str, ...]:
+    """`requires = ["signal"]`: the names only; that they are jobs, of sessions, and form no
+    cycle is checked across the jobs (config/dependencies.py)."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise Bad('must be an array of job names, e.g. ["signal"]')
+    bad, seen = [], set()
+    for i, name in enumerate(names):
+        if not JOB_NAME.match(name):
+            bad.append(Bad("must be a job name ([a-z][a-z0-9_-]*)", at=f"[{i}]", shown=name))
+        elif name in seen:
+            bad.append(Bad("listed twice", at=f"[{i}]", shown=name))
+        seen.add(name)
+    if bad:
+        raise Bad.each(bad)
+    return tuple(names)
+
+
 def _lead_seconds(value: Any) -> int:
     if isinstance(value, str) and re.fullmatch(r"0+(s|min|h)?", value.strip()):
         return 0  # off
@@ -335,6 +354,9 @@ JOB = Table((
     Key("user", job_user, "", "the user this job runs as (default: the top-level user)"),
     Key("credentials", _credentials, (), "the job's secrets: names of files in /etc/credstore, "
         "in $CREDENTIALS_DIRECTORY"),
+    Key("pause_on_failure", flag, False, "true: its failure pauses its lock group until "
+        "`market-timers resume --group`"),
+    Key("requires", _requires, (), "jobs that must have succeeded in the same session first"),
     *retry_keys(),  # retries, retry_delay, retry_delay_max, orders: retries.py
     *PERIODIC_KEYS,  # every, from, until, during_break, stall_after: periodic.py
 ), refused={key: DST_EXPLANATION for key in REFUSED_JOB_KEYS})
@@ -368,6 +390,8 @@ def parse_job(t: dict, path: str, calendar: str | None, problems: Problems) -> J
     kw.update(retry_fields(t, path, problems))
     kw["user"] = JOB.check("user", t, path, problems)
     kw["credentials"] = JOB.check("credentials", t, path, problems)
+    kw["requires"] = JOB.check("requires", t, path, problems)
+    kw["pause_on_failure"] = JOB.check("pause_on_failure", t, path, problems)
     enabled = JOB.check("enabled", t, path, problems)
     if len(problems.items) != before or not enabled:
         return None

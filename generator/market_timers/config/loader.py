@@ -19,6 +19,7 @@ from datetime import date, time
 from pathlib import Path
 from typing import Any
 
+from market_timers.config.dependencies import check_requires
 from market_timers.config.jobs import Job, check_unique_names, job_user, parse_job
 from market_timers.config.path import config_path  # noqa: F401  (config.loader.config_path)
 from market_timers.config.retries import check_order_groups
@@ -59,6 +60,7 @@ class Config:
     spool_dir: Path = Path(environment.DEFAULT_SPOOL_DIR)
     runtime_dir: Path = Path(environment.DEFAULT_RUNTIME_DIR)
     runner: str | None = None
+    operator_group: str = ""  # besides root, may pause and resume (schedule/controls.py)
     jobs: list[Job] = field(default_factory=list)
     overrides: dict[str, Override] = field(default_factory=dict)
     alerts: Any = None
@@ -91,6 +93,20 @@ def _runner(value: object) -> str:
     value = text(value)
     if not value.startswith("/"):
         raise Bad("must be an absolute path")
+    return value
+
+
+def _operator_group(value: object) -> str:
+    """`operator_group`: besides root, its members may pause and resume (schedule/controls.py).
+    Never the package's own group nor the jobs' default user's: a job must not be able to."""
+    from market_timers.config.jobs import USER_NAME
+
+    if not isinstance(value, str) or not USER_NAME.match(value):
+        raise Bad("must be a group name: a letter or _, then letters, digits, _ or - (at most 31 "
+                  "characters)")
+    if value in ("root", environment.PACKAGE_USER, environment.DEFAULT_JOB_USER):
+        raise Bad(f"the group {value} holds the scheduler's or the jobs' own user: a job could "
+                  "pause and resume; make a group of the operators only (e.g. market-ops)")
     return value
 
 
@@ -132,6 +148,7 @@ TOP = Table((
     Key("retention_days", whole(0, 366), 7, "days of run records and logs kept"),
     Key("user", job_user, environment.DEFAULT_JOB_USER, "the user the jobs run as"),
     Key("runner", _runner, None, "the runner's absolute path"),
+    Key("operator_group", _operator_group, "", "the group whose members may pause and resume"),
     Key("unit_dir", _directory, Path("/etc/systemd/system"), "where the units are written"),
     Key("state_dir", _directory, Path(environment.DEFAULT_STATE_DIR), "the state directory"),
     Key("spool_dir", _directory, Path(environment.DEFAULT_SPOOL_DIR), "the alert spool"),
@@ -224,6 +241,7 @@ def parse(raw: dict, problems: Problems) -> Config:
     cfg.jobs = [j for i, t in enumerate(jobs)
                 if (j := parse_job(t, f"job[{i}]", cfg.calendar, problems))]
     check_unique_names(jobs, problems)
+    check_requires(jobs, cfg.jobs, problems)
     check_order_groups(jobs, cfg.jobs, problems)
     overrides = raw.get("overrides", {})
     if not isinstance(overrides, dict):
@@ -243,6 +261,9 @@ def _top_level(raw: dict, cfg: Config, problems: Problems) -> None:
     for key in TOP.keys:
         if key.check is not None:
             setattr(cfg, key.field, values[key.field])
+    if cfg.operator_group and cfg.operator_group == cfg.user:
+        problems.add("operator_group", f"is the jobs' user {cfg.user!r} (`user`): a job could "
+                     "pause and resume; make a group of the operators only", cfg.operator_group)
 
 
 def _sections(raw: dict, cfg: Config, problems: Problems) -> None:

@@ -65,6 +65,10 @@ RETRIES = "MARKET_RETRIES"
 RETRY_DELAY_SEC = "MARKET_RETRY_DELAY_SEC"
 RETRY_DELAY_MAX_SEC = "MARKET_RETRY_DELAY_MAX_SEC"
 TIMEOUT_SEC = "MARKET_TIMEOUT_SEC"
+# `requires`: the jobs (comma-separated) that must have succeeded in the session first.
+REQUIRES = "MARKET_REQUIRES"
+# `pause_on_failure = true`: the record step pauses the job's lock group after its failure.
+PAUSE_ON_FAILURE = "MARKET_PAUSE_ON_FAILURE"
 # A periodic job's slots (runner/slotclock.py).
 SLOT_FIRST_UTC = "MARKET_SLOT_FIRST_UTC"
 SLOT_EVERY_SEC = "MARKET_SLOT_EVERY_SEC"

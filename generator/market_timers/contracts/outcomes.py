@@ -1,8 +1,8 @@
 """What happened to a run, from systemd's MONITOR_* variables and the runner's exit codes.
 
 MONITOR_SERVICE_RESULT is the unit's Result: `exit-code` (then MONITOR_EXIT_STATUS is the status:
-170 stale start, 171 overlap skip, 173 already ran and 175 ledger unreachable come from the
-runner, 172 is a runner error,
+170 stale start, 171 overlap skip, 173 already ran, 175 ledger unreachable 176 requires unmet and 177
+paused come from the runner, 172 is a runner error,
 anything else is the job's own), `signal` / `core-dump` (killed: MONITOR_EXIT_STATUS is the signal name),
 `watchdog` (hang: killed with SIGABRT), `timeout` (RuntimeMaxSec), `oom-kill`, and a few
 start-up failures. A success handler still checks the status in case 170/171 were declared
@@ -27,6 +27,9 @@ TITLES = {
     "already-ran": "{job} already ran for session {session}: this second start was refused",
     "ledger-unreachable": "{job} did not run for session {session}: the cluster ledger "
                           "(PostgreSQL) cannot be reached (on_db_unreachable = skip)",
+    "requires-unmet": "{job} did not run for session {session}: a job it requires did not "
+                      "succeed",
+    "paused": "{job} is paused: session {session} did not run",
     "missed": "{job} did not run for session {session}",
     "not-scheduled": "{job}: no timer is scheduled for session {session}",
     "recovery": "{job} recovered: session {session} ran fine",
@@ -49,6 +52,10 @@ def classify(result: str, exit_code: str, exit_status: str, success: bool = Fals
             return "already-ran"
         if code == exitcodes.LEDGER_UNREACHABLE:
             return "ledger-unreachable"
+        if code == exitcodes.REQUIRES_UNMET:
+            return "requires-unmet"
+        if code == exitcodes.PAUSED:
+            return "paused"
     if success or result == "success":
         return "ok"
     if result == "watchdog":
@@ -73,7 +80,8 @@ def title(kind: str, job: str, session: str = "", status: str = "", result: str 
 
 _RUNNER_EXITS = {exitcodes.STALE_START: "stale start", exitcodes.OVERLAP_SKIPPED: "overlap skipped",
                  exitcodes.RUNNER_ERROR: "runner error", exitcodes.ALREADY_RAN: "already ran",
-                 exitcodes.LEDGER_UNREACHABLE: "ledger unreachable"}
+                 exitcodes.LEDGER_UNREACHABLE: "ledger unreachable",
+                 exitcodes.REQUIRES_UNMET: "requires unmet", exitcodes.PAUSED: "paused"}
 
 
 def result_text(result: str, exit_status: str | None) -> str:

@@ -45,6 +45,11 @@ DEFAULT_STATE_DIR = environment.DEFAULT_STATE_DIR
 # runner's start uses it).
 #   ledger/<job>/<session>[+<slot>]/attempt-N    the claims (ledger/local.py)
 #   ledger/tickets/<nonce>                       `market-timers run`'s one-off tickets
+#   ledger/paused-groups/<group>                 a lock group's pause after a failure
+#                                                (pause_on_failure; ledger/pauses.py)
+#   controls/pause-job-<job>, pause-group-<g>    `market-timers pause` (ledger/pauses.py): root's
+#                                                directory, like sync/ (with an operator_group,
+#                                                root:<group> 2775); no job writes it
 #   runs/<job>/<session>.retry                   the retry marker between attempts (runner/retry.py)
 #   runs/<job>/<session>/<slot>.json             a periodic job's slot records (runner/slotclock.py)
 #   runs/<job>/<session>/.invocation-<id>        which slot an invocation judged, for --record

@@ -12,16 +12,16 @@ def result_kinds() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(every kind of result, the failure kinds among them)."""
     from market_timers.contracts.outcomes import FAILURE_KINDS
 
-    failures = (*FAILURE_KINDS, "overlap-skipped")
+    failures = (*FAILURE_KINDS, "overlap-skipped", "requires-unmet")
     return ("ok", *failures), failures
 
 
 def run_kind(record: dict) -> str:
-    """ok, one of the alert layer's failure kinds, or overlap-skipped."""
+    """ok, one of the alert layer's failure kinds, overlap-skipped or requires-unmet."""
     from market_timers.contracts.outcomes import classify
 
     refused = record.get("refused")
-    if refused in ("stale-start", "overlap-skipped") and not record.get("exit_status"):
+    if refused in ("stale-start", "overlap-skipped", "requires-unmet") and not record.get("exit_status"):
         return refused
     return classify(str(record.get("result") or ""), str(record.get("exit_code") or ""),
                     str(record.get("exit_status") or ""))

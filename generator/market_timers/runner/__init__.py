@@ -5,7 +5,12 @@ In this order:
    it is the operator's, so it skips the grace check, and with --force it is a deliberate re-run;
 2. refuses a (job, session) that already started (the run ledger holds attempt 1): exit 173,
    "already ran", logging when, where (host) and by which pid it ran; a forced start skips this;
-3. refuses a start later than the job's grace (exit 170, "stale start");
+   then a timer's (or a retry's) start of a paused job or lock group (exit 177, "paused",
+   ledger/pauses.py: noted, no claim, so the deadman does not call the session missed);
+3. refuses a start later than the job's grace (exit 170, "stale start"); then a start of a job
+   with `requires` (MARKET_REQUIRES) whose upstream did not succeed in the session (exit 176,
+   upstream.py: a read of the ledger it opened; noted, no claim taken, so that `market-timers
+   run` can start it once the upstream has succeeded);
 4. takes a non-blocking flock on <lock dir>/<lock group>.lock; busy -> logs the holder, exit 171;
 5. claims the (job, session) in the ledger: atomic and durable, *after* the lock and *before*
    the exec (and after checking that the program is executable); a start that lost the race
@@ -74,6 +79,8 @@ from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import (
     LEDGER_UNREACHABLE,
     OVERLAP_SKIPPED,
+    PAUSED,
+    REQUIRES_UNMET,
     RUNNER_ERROR,
     STALE_START,
 )
@@ -110,7 +117,8 @@ usage: market-timers-run -- COMMAND [ARG...]
 The job runner of market-timers: every generated job unit runs it as its ExecStart=, with the
 job's context in its environment (MARKET_JOB, MARKET_SESSION, MARKET_SCHEDULED_UTC, ...). It
 refuses a session that already ran (exit 173), a start later than the grace (170), a busy lock
-group (171), and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit
+group (171), a start whose `requires` did not succeed in the session (176), a paused job or lock
+group (177), and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit
 status passes through. --record (ExecStopPost=) records how the run ended.
 See market-timers-run(1).
 """
@@ -270,6 +278,10 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     if holder is not None:
         return refuse_already_ran(book, key, holder, base)
     late_field = {"late_sec": round(late, 3)}
+    if how in ("timer", "retry"):  # an operator's `market-timers run` is attended: not paused
+        refused = _refuse_paused(env, book, key, base, what, slot, late_field)
+        if refused is not None:
+            return refused
     if how == "timer" and late > grace:
         log(ERR, slot.stale_message(late, grace) if slot else
                  f"stale start: {what} was due at {utc_text(scheduled)} and it is {late:.0f} s later, "
@@ -278,6 +290,13 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         if slot:
             slot.note(refused="stale-start", **late_field)
         return STALE_START
+    if not slot and env.get(environment.REQUIRES) and how in ("timer", "operator"):
+        refused = _refuse_unmet(env, book, key, base, what)
+        if refused is not None:
+            return refused
+    elif not slot and env.get(environment.REQUIRES) and how == "forced":
+        log(WARNING, f"{what} starts with --force: its requires ({env[environment.REQUIRES]}) "
+                     "are not checked")
     if not os.access(argv[0], os.X_OK):  # before the claim: a run that cannot start takes none
         log(ERR, f"cannot run {argv[0]}: not an executable file; {what} did not run")
         return RUNNER_ERROR
@@ -332,6 +351,48 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     return exec_job([*wait, *argv], env, session, utc_text(scheduled), claim, fence,
                     drop_capabilities=capable, user=user, escort_at=escort_at,
                     fence_answer=answer)
+
+
+def _refuse_paused(env: dict, book, key, base: dict, what: str, slot, late_field: dict):
+    """PAUSED (177) when the job or its lock group is paused for this session (ledger/pauses.py:
+    a few file reads), noted as "paused" (no claim: the session stays runnable once resumed, by
+    `market-timers run`); None when nothing holds it."""
+    from market_timers.ledger.pauses import paused
+
+    held = paused(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, key.job,
+                  env.get(environment.LOCK_GROUP, key.job), key.session,
+                  warn=lambda text: log(WARNING, text))
+    if held is None:
+        return None
+    until = f" until session {held['until']}" if held.get("until") else ""
+    log(WARNING, f"paused: {what} is not run: {held['scope']} is paused{until} by "
+                 f"{held.get('by', '?')} since {held.get('since', '?')} ({held.get('note', '')}). "
+                 f"To resume: {held['resume']}")
+    note_refusal(book, key, base, "paused", scope=held["scope"], note=held.get("note"),
+                 paused_by=held.get("by"), until=held.get("until"))
+    if slot:
+        slot.note(refused="paused", **late_field)
+    return PAUSED
+
+
+def _refuse_unmet(env: dict, book, key, base: dict, what: str) -> int | None:
+    """`requires`: REQUIRES_UNMET (176) when a required job did not succeed in this session, with
+    the refusal noted (no claim: `market-timers run --session` runs it once the upstream has
+    succeeded); None when every one did."""
+    from market_timers.runner.upstream import first_unmet
+
+    try:
+        unmet = first_unmet(book, env[environment.REQUIRES], key.session)
+    except OSError as e:
+        unmet = (env[environment.REQUIRES], f"unreadable ({e})")
+    if unmet is None:
+        return None
+    upstream, state = unmet
+    log(ERR, f"requires unmet: {what} requires {upstream}, which did not succeed in session "
+             f"{key.session}: {state}; not running it. Once {upstream} has succeeded: market-timers run "
+             f"{key.job} --session {key.session}")
+    note_refusal(book, key, base, "requires-unmet", upstream=upstream, upstream_state=state)
+    return REQUIRES_UNMET
 
 
 def _refuse_late_claim(book, key, claim, lock: int, scheduled: datetime, grace: int, what: str,

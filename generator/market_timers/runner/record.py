@@ -44,9 +44,41 @@ def record(env: dict) -> int:
             if latest.get("invocation") == env.get("INVOCATION_ID"):  # this start ran the job
                 plan_retry(env, env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, job,
                            session, int(latest.get("attempt") or 1), now)
+        if env.get(environment.PAUSE_ON_FAILURE) and env.get("SERVICE_RESULT") != "success":
+            _pause_on_failure(env, book, key, now)
     except (OSError, ValueError, KeyError, DatabaseError) as e:
         log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
     return 0
+
+
+def _pause_on_failure(env: dict, book, key, now: datetime) -> None:
+    """`pause_on_failure`: the job ran in this invocation and failed (a refused start did not
+    run, and a failure with a retry to come is not the last): its lock group is paused until
+    `market-timers resume --group` (ledger/pauses.py)."""
+    from market_timers.ledger.pauses import write_failure_pause
+    from market_timers.runner.retry import marker_path
+
+    attempts = book.attempts(key)
+    latest = attempts[-1] if attempts else {}
+    if latest.get("invocation") != env.get("INVOCATION_ID"):
+        return  # this start was refused: nothing ran, nothing failed
+    state_dir = env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR
+    if env.get(environment.RETRIES, "0") != "0":
+        try:
+            with open(marker_path(state_dir, key.job, key.session)) as f:
+                if f.read().strip() != "over":
+                    return  # systemd retries it: not the last failure
+        except FileNotFoundError:
+            pass
+    group = env.get(environment.LOCK_GROUP, key.job)
+    status = env.get("EXIT_STATUS") or env.get("SERVICE_RESULT") or "?"
+    write_failure_pause(state_dir, group, {
+        "by": "pause_on_failure", "since": now.isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "job": key.job, "session": key.session,
+        "note": f"{key.job} failed in session {key.session} ({status}); pause_on_failure"})
+    log(WARNING, f"pause_on_failure: lock group {group} is paused after this failure of "
+                 f"{key.job}; its later sessions do not run until: market-timers resume --group "
+                 f"{group}")
 
 
 def complete_slot(env: dict, state_dir: str, job: str, now: datetime) -> int:

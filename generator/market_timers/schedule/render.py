@@ -176,6 +176,8 @@ def _job_environment(config: Config, job: Job, context: list) -> list[tuple[str,
             *_cluster_environment(config),
             *([(environment.JOB_CREDENTIALS, ",".join(job.credentials))] if job.credentials
               else []),
+            *([(environment.REQUIRES, ",".join(job.requires))] if job.requires else []),
+            *([(environment.PAUSE_ON_FAILURE, "1")] if job.pause_on_failure else []),
             ("PYTHONFAULTHANDLER", "1"), *retry_environment(job),
             *pre_fire_environment(job), *job.environment]
 

@@ -81,6 +81,7 @@ def collect(config, session=None, now: datetime | None = None, *,
                                             ["LoadState", "ActiveState", "SubState"])
     sessions: dict[str, list[dict]] = {}
     events = _alert_events(config)
+    requires = {j.name: list(j.requires) for j in getattr(config, "jobs", []) if j.requires}
     book, ledger_error = runrecord.cluster_book(config), None
     cluster = book is not None
     for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], e["job"])):
@@ -106,18 +107,35 @@ def collect(config, session=None, now: datetime | None = None, *,
             "refused_starts": record.get("refused_starts", []),
             "alerts": events(e["session"], e["job"]),
             **({"node": record.get("node") or record.get("host")} if cluster else {}),
+            **({"requires": requires[e["job"]]} if e["job"] in requires else {}),
+            **({k: record[k] for k in ("upstream", "upstream_state") if record.get(k)}
+               if record.get("refused") == "requires-unmet" else {}),
+            **({k: record[k] for k in ("scope", "note") if record.get(k)}
+               if record.get("refused") == "paused" else {}),
         })
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
             sessions[e["session"]][-1].update(_periodic(state_dir, e, now))
     if book is not None:
         book.close()
     doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
+           **({"requires": requires} if requires else {}),
+           **({"pauses": held} if (held := _pauses(config)) else {}),
            "sessions": [{"session": s, "jobs": jobs, **_incidents(config, s)}
                         for s, jobs in sorted(sessions.items())],
            "outbox": _outbox(config), "calendar_warnings": status_warnings(config, now)}
     if getattr(config, "cluster", None) is not None:
         doc["cluster"] = {"node": config.cluster.node, "ledger_error": ledger_error}
     return doc
+
+
+def _pauses(config) -> list[dict]:
+    """The pauses in force (`market-timers pause`, pause_on_failure)."""
+    from market_timers.schedule.controls import current
+
+    try:
+        return current(config)
+    except OSError:
+        return []
 
 
 def _read(state_dir: Path, entry: dict, book):
@@ -229,6 +247,10 @@ def table(doc: dict) -> str:
             duration = j["duration_sec"]
             result = result_text(j["result"], j["exit_status"]) + (
                 f" (attempt {j['attempts']})" if j["attempts"] > 1 else "")
+            if j.get("upstream"):  # refused by `requires`: which upstream, in which state
+                result = f"requires unmet: {j['upstream']} {j.get('upstream_state', '?')}"
+            elif j["result"] == "paused" and j.get("note"):
+                result = f"paused ({j['note']})"
             if j["refused_starts"]:
                 result += ", then refused: " + ", ".join(j["refused_starts"])
             fire = j["fire_utc"].replace("T", " ")
@@ -257,6 +279,16 @@ def table(doc: dict) -> str:
                      *map(count_line, s.get("counts", []))]:
             lines.append(f"{s['session']}  incident  {line}")
     lines = [*warn, *([""] if warn else []), *lines]
+    for p in doc.get("pauses") or []:
+        lines.append("")
+        until = f" until session {p['until']}" if p.get("until") else ""
+        lines.append(f"paused: {p['scope']}{until}, by {p.get('by', '?')} since "
+                     f"{p.get('since', '?')}: {p.get('note', '')} (to resume: {p['resume']})")
+    if doc.get("requires"):
+        from market_timers.config.dependencies import notes
+
+        lines.append("")
+        lines += [f"note: {n}" for n in notes(doc["requires"])]
     box = doc.get("outbox") or {}
     if box:
         lines.append("")

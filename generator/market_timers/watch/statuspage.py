@@ -26,13 +26,14 @@ STATES = (
     ("ok", "ran and succeeded"),
     ("skipped", "ran, some periodic slots skipped"),
     ("failed", "ran and failed (exit status, signal, watchdog, timeout)"),
-    ("refused", "start refused (stale, lock busy, already ran)"),
+    ("refused", "start refused (stale, lock busy, already ran, requires unmet)"),
     ("missed", "did not run by its deadline"),
     ("running", "running now"),
     ("due", "past its instant, inside grace + timeout"),
     ("scheduled", "planned, instant ahead"),
 )
-REFUSED = {"stale-start", "overlap-skipped", "lock-busy", "already-ran", "runner-error"}
+REFUSED = {"stale-start", "overlap-skipped", "lock-busy", "already-ran", "runner-error",
+           "requires-unmet"}
 
 
 def cell_state(row: dict) -> str:

@@ -1,0 +1,108 @@
+"""Pauses: the records that hold a job, or a lock group, out of its sessions until `resume`.
+
+    <state_dir>/controls/pause-job-<job>          `market-timers pause JOB` (root's)
+    <state_dir>/controls/pause-group-<group>      `market-timers pause --group G` (root's)
+    <state_dir>/controls/resumed-group-<group>    `resume --group G`: when (ends a failure pause)
+    <state_dir>/ledger/paused-groups/<group>      `pause_on_failure`: written by the record step
+
+controls/ is root's (0755; with the config's `operator_group`, root:<group> 2775, so that the
+operators' group writes it too): like sync/, nothing the package's user or a job writes decides
+it. The runner honours a pause there only when the directory is root's and nobody else may write
+it (a planted directory is ignored, with a warning). A failure pause is the scheduler's own note
+(its ledger: the package user's, which no job can write), and ends when `resume --group` is
+later than it (a stamp in controls/, so an operator who is not root can resume).
+
+A record is `name=value` lines (ledger.format_fields): by, since (UTC), note, until (a session
+date: sessions before it are paused, that one runs) and, for a failure pause, job and session.
+
+The runner reads at most four small files per start (paused()); `os` only.
+"""
+
+import os
+import stat
+
+from market_timers.ledger import LEDGER_DIR, format_fields, parse_fields
+
+CONTROLS_DIR = "controls"
+FAILURE_DIR = "paused-groups"
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def controls_dir(state_dir) -> str:
+    return os.path.join(state_dir, CONTROLS_DIR)
+
+
+def failure_dir(state_dir) -> str:
+    return os.path.join(state_dir, LEDGER_DIR, FAILURE_DIR)
+
+
+def record_name(scope: str, name: str) -> str:
+    """scope "job" or "group": the controls/ file of a pause."""
+    return f"pause-{scope}-{name}"
+
+
+def _read(path: str) -> dict | None:
+    try:
+        fd = os.open(path, _READ)
+    except OSError:  # missing, or a symlink (never followed)
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return parse_fields(os.read(fd, 65536).decode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+
+
+def trusted_controls(state_dir) -> bool | None:
+    """True: controls/ is root's and no one else may write it; None: there is none; False: it is
+    someone else's (not to be trusted)."""
+    try:
+        st = os.stat(controls_dir(state_dir), follow_symlinks=False)
+    except OSError:
+        return None
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o002
+
+
+def paused(state_dir, job: str, group: str, session: str, warn=None) -> dict | None:
+    """The pause that holds (job, session), with `scope` ("job signal", "lock group orders") and
+    `resume` (the command that ends it), or None. A pause whose `until` is at or before the
+    session no longer holds it. `warn(text)`: told when controls/ is not to be trusted."""
+    trusted = trusted_controls(state_dir)
+    if trusted:
+        for scope, name, what in (("job", job, f"job {job}"),
+                                  ("group", group, f"lock group {group}")):
+            found = _read(os.path.join(controls_dir(state_dir), record_name(scope, name)))
+            if found is not None and holds(found, session):
+                found["scope"], found["resume"] = what, _resume(scope, name)
+                return found
+    failed = _read(os.path.join(failure_dir(state_dir), group))
+    if failed is not None:
+        resumed = _read(os.path.join(controls_dir(state_dir), f"resumed-group-{group}")) \
+            if trusted else None
+        if resumed is None or str(resumed.get("since", "")) < str(failed.get("since", "")):
+            failed["scope"], failed["resume"] = f"lock group {group}", _resume("group", group)
+            return failed
+    if trusted is False and warn is not None:
+        warn(f"{controls_dir(state_dir)} is not root's own directory: its pauses are ignored "
+             "(only root, or the configured operator group, may pause)")
+    return None
+
+
+def holds(record: dict, session: str) -> bool:
+    """Whether a pause record holds that session (its `until` is later, or it has none)."""
+    until = str(record.get("until") or "")
+    return not until or session < until
+
+
+def _resume(scope: str, name: str) -> str:
+    return f"market-timers resume {'--group ' if scope == 'group' else ''}{name}"
+
+
+def write_failure_pause(state_dir, group: str, fields: dict) -> None:
+    """`pause_on_failure` (the record step, as the package's user): the group's failure pause."""
+    directory = failure_dir(state_dir)
+    os.makedirs(directory, mode=0o750, exist_ok=True)
+    from market_timers.files import atomicfile
+
+    atomicfile.write(os.path.join(directory, group), format_fields(fields), mode=0o640)

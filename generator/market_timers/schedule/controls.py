@@ -1,0 +1,168 @@
+"""`market-timers pause JOB|--group G [--until DATE] --note TEXT` and `resume JOB|--group G`.
+
+A pause is a record in <state_dir>/controls/ (ledger/pauses.py names the files and reads them for
+the runner): root's directory, 0755, or root:<operator_group> 2775 when the config names an
+`operator_group`, so that its members pause and resume without root. Only root and members of
+that group may run these commands; a job (its own user, in neither) cannot write the directory.
+
+`resume --group G` also ends the group's failure pause (`pause_on_failure`): it stamps
+controls/resumed-group-G, which the runner compares with the failure pause; as root it removes
+the failure pause too.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import sys
+from datetime import date, datetime
+
+from market_timers.contracts.exitcodes import FAILURE, OK, USAGE
+from market_timers.contracts.instants import iso
+from market_timers.files import atomicfile
+from market_timers.ledger import format_fields
+from market_timers.ledger.pauses import (
+    controls_dir,
+    failure_dir,
+    paused,
+    record_name,
+)
+
+
+def _operator() -> str:
+    if os.environ.get("SUDO_USER"):
+        return os.environ["SUDO_USER"]
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return f"uid {os.getuid()}"
+
+
+def _allowed(config) -> str | None:
+    """None when this user may pause, else why not."""
+    if os.geteuid() == 0:
+        return None
+    group = getattr(config, "operator_group", "") or ""
+    if group:
+        try:
+            gid = grp.getgrnam(group).gr_gid
+        except KeyError:
+            return f"the operator_group {group!r} of {config.source} is no group on this host"
+        if gid in os.getgroups():
+            return None
+        return f"only root or a member of the operator group {group!r} may pause or resume"
+    return ("only root may pause or resume (set operator_group in the config to let a group of "
+            "operators do it)")
+
+
+def _target(config, job: str | None, group: str | None) -> tuple[str, str]:
+    """("job", name) or ("group", name), checked against the config (ValueError: why not)."""
+    if job:
+        if job not in {j.name for j in config.jobs}:
+            raise ValueError(config.unknown_job(job))
+        return "job", job
+    groups = sorted({j.lock for j in config.jobs})
+    if group not in groups:
+        raise ValueError(f"no lock group {group!r} in {config.source} (its groups: "
+                         f"{', '.join(groups) or 'none'})")
+    return "group", group
+
+
+def _directory(config) -> str:
+    """controls/, made as root's (with the operator group's write) when missing."""
+    path = controls_dir(config.state_dir)
+    if not os.path.isdir(path) and os.geteuid() != 0:
+        raise ValueError(f"{path} does not exist yet: root makes it (the first `market-timers "
+                         "pause` as root)")
+    if not os.path.isdir(path):
+        os.makedirs(path, mode=0o755, exist_ok=True)
+    if os.geteuid() == 0:
+        group = getattr(config, "operator_group", "") or ""
+        try:
+            gid = grp.getgrnam(group).gr_gid if group else 0
+        except KeyError:
+            raise ValueError(f"the operator_group {group!r} of {config.source} is no group on "
+                             "this host (groupadd it first)") from None
+        os.chown(path, 0, gid, follow_symlinks=False)
+        os.chmod(path, 0o2775 if group else 0o755)
+    return path
+
+
+def pause(config, job: str | None, group: str | None, until: date | None, note: str,
+          now: datetime) -> int:
+    why = _allowed(config)
+    if why:
+        print(f"market-timers pause: {why}", file=sys.stderr)
+        return FAILURE
+    try:
+        scope, name = _target(config, job, group)
+    except ValueError as e:
+        print(f"market-timers pause: {e}", file=sys.stderr)
+        return USAGE
+    if not note.strip():
+        print("market-timers pause: --note must say why (it is shown with every paused start)",
+              file=sys.stderr)
+        return USAGE
+    fields = {"by": _operator(), "since": iso(now), "host": os.uname().nodename,
+              "note": " ".join(note.split()), "until": until.isoformat() if until else None}
+    try:
+        path = os.path.join(_directory(config), record_name(scope, name))
+    except (ValueError, OSError) as e:
+        print(f"market-timers pause: {e}", file=sys.stderr)
+        return FAILURE
+    atomicfile.write(path, format_fields(fields), mode=0o644)
+    what = f"lock group {name} (every job of it)" if scope == "group" else name
+    print(f"paused {what}{f' until session {until}' if until else ''}: its timers' starts are "
+          f"refused (exit 177, recorded as paused). To resume: market-timers resume "
+          f"{'--group ' if scope == 'group' else ''}{name}")
+    return OK
+
+
+def resume(config, job: str | None, group: str | None, now: datetime) -> int:
+    why = _allowed(config)
+    if why:
+        print(f"market-timers resume: {why}", file=sys.stderr)
+        return FAILURE
+    try:
+        scope, name = _target(config, job, group)
+    except ValueError as e:
+        print(f"market-timers resume: {e}", file=sys.stderr)
+        return USAGE
+    try:
+        directory = _directory(config)
+    except (ValueError, OSError) as e:
+        print(f"market-timers resume: {e}", file=sys.stderr)
+        return FAILURE
+    ended = []
+    try:
+        os.unlink(os.path.join(directory, record_name(scope, name)))
+        ended.append("its pause")
+    except FileNotFoundError:
+        pass
+    if scope == "group":
+        failure = os.path.join(failure_dir(config.state_dir), name)
+        if os.path.exists(failure):
+            ended.append("its pause after a failure (pause_on_failure)")
+            atomicfile.write(os.path.join(directory, f"resumed-group-{name}"),
+                             format_fields({"by": _operator(), "since": iso(now)}), mode=0o644)
+            if os.geteuid() == 0:
+                os.unlink(failure)
+    if not ended:
+        print(f"{'lock group ' if scope == 'group' else ''}{name} was not paused")
+        return OK
+    still = paused(str(config.state_dir), name, config.job(name).lock, "0000-00-00") \
+        if scope == "job" else None
+    print(f"resumed {'lock group ' if scope == 'group' else ''}{name}: ended {' and '.join(ended)}"
+          + (f"; still held: {still['scope']} is paused ({still['resume']})" if still else ""))
+    return OK
+
+
+def current(config) -> list[dict]:
+    """Every pause in force (status, digest): scope, by, since, until, note, resume."""
+    out = []
+    for job in getattr(config, "jobs", None) or []:
+        held = paused(str(config.state_dir), job.name, job.lock, "0000-00-00")
+        if held is not None and held not in out:
+            out.append(held)
+    return out
