@@ -164,3 +164,9 @@ def test_the_dead_man_pass_refreshes_the_page_under_the_state_directory(week, fa
     cells.feed(page.read_text())
     assert cells.cells[("orders", "2025-11-25")] == "missed"
     assert oct(page.stat().st_mode & 0o777) == "0o644"
+
+
+def test_a_paused_session_is_its_own_state_not_a_failure():
+    row = {"job": "orders", "result": "paused", "fire_utc": "2025-11-26T20:50:00Z", "alerts": []}
+    assert statuspage.cell_state(row) == "paused"
+    assert statuspage.cell_state({**row, "result": "requires-unmet"}) == "refused"
