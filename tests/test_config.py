@@ -468,3 +468,21 @@ def test_config_load_never_imports_the_calendars(write_config):
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["BROKER_API_KEY", "IB_PASSWORD", "SLACK_TOKEN", "AWS_SECRET",
+                                  "AWS_SECRET_ACCESS_KEY", "PRIVATE_KEY"])
+def test_a_secret_in_a_jobs_environment_is_refused_without_showing_it(write_config, name):
+    path = write_config('calendar = "XNYS"\n[[job]]\nname = "orders"\nevent = "close"\n'
+                        f'command = ["/bin/true"]\nenvironment = {{ {name} = "s3cr3t-v4lue" }}\n')
+    found = problems_of(path)
+    assert any(f"job[0].environment.{name}: looks like a secret" in line
+               and "credentials" in line for line in found), found
+    assert not any("s3cr3t-v4lue" in line for line in found)
+
+
+@pytest.mark.parametrize("name", ["BROKER", "KEYBOARD", "MONKEY_PATCH", "PASS_THROUGH"])
+def test_ordinary_environment_names_are_accepted(write_config, name):
+    path = write_config('calendar = "XNYS"\n[[job]]\nname = "orders"\nevent = "close"\n'
+                        f'command = ["/bin/true"]\nenvironment = {{ {name} = "paper" }}\n')
+    assert config.load(path).job("orders").environment == ((name, "paper"),)

@@ -216,6 +216,19 @@ def _lock(lock: Any) -> str:
     return lock
 
 
+# An environment name that says it holds a secret: its value would be in the unit file (0644
+# under /etc/systemd/system: `systemctl cat` by any local user) and in `systemctl show`.
+_SECRET_WORDS = {"PASSWORD", "PASSWD", "SECRET", "TOKEN", "APIKEY", "PRIVATEKEY", "CREDENTIAL",
+                 "CREDENTIALS"}
+_SECRET_PAIRS = {("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY")}
+
+
+def names_a_secret(name: str) -> bool:
+    words = name.upper().split("_")
+    return bool(_SECRET_WORDS & set(words)) or any(
+        pair in _SECRET_PAIRS for pair in zip(words, words[1:], strict=False))
+
+
 def _environment(env: Any) -> dict:
     if not isinstance(env, dict):
         raise Bad('must be a table of NAME = "value"')
@@ -224,6 +237,12 @@ def _environment(env: Any) -> dict:
         if not ENV_NAME.match(k) or k.startswith("MARKET_"):
             bad.append(Bad("names are upper case [A-Z_][A-Z0-9_]* and must not start with "
                            "MARKET_ (reserved for the job's context)", at=f".{k}", shown=HIDE))
+        elif names_a_secret(k):  # the value is not shown: it may be the secret itself
+            bad.append(Bad("looks like a secret, and environment values are readable by every "
+                           "local user (the unit file, systemctl show): put it in the credstore "
+                           "(/etc/credstore) and name it in `credentials`; the job reads "
+                           "$CREDENTIALS_DIRECTORY/<name>", at=f".{k}", shown=HIDE))
+            continue
         if not isinstance(v, str):
             bad.append(Bad("must be a string", at=f".{k}", shown=v))
         elif reason := unit_unsafe(v, tab=True):
