@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from .conftest import require_e2e
-from .debpkg import REPO, _source_files
+from .debpkg import REPO
 from .rootfs import ensure_rootfs, nspawn
 
 pytestmark = pytest.mark.e2e
@@ -39,10 +40,13 @@ def readme_packages() -> list[str]:
 def test_make_demo_on_a_fresh_system_with_only_the_readmes_packages(release, tmp_path):
     require_e2e()
     root = ensure_rootfs(suite=release.suite)
-    src = tmp_path / "market-timers"
-    for path in _source_files(REPO):
+    src = tmp_path / "market-timers"  # what a clone holds: every tracked file
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout
+    for name in filter(None, listed.split("\0")):
+        path = REPO / name
         if path.is_file() and not path.is_symlink():
-            target = src / path.relative_to(REPO)
+            target = src / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
     packages = readme_packages()
