@@ -170,3 +170,16 @@ def test_a_paused_session_is_its_own_state_not_a_failure():
     row = {"job": "orders", "result": "paused", "fire_utc": "2025-11-26T20:50:00Z", "alerts": []}
     assert statuspage.cell_state(row) == "paused"
     assert statuspage.cell_state({**row, "result": "requires-unmet"}) == "refused"
+
+
+def test_the_dead_man_refresh_does_not_build_the_exchange_calendars(week, fake_systemctl,
+                                                                    monkeypatch):
+    """The page is rewritten every minute: the calendar data-end warnings (which build the
+    exchange calendars, pandas and all) are status's and the refresh's, not the page's."""
+    def no(*a, **k):
+        raise AssertionError("the page refresh built the calendars")
+
+    monkeypatch.setattr(status, "status_warnings", no)
+    monkeypatch.setattr(status, "Systemctl", lambda: fake_systemctl)
+    fake_systemctl.now = NOW
+    assert statuspage.refresh(week, NOW) == week.state_dir / statuspage.PAGE_FILE

@@ -58,9 +58,12 @@ ALERT_EVENTS = ("alert", "digest", "deduplicated", "silent")
 
 
 def collect(config, session=None, now: datetime | None = None, *,
-            systemctl: Systemctl | None = None, between=None) -> dict | None:
+            systemctl: Systemctl | None = None, between=None,
+            calendar_warnings: bool = True) -> dict | None:
     """The status document, or None when sync has never written a plan. `between`: (first,
-    last) dates (either None: open) instead of the default sessions."""
+    last) dates (either None: open) instead of the default sessions. `calendar_warnings`:
+    False leaves them out (they build the exchange calendars: pandas, about a second, which the
+    dead-man's page refresh every minute must not pay; the refresh warns of a data end)."""
     from market_timers.schedule.plan import utcnow
 
     now = now or utcnow()
@@ -122,7 +125,8 @@ def collect(config, session=None, now: datetime | None = None, *,
            **({"pauses": held} if (held := _pauses(config)) else {}),
            "sessions": [{"session": s, "jobs": jobs, **_incidents(config, s)}
                         for s, jobs in sorted(sessions.items())],
-           "outbox": _outbox(config), "calendar_warnings": status_warnings(config, now)}
+           "outbox": _outbox(config),
+           "calendar_warnings": status_warnings(config, now) if calendar_warnings else []}
     if getattr(config, "cluster", None) is not None:
         doc["cluster"] = {"node": config.cluster.node, "ledger_error": ledger_error}
     return doc

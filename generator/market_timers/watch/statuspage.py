@@ -122,7 +122,7 @@ def refresh(config, now: datetime) -> Path | None:
     state_dir = Path(config.state_dir)
     try:
         start, end = window(now)
-        doc = status.collect(config, now=now, between=(start, end))
+        doc = status.collect(config, now=now, between=(start, end), calendar_warnings=False)
         if doc is None:
             return None
         path = state_dir / PAGE_FILE
