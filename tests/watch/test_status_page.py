@@ -20,20 +20,9 @@ from market_timers.ledger import runrecord
 from market_timers.schedule import sync as sync_mod
 from market_timers.watch import status, statuspage
 
-from .conftest import utc
+from .conftest import THANKSGIVING_CONFIG, utc
 
-CONFIG = """\
-calendar = "XNYS"
-horizon = 10
-
-[[job]]
-name = "signal"
-event = "close"
-offset = "-15min"
-command = ["/bin/true"]
-grace = "2min"
-timeout = "5min"
-
+CONFIG = THANKSGIVING_CONFIG + """
 [[job]]
 name = "orders"
 event = "close"

@@ -204,8 +204,9 @@ def cmd_try(args) -> int:
 def cmd_check_cron(args) -> int:
     from market_timers.schedule import cron_check
 
+    config = _config(args, check_calendars=False) if getattr(args, "job", None) else None
     try:
-        return cron_check.command(args)
+        return cron_check.command(args, config)
     except ValueError as e:
         raise UsageError(str(e)) from None
 

@@ -69,6 +69,20 @@ def _target(config, job: str | None, group: str | None) -> tuple[str, str]:
     return "group", group
 
 
+def _checked_target(config, job: str | None, group: str | None, command: str):
+    """What pause and resume both check first: the caller may write controls/ (else exit 1),
+    and the job or group exists (else exit 2, naming it); the (scope, name) or the exit code."""
+    why = _allowed(config)
+    if why:
+        print(f"market-timers {command}: {why}", file=sys.stderr)
+        return FAILURE
+    try:
+        return _target(config, job, group)
+    except ValueError as e:
+        print(f"market-timers {command}: {e}", file=sys.stderr)
+        return USAGE
+
+
 def _directory(config) -> str:
     """controls/, made as root's (with the operator group's write) when missing."""
     path = controls_dir(config.state_dir)
@@ -91,15 +105,10 @@ def _directory(config) -> str:
 
 def pause(config, job: str | None, group: str | None, until: date | None, note: str,
           now: datetime) -> int:
-    why = _allowed(config)
-    if why:
-        print(f"market-timers pause: {why}", file=sys.stderr)
-        return FAILURE
-    try:
-        scope, name = _target(config, job, group)
-    except ValueError as e:
-        print(f"market-timers pause: {e}", file=sys.stderr)
-        return USAGE
+    target = _checked_target(config, job, group, "pause")
+    if isinstance(target, int):
+        return target
+    scope, name = target
     if not note.strip():
         print("market-timers pause: --note must say why (it is shown with every paused start)",
               file=sys.stderr)
@@ -120,15 +129,10 @@ def pause(config, job: str | None, group: str | None, until: date | None, note: 
 
 
 def resume(config, job: str | None, group: str | None, now: datetime) -> int:
-    why = _allowed(config)
-    if why:
-        print(f"market-timers resume: {why}", file=sys.stderr)
-        return FAILURE
-    try:
-        scope, name = _target(config, job, group)
-    except ValueError as e:
-        print(f"market-timers resume: {e}", file=sys.stderr)
-        return USAGE
+    target = _checked_target(config, job, group, "resume")
+    if isinstance(target, int):
+        return target
+    scope, name = target
     try:
         directory = _directory(config)
     except (ValueError, OSError) as e:

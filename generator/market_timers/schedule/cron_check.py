@@ -319,7 +319,7 @@ def format_text(result: CronCheckResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def command(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace, config=None) -> int:
     """CLI entry: `market-timers check-cron EXPR --tz --calendar --event --offset [--from --to]`.
 
     Raises ValueError on bad input (the CLI turns it into exit 2).
@@ -336,7 +336,7 @@ def command(args: argparse.Namespace) -> int:
     end = args.to if args.to is not None else now.date()
     start = args.from_ if args.from_ is not None else end - timedelta(days=DEFAULT_DAYS)
     if getattr(args, "job", None):
-        result = _check_job(args, start, end)
+        result = _check_job(args, config, start, end)
     elif args.calendar is None:
         raise ValueError("--calendar or --job is required")
     else:
@@ -349,23 +349,20 @@ def command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_job(args, start: date, end: date) -> CronCheckResult:
-    """check-cron --job NAME: the configured job's calendar, event, offset and session rule, and
-    the plan's instants for it."""
+def _check_job(args, cfg, start: date, end: date) -> CronCheckResult:
+    """check-cron --job NAME: the configured job's calendar, event, offset and session rule (`cfg`,
+    loaded by the command line), and the plan's instants for it."""
     from dataclasses import replace
 
-    from market_timers.config import loader
     from market_timers.schedule import plan
 
     if args.calendar is not None or args.event != "close" or args.offset != "0s":
         raise ValueError("--job takes the job's own calendar, event and offset: leave out "
                          "--calendar, --event and --offset")
-    path = loader.config_path(getattr(args, "config", None))
-    cfg = loader.load(path)
     names = [j.name for j in cfg.jobs]
     job = next((j for j in cfg.jobs if j.name == args.job), None)
     if job is None:
-        raise ValueError(f"--job {args.job}: no such job in {path}"
+        raise ValueError(f"--job {args.job}: no such job in {cfg.source}"
                          f"{did_you_mean(args.job, names)}")
     if not job.is_session_job or job.periodic is not None or job.calendars:
         raise ValueError(f"--job {args.job}: check-cron compares a cron line with a job that "
