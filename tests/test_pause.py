@@ -221,3 +221,33 @@ def test_operator_group_is_never_a_group_of_the_scheduler_or_the_jobs(write_conf
         loader.load(path)
     [line] = exc.value.problems.lines()
     assert line.startswith(f"{path}: operator_group: ") and repr(group) in line
+
+
+def test_pause_and_resume_answer_in_json_for_scripts(cfg, capsys):
+    import json
+
+    assert main(cfg, "pause", "--group", "orders", "--until", "2025-12-01", "--note",
+                "broker  maintenance", "--json") == 0
+    paused = json.loads(capsys.readouterr().out)
+    assert paused["action"] == "pause" and paused["scope"] == "group"
+    assert paused["name"] == "orders" and paused["until"] == "2025-12-01"
+    assert paused["note"] == "broker maintenance" and paused["by"] and paused["since"]
+    assert main(cfg, "resume", "--group", "orders", "--json") == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed == {"action": "resume", "scope": "group", "name": "orders",
+                       "ended": ["pause"], "still_paused": None}
+    assert main(cfg, "resume", "--group", "orders", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["ended"] == []
+
+
+def test_resume_of_a_job_in_json_says_what_still_holds_it(cfg, capsys):
+    import json
+
+    assert main(cfg, "pause", "signal", "--note", "x") == 0
+    assert main(cfg, "pause", "--group", "orders", "--note", "desk closed") == 0
+    capsys.readouterr()
+    assert main(cfg, "resume", "signal", "--json") == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["ended"] == ["pause"]
+    assert resumed["still_paused"]["scope"].startswith("lock group orders")
+    assert resumed["still_paused"]["note"] == "desk closed"

@@ -185,3 +185,17 @@ def test_periodic_or_daily_upstream_is_refused(write_config):
         config.load(write_config(text))
     [line] = exc.value.problems.lines()
     assert "job[1].requires[0]" in line and "session" in line
+
+
+def test_plan_json_names_each_fires_upstream_jobs(write_config, capsys):
+    import json
+
+    from market_timers import cli
+
+    path = write_config(JOBS.format(requires='["signal"]', signal_extra=""))
+    assert cli.main(["--config", str(path), "plan", "--from", "2025-11-28", "--to", "2025-11-28",
+                     "--json"]) == 0
+    fires = {f["job"]: f for f in json.loads(capsys.readouterr().out)}
+    assert fires["orders"]["requires"] == ["signal"]
+    assert "requires" not in fires["signal"]
+    assert fires["orders"]["fire_utc"] == "2025-11-28T17:50:00Z"  # 13:00 early close, -10 min

@@ -186,3 +186,19 @@ def test_a_server_out_of_connection_slots_is_busy_not_unreachable(tmp_path, dsn,
     assert proc.returncode == 0, err
     assert "anyway" not in err
     assert pg.PostgresLedger(dsn, "x").holder(Key("closing-orders", SESSION))["node"] == "ny4-a"
+
+
+def test_a_refused_login_is_not_unreachable_and_never_runs_locally(tmp_path, dsn):
+    """The server answers and refuses this node's login (a wrong password after a rotation, a
+    pg_hba.conf line missing): the database is up and the other nodes may reach it, so with
+    on_db_unreachable = "run" the job is not run on the local ledger beside them."""
+    wrong = dsn.replace("password=" + dsn.split("password=")[1].split()[0],
+                        "password=rotated-away")
+    log = tmp_path / "orders.log"
+    proc = _start(node_env(tmp_path, wrong, "ny4-a", mode="run"), log)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == exitcodes.LEDGER_UNREACHABLE, err
+    assert not log.exists(), "the job ran on the local ledger"
+    assert "anyway" not in err
+    assert "refused" in err and "password authentication failed" in err
+    assert "rotated-away" not in err

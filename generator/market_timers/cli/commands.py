@@ -93,7 +93,7 @@ def cmd_plan(args) -> int:
         return _report_failures(args.command, failures)
     # streamed: written as formatted, never the whole text at once
     if args.json:
-        planview.write_json(sys.stdout, fires)
+        planview.write_json(sys.stdout, fires, {j.name: j.requires for j in cfg.jobs})
     else:
         planview.write_table(sys.stdout, fires, slots=args.slots)
         from market_timers.config.dependencies import notes
@@ -351,14 +351,14 @@ def cmd_pause(args) -> int:
     from market_timers.schedule import controls
 
     return controls.pause(_config(args, check_calendars=False), args.job, args.group, args.until,
-                          args.note, _now(args))
+                          args.note, _now(args), as_json=args.json)
 
 
 def cmd_resume(args) -> int:
     from market_timers.schedule import controls
 
     return controls.resume(_config(args, check_calendars=False), args.job, args.group,
-                           _now(args))
+                           _now(args), as_json=args.json)
 
 
 COMMANDS = {

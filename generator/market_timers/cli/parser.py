@@ -210,11 +210,17 @@ def _add_controls(command) -> None:
                    help="pause the sessions before DATE only (DATE's session runs)")
     s.add_argument("--note", required=True, metavar="TEXT",
                    help="why: shown with every paused start, in status and the digest")
+    s.add_argument("--json", action="store_true",
+                   help="print the pause recorded (scope, name, by, since, host, until, note) as "
+                        "JSON")
     s = command("resume", "end a pause of a job or a lock group (for a group, also its pause "
                           "after a failure: pause_on_failure)")
     which = s.add_mutually_exclusive_group(required=True)
     which.add_argument("job", metavar="JOB", nargs="?", help="the job to resume")
     which.add_argument("--group", metavar="G", help="resume this lock group")
+    s.add_argument("--json", action="store_true",
+                   help="print what ended (pause, failure pause) and what still holds the job, "
+                        "as JSON")
 
 
 def _add_event_commands(command) -> None:

@@ -16,8 +16,8 @@ PQsocket) until the deadline; at the deadline the connection is closed and Timed
 it notices the closed connection: client_connection_check_interval, ledger/postgresql.py).
 
 Errors: Unreachable when no connection could be made (but a server that answers and refuses
-the session for now, out of connection slots or starting up, is a DatabaseError with the
-SQLSTATE: it was reached), ConnectionLost when a live one broke during a statement, TimedOut at
+the session, for now (out of connection slots, starting up) or this node's login (password,
+pg_hba.conf, role, certificate), is a DatabaseError with the SQLSTATE: it was reached), ConnectionLost when a live one broke during a statement, TimedOut at
 the deadline, DatabaseError with the SQLSTATE for the server's errors, and for a row that is not
 UTF-8. Their text is redacted of every DSN fragment (conninfo.py).
 libpq is loaded by its soname, libpq.so.5 (Debian's libpq5 on every architecture).
@@ -46,6 +46,18 @@ SERVER_BUSY = (
     ("remaining connection slots are reserved", "53300"),
     ("the database system is starting up", "57P03"),
     ("the database system is not yet accepting connections", "57P03"),
+)
+# A server that answers and refuses this node's login for good (a rotated password, a missing
+# pg_hba.conf line, a dropped role, a certificate that does not verify): the database is up and
+# the other nodes may reach it, so this is not "unreachable" either, and on_db_unreachable =
+# "run" must not run the job on the local ledger beside them.
+LOGIN_REFUSED = (
+    ("password authentication failed", "28P01"), ("authentication failed for user", "28000"),
+    ("no pg_hba.conf entry", "28000"), ("pg_hba.conf rejects connection", "28000"),
+    ("does not exist", "28000"),  # FATAL: role "x" / database "x" does not exist
+    ("permission denied for database", "42501"),
+    ("is not permitted to log in", "28000"),
+    ("certificate verify failed", "08006"), ("does not match host name", "08006"),
 )
 
 _lib = None
@@ -101,6 +113,10 @@ class Connection:
             for marker, sqlstate in SERVER_BUSY:
                 if marker in message:  # a live server that refuses a session for now
                     raise DatabaseError(message, sqlstate)
+            for marker, sqlstate in LOGIN_REFUSED:  # the server's FATAL, or TLS's verdict
+                if marker in message and ("FATAL:" in message or sqlstate == "08006"):
+                    raise DatabaseError(f"the server refused this node's login: {message}",
+                                        sqlstate)
             raise Unreachable(message or "cannot connect")
 
     def execute(self, sql: str, *params, deadline: float | None = None) -> list[tuple]:

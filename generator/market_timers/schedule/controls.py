@@ -13,6 +13,7 @@ the failure pause too.
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 import sys
@@ -104,7 +105,7 @@ def _directory(config) -> str:
 
 
 def pause(config, job: str | None, group: str | None, until: date | None, note: str,
-          now: datetime) -> int:
+          now: datetime, as_json: bool = False) -> int:
     target = _checked_target(config, job, group, "pause")
     if isinstance(target, int):
         return target
@@ -121,6 +122,9 @@ def pause(config, job: str | None, group: str | None, until: date | None, note: 
         print(f"market-timers pause: {e}", file=sys.stderr)
         return FAILURE
     atomicfile.write(path, format_fields(fields), mode=0o644)
+    if as_json:
+        print(json.dumps({"action": "pause", "scope": scope, "name": name, **fields}))
+        return OK
     what = f"lock group {name} (every job of it)" if scope == "group" else name
     print(f"paused {what}{f' until session {until}' if until else ''}: its timers' starts are "
           f"refused (exit 177, recorded as paused). To resume: market-timers resume "
@@ -128,7 +132,8 @@ def pause(config, job: str | None, group: str | None, until: date | None, note: 
     return OK
 
 
-def resume(config, job: str | None, group: str | None, now: datetime) -> int:
+def resume(config, job: str | None, group: str | None, now: datetime,
+           as_json: bool = False) -> int:
     target = _checked_target(config, job, group, "resume")
     if isinstance(target, int):
         return target
@@ -138,26 +143,31 @@ def resume(config, job: str | None, group: str | None, now: datetime) -> int:
     except (ValueError, OSError) as e:
         print(f"market-timers resume: {e}", file=sys.stderr)
         return FAILURE
-    ended = []
+    ended = []  # (JSON name, text)
     try:
         os.unlink(os.path.join(directory, record_name(scope, name)))
-        ended.append("its pause")
+        ended.append(("pause", "its pause"))
     except FileNotFoundError:
         pass
     if scope == "group":
         failure = os.path.join(failure_dir(config.state_dir), name)
         if os.path.exists(failure):
-            ended.append("its pause after a failure (pause_on_failure)")
+            ended.append(("failure pause", "its pause after a failure (pause_on_failure)"))
             atomicfile.write(os.path.join(directory, f"resumed-group-{name}"),
                              format_fields({"by": _operator(), "since": iso(now)}), mode=0o644)
             if os.geteuid() == 0:
                 os.unlink(failure)
+    still = paused(str(config.state_dir), name, config.job(name).lock, "0000-00-00") \
+        if scope == "job" else None
+    if as_json:
+        print(json.dumps({"action": "resume", "scope": scope, "name": name,
+                          "ended": [key for key, _ in ended], "still_paused": still}))
+        return OK
     if not ended:
         print(f"{'lock group ' if scope == 'group' else ''}{name} was not paused")
         return OK
-    still = paused(str(config.state_dir), name, config.job(name).lock, "0000-00-00") \
-        if scope == "job" else None
-    print(f"resumed {'lock group ' if scope == 'group' else ''}{name}: ended {' and '.join(ended)}"
+    print(f"resumed {'lock group ' if scope == 'group' else ''}{name}: ended "
+          f"{' and '.join(text for _, text in ended)}"
           + (f"; still held: {still['scope']} is paused ({still['resume']})" if still else ""))
     return OK
 

@@ -111,12 +111,17 @@ def _fire_entry(f: Fire) -> str:
                     _UNIT, _string(f.unit_name.timer()), "\n  }"))
 
 
-def write_json(out: TextIO, fires: Iterable[Fire]) -> None:
-    """Byte for byte what `print(json.dumps([f.to_json() for f in fires], indent=2))` printed."""
+def write_json(out: TextIO, fires: Iterable[Fire], requires: dict | None = None) -> None:
+    """Byte for byte what `print(json.dumps([f.to_json() for f in fires], indent=2))` printed;
+    `requires` (job: its `requires` list) adds a "requires" member to that job's entries."""
     chunk: list[str] = []
     first = True
+    requires = {job: list(names) for job, names in (requires or {}).items() if names}
     for f in fires:
-        for text in (_slot_entries(f) if f.is_periodic else (entry(f),)):
+        upstream = requires.get(f.job)
+        entries = (_slot_entries(f, upstream) if f.is_periodic
+                   else (_required_entry(f, upstream),) if upstream else (entry(f),))
+        for text in entries:
             chunk.append(("[\n" if first else ",\n") + text)
             first = False
         if len(chunk) >= CHUNK:
@@ -191,9 +196,15 @@ def _session_table(fires) -> str:
     return _align(rows)
 
 
-def _slot_entries(f: Fire):
+def _required_entry(f: Fire, upstream: list[str]) -> str:
+    """entry() of a fire whose job `requires` others: the jobs that must succeed first."""
+    return "  " + json.dumps({**f.to_json(), "requires": upstream},
+                             indent=2).replace("\n", "\n  ")
+
+
+def _slot_entries(f: Fire, upstream: list[str] | None = None):
     """`plan --json` for a periodic fire: one entry per slot, `slot` its UTC instant."""
-    base = f.to_json()
+    base = {**f.to_json(), **({"requires": upstream} if upstream else {})}
     zone = f.local().tzinfo
     for instant in f.slots:
         doc = {**base, "slot": iso(instant), "fire_utc": iso(instant),
