@@ -4,6 +4,7 @@ pauses the job's lock group after its failure until `resume`."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -224,8 +225,6 @@ def test_operator_group_is_never_a_group_of_the_scheduler_or_the_jobs(write_conf
 
 
 def test_pause_and_resume_answer_in_json_for_scripts(cfg, capsys):
-    import json
-
     assert main(cfg, "pause", "--group", "orders", "--until", "2025-12-01", "--note",
                 "broker  maintenance", "--json") == 0
     paused = json.loads(capsys.readouterr().out)
@@ -241,8 +240,6 @@ def test_pause_and_resume_answer_in_json_for_scripts(cfg, capsys):
 
 
 def test_resume_of_a_job_in_json_says_what_still_holds_it(cfg, capsys):
-    import json
-
     assert main(cfg, "pause", "signal", "--note", "x") == 0
     assert main(cfg, "pause", "--group", "orders", "--note", "desk closed") == 0
     capsys.readouterr()

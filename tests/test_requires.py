@@ -4,6 +4,8 @@ and takes no claim (a later `market-timers run --session` works once the upstrea
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from tests.test_runner import context, record, run
 
@@ -188,8 +190,6 @@ def test_periodic_or_daily_upstream_is_refused(write_config):
 
 
 def test_plan_json_names_each_fires_upstream_jobs(write_config, capsys):
-    import json
-
     from market_timers import cli
 
     path = write_config(JOBS.format(requires='["signal"]', signal_extra=""))

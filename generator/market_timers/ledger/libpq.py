@@ -17,8 +17,8 @@ it notices the closed connection: client_connection_check_interval, ledger/postg
 
 Errors: Unreachable when no connection could be made (but a server that answers and refuses
 the session, for now (out of connection slots, starting up) or this node's login (password,
-pg_hba.conf, role, certificate), is a DatabaseError with the SQLSTATE: it was reached), ConnectionLost when a live one broke during a statement, TimedOut at
-the deadline, DatabaseError with the SQLSTATE for the server's errors, and for a row that is not
+pg_hba.conf, role, certificate), is a DatabaseError with the SQLSTATE: it was reached),
+ConnectionLost when a live one broke during a statement, TimedOut at the deadline, DatabaseError with the SQLSTATE for the server's errors, and for a row that is not
 UTF-8. Their text is redacted of every DSN fragment (conninfo.py).
 libpq is loaded by its soname, libpq.so.5 (Debian's libpq5 on every architecture).
 """

@@ -74,11 +74,14 @@ def write_table(out: TextIO, fires: Collection[Fire], slots: bool = False) -> No
     out.write("".join(chunk))
 
 
-def entry(f: Fire) -> str:
-    """One element of the array as json.dumps(indent=2) writes it inside a list."""
-    if not f.is_periodic and not f.is_daily and not f.why:
+def entry(f: Fire, requires: list[str] | None = None) -> str:
+    """One element of the array as json.dumps(indent=2) writes it inside a list; `requires`:
+    the jobs that must succeed first (a "requires" member)."""
+    if not f.is_periodic and not f.is_daily and not f.why and not requires:
         return _fire_entry(f)
     doc = f.to_json()
+    if requires:
+        doc["requires"] = requires
     if all(type(v) is str for v in doc.values()):
         body = ",\n".join([(_keys.get(k) or _key(k)) + _string(v) for k, v in doc.items()])
         return "  {\n" + body + "\n  }"
@@ -119,9 +122,7 @@ def write_json(out: TextIO, fires: Iterable[Fire], requires: dict | None = None)
     requires = {job: list(names) for job, names in (requires or {}).items() if names}
     for f in fires:
         upstream = requires.get(f.job)
-        entries = (_slot_entries(f, upstream) if f.is_periodic
-                   else (_required_entry(f, upstream),) if upstream else (entry(f),))
-        for text in entries:
+        for text in (_slot_entries(f, upstream) if f.is_periodic else (entry(f, upstream),)):
             chunk.append(("[\n" if first else ",\n") + text)
             first = False
         if len(chunk) >= CHUNK:
@@ -194,12 +195,6 @@ def _session_table(fires) -> str:
         rows.append((f.job, f.calendar, f.session.isoformat(), what, _span_utc(f),
                      _span_local(f), *((f.why,) if why else ())))
     return _align(rows)
-
-
-def _required_entry(f: Fire, upstream: list[str]) -> str:
-    """entry() of a fire whose job `requires` others: the jobs that must succeed first."""
-    return "  " + json.dumps({**f.to_json(), "requires": upstream},
-                             indent=2).replace("\n", "\n  ")
 
 
 def _slot_entries(f: Fire, upstream: list[str] | None = None):
