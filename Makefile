@@ -59,7 +59,7 @@ lint: venv
 	cd generator && ../$(VENV)/bin/lint-imports ../pyproject.toml
 
 test: venv lint
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --durations=40
 
 test-unit: venv
 	$(PY) -m pytest tests -m 'not e2e'
