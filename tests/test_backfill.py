@@ -245,3 +245,36 @@ def test_the_cli_keeps_backfill_options_apart_from_session_ones(cfg, write_confi
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert [r["outcome"] for r in report["runs"]] == ["would-run"] * 3
+
+
+class UnitThatNeverRecords(FakeSystemd):
+    """systemd ends the unit before the runner wrote anything (e.g. its credential missing)."""
+
+    def show(self, units, props):
+        [unit] = units
+        self.running = None
+        return {unit: {"ActiveState": "failed", "InvocationID": "inv", "Result": "resources"}}
+
+
+class UnitThatNeverEnds(FakeSystemd):
+    def show(self, units, props):
+        return {units[0]: {"ActiveState": "active", "InvocationID": "inv"}}
+
+
+def test_a_unit_that_ended_without_a_record_is_a_failure(cfg, tmp_path, capsys):
+    code, fake = run(cfg, tmp_path, fake=UnitThatNeverRecords(cfg))
+    assert code == exitcodes.FAILURE and len(fake.started) == 1
+    assert "the unit ended (resources) before the runner recorded a start" in \
+        capsys.readouterr().out
+
+
+def test_the_wait_is_bounded_by_the_jobs_timeout_and_stops_the_backfill(cfg, tmp_path, capsys):
+    ticks = iter(range(0, 10**6, 60))
+    fake = UnitThatNeverEnds(cfg)
+    code = backfill.command(cfg, "closing-orders", date(2025, 11, 24), date(2025, 11, 26),
+                            now=NOW, systemctl=fake, unit_dir=tmp_path / "run-units",
+                            sleep=lambda s: None, clock=lambda: next(ticks), keep_going=True)
+    assert code == exitcodes.FAILURE and len(fake.started) == 1  # never a second start beside it
+    out = capsys.readouterr().out
+    assert "not ended after 1922 s (its timeout, retries and a margin): no longer waiting" in out
+    assert "2025-11-25  closing-orders: not run (the backfill stopped: a run did not end)" in out

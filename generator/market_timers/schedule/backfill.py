@@ -37,6 +37,7 @@ POLL_SEC = 1.0
 START_MARGIN_SEC = 120  # systemd's queue, the unit's start, the runner's claim, the record step
 ENDED = ("inactive", "failed")
 SHOWN = ("ActiveState", "SubState", "Result", "InvocationID")
+NOT_ENDED = "not ended"
 
 # A run's line: what happened to (job, session).
 RAN = "ran ok"
@@ -55,6 +56,7 @@ class Line:
     detail: str = ""
     unit: str = ""
     succeeded: bool = False  # ran ok now, or already had
+    running: bool = False  # the wait's bound passed: it may still run, nothing may start beside
 
     def text(self) -> str:
         return f"{self.session}  {self.job}: {self.outcome}" + (f" ({self.detail})"
@@ -140,7 +142,8 @@ class Backfill:
             return Line(fire.session, job.name, FAILED, f"not started: {e}")
         ended = self._wait(unit, key, before, self.clock() + wait_bound(job))
         if ended is not None:
-            return Line(fire.session, job.name, FAILED, ended, unit)
+            return Line(fire.session, job.name, FAILED, ended, unit,
+                        running=ended.startswith(NOT_ENDED))
         found = state(self.book, job.name, fire.session.isoformat())
         if found == SUCCEEDED:
             return Line(fire.session, job.name, RAN, unit, unit, succeeded=True)
@@ -167,7 +170,7 @@ class Backfill:
                     return (f"the unit ended ({props.get('Result') or '?'}) before the runner "
                             f"recorded a start; see journalctl -u {unit}")
             if self.clock() > deadline:
-                return (f"not ended after {wait_bound(self.jobs[key.job]):.0f} s (its timeout, "
+                return (f"{NOT_ENDED} after {wait_bound(self.jobs[key.job]):.0f} s (its timeout, "
                         f"retries and a margin): no longer waiting; see journalctl -u {unit}")
             self.sleep(POLL_SEC)
 
@@ -256,7 +259,7 @@ def command(config, job_name: str, start: date, end: date | None, *, dry_run: bo
     stopped = None
     for fire in fires:
         line = one(fire)
-        if line.outcome == FAILED and not keep_going:
+        if line.outcome == FAILED and (line.running or not keep_going):
             stopped = line
             break
         if not ok(line):
@@ -280,7 +283,7 @@ def command(config, job_name: str, start: date, end: date | None, *, dry_run: bo
                                        "its timer starts it"))
             else:
                 done[name] = one(down)
-                if done[name].outcome == FAILED and not keep_going:
+                if done[name].outcome == FAILED and (done[name].running or not keep_going):
                     stopped = done[name]
                     break
         if stopped is not None:
@@ -288,8 +291,9 @@ def command(config, job_name: str, start: date, end: date | None, *, dry_run: bo
     if stopped is not None:
         rest = fires[fires.index(all_fires[(job_name, stopped.session)]) + 1:]
         for fire in rest:
-            emit(Line(fire.session, job_name, NOT_RUN, "the backfill stopped at the first "
-                      "failure; --keep-going runs on"))
+            emit(Line(fire.session, job_name, NOT_RUN,
+                      "the backfill stopped: a run did not end" if stopped.running else
+                      "the backfill stopped at the first failure; --keep-going runs on"))
     counts = {name: sum(1 for x in lines if x.outcome == name)
               for name in (RAN, FAILED, ALREADY_RAN, SKIPPED, NOT_RUN, WOULD_RUN)}
     failed = counts[FAILED] > 0
