@@ -342,9 +342,26 @@ def _manual_run():
     return manual_run
 
 
+BACKFILL_ONLY = ("until", "dry_run", "keep_going", "downstream", "json")
+
+
 def cmd_run(args) -> int:
-    return _manual_run().command(_config(args), args.job, args.session, args.force,
-                                 now=args.now, yes=args.yes)
+    if args.session is not None:
+        given = [f"--{o.replace('_', '-')}".replace("--until", "--to") for o in BACKFILL_ONLY
+                 if getattr(args, o)]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only with --from (a backfill), not with "
+                             "--session")
+        return _manual_run().command(_config(args), args.job, args.session, args.force,
+                                     now=args.now, yes=args.yes)
+    if args.force or args.yes:
+        raise UsageError(f"{'--force' if args.force else '--yes'}: only with --session; a "
+                         "backfill runs the sessions that did not run, and none still to come")
+    from market_timers.schedule import backfill
+
+    return backfill.command(_config(args), args.job, args.since, args.until,
+                            dry_run=args.dry_run, keep_going=args.keep_going,
+                            downstream=args.downstream, as_json=args.json, now=args.now)
 
 
 def cmd_pause(args) -> int:

@@ -190,13 +190,32 @@ def _add_cluster_commands(command) -> None:
 
 def _add_run(command) -> None:
     s = command("run", "start a job's run for one session now (refused if that session "
-                       "already ran, unless --force)")
+                       "already ran, unless --force), or backfill a range of past sessions "
+                       "(--from): one at a time, in order, waiting for each")
     s.add_argument("job", metavar="JOB", help="the job's name")
-    s.add_argument("--session", type=_date, required=True, metavar="DATE",
-                   help="the session to run it for")
-    s.add_argument("--force", action="store_true", help="run it again although it already ran")
+    which = s.add_mutually_exclusive_group(required=True)
+    which.add_argument("--session", type=_date, metavar="DATE",
+                       help="the session to run it for")
+    which.add_argument("--from", dest="since", type=_date, metavar="DATE",
+                       help="backfill: the job's planned sessions from DATE on, each that did "
+                            "not run yet (those that ran are listed)")
+    s.add_argument("--force", action="store_true", help="run it again although it already ran "
+                   "(--session only)")
     s.add_argument("--yes", action="store_true", help="start it although its planned instant "
-                   "has not come (refused without: the timer's run would then be refused)")
+                   "has not come (--session only; refused without: the timer's run would then "
+                   "be refused)")
+    s.add_argument("--to", dest="until", type=_date, metavar="DATE",
+                   help="backfill: the last session (default: the last one before now; a run "
+                        "still to come is refused)")
+    s.add_argument("--dry-run", action="store_true",
+                   help="backfill: show what would run and what already ran, start nothing")
+    s.add_argument("--keep-going", action="store_true",
+                   help="backfill: go on after a failed run (default: stop at the first)")
+    s.add_argument("--downstream", action="store_true",
+                   help="backfill: after each session's run succeeded, also run the jobs that "
+                        "require it (`requires`), in dependency order, for that session")
+    s.add_argument("--json", action="store_true",
+                   help="backfill: print the runs (session, job, outcome, detail, unit) as JSON")
 
 
 def _add_controls(command) -> None:

@@ -68,13 +68,56 @@ def _write_ticket_source(path: Path, nonce: str) -> None:
     atomicfile.write(str(path), nonce + "\n", mode=0o600, sync=atomicfile.DURABLE)
 
 
-def command(config, job_name: str, session: date, force: bool, *, now: datetime | None = None,
-            systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR, yes: bool = False) -> int:
+class StartFailed(RuntimeError):
+    """The run's ticket or unit could not be written, or systemctl refused the start."""
+
+
+def start_ticketed(config, job, fire, *, force: bool, now: datetime, systemctl=None,
+                   unit_dir: Path = RUNTIME_UNIT_DIR, book=None) -> str:
+    """Write the ticket and the one-off unit of `fire` (a session's run of `job`) and start it
+    without waiting (`systemctl start --no-block`); return the unit's name. The checks (does the
+    session exist, did it run, has its instant come) are the caller's."""
     from market_timers.config.loader import default_runner
     from market_timers.files import atomicfile
-    from market_timers.schedule import plan, render
-    from market_timers.schedule.calendars import CalendarError
+    from market_timers.schedule import render
     from market_timers.schedule.systemctl import Systemctl, SystemctlError
+
+    job_name, session = job.name, fire.session
+    book = ledger.for_config(config) if book is None else book
+    runner = config.runner or default_runner()
+    [service] = [u for u in render.job_units(config, job, fire, runner)
+                 if u.name.endswith(".service")]
+    name = unitname.manual_run(job_name, session, now).service()
+    nonce = secrets.token_hex(16)
+    by = _operator()
+    source = Path(ledger.ticket_source(config.state_dir, name))
+    # The nonce is in no unit (`systemctl show` is anyone's) and in no file a job or the
+    # package's user could write: systemd loads root's 0600 copy into the unit's credentials.
+    text = (f"# market-timers run {job_name} --session {session}{' --force' if force else ''}"
+            f" by {by} at {iso(now)}: "
+            "a one-off start.\n" + service.text +
+            f"\n[Service]\nEnvironment={environment.TICKET}={name}\n"
+            f"LoadCredential={environment.TICKET_CREDENTIAL}:{source}\n")
+    try:
+        book.write_ticket(nonce, {"job": job_name, "session": session.isoformat(),
+                                  "force": "yes" if force else "no", "by": by,
+                                  "unit": name}, owner=_owner(config))
+        _write_ticket_source(source, nonce)
+        render.write_atomic(unit_dir / name, text, sync=atomicfile.DURABLE)
+    except OSError as e:
+        raise StartFailed(f"cannot write the run's ticket or unit: {e}") from None
+    try:
+        (systemctl or Systemctl()).start([name])
+    except SystemctlError as e:
+        (unit_dir / name).unlink(missing_ok=True)
+        raise StartFailed(str(e)) from None
+    return name
+
+
+def command(config, job_name: str, session: date, force: bool, *, now: datetime | None = None,
+            systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR, yes: bool = False) -> int:
+    from market_timers.schedule import plan
+    from market_timers.schedule.calendars import CalendarError
 
     jobs = {j.name: j for j in config.jobs}
     if job_name not in jobs:
@@ -103,32 +146,10 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
                      f"{fire.fire_utc:%a %Y-%m-%d %H:%M:%S} UTC, still to come: its timer starts "
                      "it then. Started now it runs early, and the timer's start is refused "
                      "(that session already ran). Add --yes to start it now anyway.")
-    runner = config.runner or default_runner()
-    [service] = [u for u in render.job_units(config, jobs[job_name], fire, runner)
-                 if u.name.endswith(".service")]
-    name = unitname.manual_run(job_name, session, now).service()
-    nonce = secrets.token_hex(16)
-    by = _operator()
-    source = Path(ledger.ticket_source(config.state_dir, name))
-    # The nonce is in no unit (`systemctl show` is anyone's) and in no file a job or the
-    # package's user could write: systemd loads root's 0600 copy into the unit's credentials.
-    text = (f"# market-timers run {job_name} --session {session}{' --force' if force else ''}"
-            f" by {by} at {iso(now)}: "
-            "a one-off start.\n" + service.text +
-            f"\n[Service]\nEnvironment={environment.TICKET}={name}\n"
-            f"LoadCredential={environment.TICKET_CREDENTIAL}:{source}\n")
     try:
-        book.write_ticket(nonce, {"job": job_name, "session": session.isoformat(),
-                                  "force": "yes" if force else "no", "by": by,
-                                  "unit": name}, owner=_owner(config))
-        _write_ticket_source(source, nonce)
-        render.write_atomic(unit_dir / name, text, sync=atomicfile.DURABLE)
-    except OSError as e:
-        return _fail(f"cannot write the run's ticket or unit: {e}", FAILURE)
-    try:
-        (systemctl or Systemctl()).start([name])
-    except SystemctlError as e:
-        (unit_dir / name).unlink(missing_ok=True)
+        name = start_ticketed(config, jobs[job_name], fire, force=force, now=now,
+                              systemctl=systemctl, unit_dir=unit_dir, book=book)
+    except StartFailed as e:
         return _fail(str(e), FAILURE)
     what = (f"a forced re-run (it already ran {ledger.describe(holder)})" if holder is not None
             else "its run" + (" (--force: none recorded yet)" if force else ""))

@@ -1,0 +1,35 @@
+"""How a (job, session) stands in the run ledger, in one phrase: what the runner's `requires`
+check tells (runner/upstream.py) and what a backfill reports for each run it waited for
+(schedule/backfill.py). Standard library only: the runner's hot path reads it.
+
+    succeeded                    its latest attempt ended with systemd's Result "success"
+    failed (exit N)              its latest attempt ended otherwise (killed, timed out...)
+    still running                its latest attempt started and has not ended yet
+    refused (KIND)               it never ran: its start was refused (stale-start, paused...)
+    missed (it never started)    nothing in the ledger for the session
+"""
+
+from market_timers.ledger import Key
+
+SUCCEEDED = "succeeded"
+
+
+def state(book, job: str, session: str) -> str:
+    key = Key(job, session)
+    attempts = book.attempts(key)
+    if attempts:
+        last = attempts[-1]
+        result = str(last.get("result") or "")
+        if not result:
+            return f"still running (started {last.get('started_utc', '?')} on host " \
+                   f"{last.get('host', '?')})"
+        if result == "success":
+            return SUCCEEDED
+        status = str(last.get("exit_status") or "")
+        if result == "exit-code":
+            return f"failed (exit {status})" if status else "failed"
+        return f"failed ({result}{f' {status}' if status else ''})"
+    refusals = book.refusals(key)
+    if refusals:
+        return f"refused ({refusals[-1].get('refused', '?')})"
+    return "missed (it never started)"

@@ -1,0 +1,112 @@
+"""Operator controls on a real systemd (issue 26): a backfill over past sessions runs those that
+did not run, in order, once each; a paused job's session is neither run nor called missed, and
+`pause_on_failure` holds the lock group after a failure until `resume --group`."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import UTC, datetime, timedelta
+from datetime import time as clock
+
+import pytest
+
+from .scenario import Job, Scenario, instant_in
+from .test_watch import start_deadman
+
+pytestmark = pytest.mark.e2e
+
+LEAD = 12  # seconds from now to the first instant: time to sync
+
+
+def sessions_run(scenario: Scenario, job: str) -> list[str]:
+    """The sessions the job's runs printed (MARKET_SESSION), in the order they ran."""
+    out = scenario.box.journal(f"MARKET_JOB={job}", "_TRANSPORT=stdout", "-o", "cat")
+    return re.findall(r"^e2e-job start=\S+ user=\S+ job=\S+ session=(\S+)", out, re.M)
+
+
+def test_a_backfill_runs_the_past_sessions_that_did_not_run_in_order_once_each(
+    scenario: Scenario,
+) -> None:
+    box = scenario.box
+    today = datetime.now(UTC).date()
+    days = [today - timedelta(days=n) for n in range(5, 0, -1)]  # 24/7: every UTC day a session
+    job = Job("backfilled", datetime.combine(days[0], clock(1, 0), tzinfo=UTC), ["ok"])
+    scenario.write_config([job])  # past sessions only: no timer to sync
+    for day in (days[1], days[3]):  # two of them ran before, by hand
+        box.run(["market-timers", "run", job.name, "--session", day.isoformat()])
+        box.wait_for(lambda d=day: (scenario.record_of(job.name, d.isoformat()) or {})
+                     .get("result"), 60, f"the run of {day} to finish", interval=0.3)
+
+    done = box.run(["market-timers", "run", job.name, "--from", days[0].isoformat(), "--to",
+                    days[-1].isoformat()], timeout=300)
+    print(done.stdout)
+    assert f"{days[1]}  backfilled: already ran" in done.stdout
+    assert "summary: 3 ran ok, 2 already ran" in done.stdout
+    assert sessions_run(scenario, job.name) == [str(d) for d in
+                                                (days[1], days[3], days[0], days[2], days[4])]
+    for day in days:
+        record = scenario.record_of(job.name, day.isoformat())
+        assert (record["result"], record["attempts"], record["how"]) == \
+            ("success", 1, "operator")
+
+    again = box.run(["market-timers", "run", job.name, "--from", days[0].isoformat(), "--to",
+                     days[-1].isoformat(), "--json"], timeout=120)
+    report = json.loads(again.stdout)
+    assert [r["outcome"] for r in report["runs"]] == ["already-ran"] * 5 and report["ok"]
+    assert len(sessions_run(scenario, job.name)) == 5
+
+
+def test_a_paused_job_neither_runs_nor_is_missed_and_a_failure_pauses_its_group(
+    scenario: Scenario,
+) -> None:
+    box = scenario.box
+    quick = {"grace": "1s", "timeout": "3s"}
+    held = Job("held", instant_in(LEAD), ["ok"], quick)
+    failing = Job("opening-orders", instant_in(LEAD + 2), ["fail", "3"],
+                  {**quick, "lock": "held-orders", "pause_on_failure": True})
+    next_one = Job("closing-orders", instant_in(LEAD + 8), ["ok"],
+                   {**quick, "lock": "held-orders"})
+    after_resume = Job("statement-orders", instant_in(LEAD + 22), ["ok"],
+                       {**quick, "lock": "held-orders"})
+    jobs = [held, failing, next_one, after_resume]
+    for job in jobs:
+        scenario.forget_runs(job)  # one UTC day: otherwise "already ran" (173)
+    scenario.write_config(jobs)
+    box.run(["market-timers", "pause", held.name, "--note", "broker maintenance"])
+    try:
+        check_pauses(scenario, held, failing, next_one, after_resume)
+    finally:  # the controls outlive the scenario's teardown: no pause left for other tests
+        box.run(["market-timers", "resume", held.name], check=False)
+        box.run(["market-timers", "resume", "--group", "held-orders"], check=False)
+
+
+def check_pauses(scenario: Scenario, held: Job, failing: Job, next_one: Job,
+                 after_resume: Job) -> None:
+    box = scenario.box
+    scenario.schedule([held, failing, next_one, after_resume])
+
+    refused = scenario.wait_finished(held, LEAD + 20)
+    assert (refused["refused"], refused["exit_status"]) == ("paused", "177")
+    assert "e2e-job" not in scenario.journal_of(held)
+    assert scenario.wait_finished(failing, 30)["exit_status"] == "3"
+    refused = scenario.wait_finished(next_one, 30)
+    assert (refused["refused"], refused["exit_status"]) == ("paused", "177")
+    assert "e2e-job" not in scenario.journal_of(next_one)
+    resumed = box.run(["market-timers", "resume", "--group", "held-orders"])
+    print(resumed.stdout)
+    assert time.time() < after_resume.instant.timestamp(), "resumed after the next instant"
+    ran = scenario.wait_finished(after_resume, 40)
+    assert (ran["result"], ran["attempts"]) == ("success", 1)
+    assert "e2e-job finished fine" in scenario.journal_of(after_resume)
+
+    # the paused session is past its grace and timeout: the dead-man does not call it missed
+    time.sleep(max(0.0, held.instant.timestamp() + 7 - time.time()))
+    start_deadman(box)
+    time.sleep(3)
+    status = box.run(["market-timers", "status", "--session", held.session.isoformat()]).stdout
+    print(status)
+    assert "paused (broker maintenance)" in status
+    assert scenario.messages("telegram", "held", "has no run record") == []
+    assert scenario.messages("telegram", next_one.name, "has no run record") == []
