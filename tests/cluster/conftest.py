@@ -26,5 +26,6 @@ def dsn(pgserver):
     """A DSN on a freshly initialised ledger schema (tables emptied between tests)."""
     with pg.connect(pgserver.dsn) as conn:
         pg.init_schema(conn)
-        conn.execute("TRUNCATE mt_nodes, mt_runs, mt_refusals, mt_tickets, mt_locks, mt_misses")
+        conn.execute("TRUNCATE mt_nodes, mt_runs, mt_refusals, mt_tickets, mt_locks, mt_misses, "
+                     "mt_pauses")
     return pgserver.dsn

@@ -250,6 +250,38 @@ def test_cluster_init_upgrades_a_version_1_ledger_and_keeps_its_rows(
     assert code == 0 and "up to date" in out, err
 
 
+def test_cluster_init_upgrades_a_version_2_ledger_to_pauses_for_every_node(
+        tmp_path, pgserver, database, node_roles, capsys):
+    owner = _role_dsn(pgserver.dsn, USER, database)
+    with pg.connect(owner) as conn:  # a ledger as version 2's `cluster init` left it
+        conn.execute("CREATE TABLE mt_schema (version integer NOT NULL)")
+        conn.execute("INSERT INTO mt_schema VALUES (2)")
+        for version in (1, 2):
+            for statement in dict(pg.MIGRATIONS)[version]("public"):
+                conn.execute(statement)
+        for statement in pg._functions("public"):
+            if "pause" not in statement.split("(")[0]:  # version 2 had no pauses
+                conn.execute(statement)
+        conn.execute("INSERT INTO mt_runs (job, session, slot, attempt, how, node, fence, "
+                     "invocation, fields) VALUES ($1, $2, '', 1, 'timer', 'ny4-a', "
+                     "nextval('mt_fence'), 'inv-old', 'pid=7\nnode=ny4-a\n')",
+                     KEY.job, KEY.session)
+    code, out, err = _init(tmp_path, owner, node_roles, capsys)
+    assert code == 0, err
+    assert f"migrated from version 2 to {pg.SCHEMA_VERSION}" in out
+    b = pg.PostgresLedger(_role_dsn(pgserver.dsn, "mt_node_b", database), "ny4-b")
+    assert b.holder(KEY)["pid"] == 7  # the rows kept
+    b.set_pause("group", "orders", {"by": "alice", "note": "new API"})
+    a = pg.PostgresLedger(_role_dsn(pgserver.dsn, "mt_node_a", database), "ny4-a")
+    assert a.pauses_of(KEY.job, "orders") == [("group", "orders",
+                                                {"by": "alice", "note": "new API"})]
+    a.close()
+    b.close()
+    with pg.connect(_role_dsn(pgserver.dsn, "mt_node_a", database)) as hostile:
+        _denied(hostile, "DELETE FROM mt_pauses")
+        _denied(hostile, "SELECT * FROM mt_pauses")
+
+
 @pytest.mark.parametrize("role, says", [
     ("mt_nobody", "does not exist: create it first"),
     (USER, "is the owner role"),

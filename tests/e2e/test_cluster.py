@@ -96,7 +96,7 @@ class Cluster:
         running = [scene for scene in self.scenes.values() if scene.box.running]
         for scene in running:
             scene.teardown()
-        self.psql("TRUNCATE mt_runs, mt_refusals, mt_locks, mt_misses, mt_tickets")
+        self.psql("TRUNCATE mt_runs, mt_refusals, mt_locks, mt_misses, mt_tickets, mt_pauses")
         for box in self.nodes.values():
             (box.root / LOG_DIR.lstrip("/") / "runs.log").unlink(missing_ok=True)
         for scene in running:

@@ -148,11 +148,19 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
 def failure_pause(config, job: str, info: dict) -> str | None:
     """What the failure alert of a `pause_on_failure` job adds: its lock group is paused, and
     how to resume it (None when the record step did not pause it: a refused start)."""
+    from market_timers.ledger import DatabaseError, runrecord
     from market_timers.ledger.pauses import paused
 
     state_dir = getattr(config, "state_dir", None)
     group = info.get(environment.LOCK_GROUP) or job
-    held = paused(str(state_dir), job, group, "0000-00-00") if state_dir else None
+    book = runrecord.cluster_book(config)  # in a cluster the failure pause is the ledger's
+    try:
+        held = paused(str(state_dir), job, group, "0000-00-00", book=book) if state_dir else None
+    except DatabaseError:
+        held = paused(str(state_dir), job, group, "0000-00-00") if state_dir else None
+    finally:
+        if book is not None:
+            book.close()
     if held is None or held.get("by") != "pause_on_failure":
         return None
     return (f"; lock group {group} is paused (pause_on_failure): its later sessions do not "

@@ -15,6 +15,13 @@ later than it (a stamp in controls/, so an operator who is not root can resume).
 A record is `name=value` lines (ledger.format_fields): by, since (UTC), note, until (a session
 date: sessions before it are paused, that one runs) and, for a failure pause, job and session.
 
+In a cluster ([cluster]) the pauses live in the cluster ledger instead (mt_pauses, through its
+functions: scopes "job", "group" and "failure"), so that a pause made on any node holds the job on
+every node: a pause held by one node alone would hold nothing, since its refused start takes no
+claim and the standby would claim and run the session. `resume` deletes the row (no stamp
+needed). The runner asks the ledger it already opened (`book.pauses_of`, one call per start);
+the files above still count on a cluster node (a pause made before the cluster was configured).
+
 The runner reads at most four small files per start (paused()); `os` only.
 """
 
@@ -64,10 +71,39 @@ def trusted_controls(state_dir) -> bool | None:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o002
 
 
-def paused(state_dir, job: str, group: str, session: str, warn=None) -> dict | None:
+def paused(state_dir, job: str, group: str, session: str, warn=None, book=None,
+           cluster=None) -> dict | None:
     """The pause that holds (job, session), with `scope` ("job signal", "lock group orders") and
     `resume` (the command that ends it), or None. A pause whose `until` is at or before the
-    session no longer holds it. `warn(text)`: told when controls/ is not to be trusted."""
+    session no longer holds it. `warn(text)`: told when controls/ is not to be trusted. `book`:
+    the cluster ledger, asked for its pauses of the job and group (DatabaseError propagates);
+    or `cluster`, the records of the whole cluster read already (cluster_records)."""
+    found = _local_pause(state_dir, job, group, session, warn)
+    if found is None and (cluster is not None or hasattr(book, "pauses_of")):
+        records = cluster if cluster is not None else book.pauses_of(job, group)
+        found = cluster_pause(records, job, group, session)
+    return found
+
+
+def cluster_records(book) -> list[tuple[str, str, dict]] | None:
+    """Every pause in the cluster ledger (status, the deadman: one call a pass), or None for a
+    local ledger."""
+    return book.pause_list() if hasattr(book, "pause_list") else None
+
+
+def cluster_pause(records, job: str, group: str, session: str) -> dict | None:
+    """The first of the cluster's pause records (scope, name, fields) that holds (job, session):
+    the job's own, then its lock group's, then the group's failure pause."""
+    for kind, name, what in (("job", job, f"job {job}"), ("group", group, f"lock group {group}"),
+                             ("failure", group, f"lock group {group}")):
+        for scope, named, fields in records:
+            if (scope, named) == (kind, name) and (kind == "failure" or holds(fields, session)):
+                return dict(fields, scope=what,
+                            resume=_resume("job" if kind == "job" else "group", name))
+    return None
+
+
+def _local_pause(state_dir, job: str, group: str, session: str, warn) -> dict | None:
     trusted = trusted_controls(state_dir)
     if trusted:
         for scope, name, what in (("job", job, f"job {job}"),

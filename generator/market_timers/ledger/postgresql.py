@@ -47,7 +47,8 @@ fence then says superseded), and take lock groups or claims under its own name (
 by the operator, never a second run of a claimed session).
 
 Schema: versioned in mt_schema, created or migrated by `market-timers cluster init` (MIGRATIONS:
-version 1 the tables, version 2 the functions and the claiming role's columns; idempotent,
+version 1 the tables, version 2 the claiming role's columns, version 3 the pauses; the functions
+are (re)created by every init after the migrations; idempotent,
 serialised by a transaction-level advisory lock, one transaction: a failed init changes nothing).
 """
 
@@ -286,18 +287,34 @@ RETURNS TABLE (job text, session text, slot text, attempt integer, how text, nod
 LANGUAGE sql STABLE {definer} AS $$
     SELECT job, session, slot, attempt, how, node, claimed_at, finished_at, result
     FROM mt_runs ORDER BY claimed_at DESC LIMIT $1 $$"""),
+    # Pauses (`market-timers pause`, pause_on_failure; ledger/pauses.py): one row per scope
+    # ("job", "group", or "failure": a group's pause after a failure) and name, for every node.
+    ("mt_pause(text, text, text)", """
+RETURNS void LANGUAGE sql {definer} AS $$
+    INSERT INTO mt_pauses (scope, name, fields, set_by) VALUES ($1, $2, $3, session_user)
+    ON CONFLICT (scope, name) DO UPDATE SET fields = excluded.fields, since = now(),
+        set_by = session_user $$"""),
+    ("mt_unpause(text, text)", """
+RETURNS integer LANGUAGE sql {definer} AS $$
+    WITH gone AS (DELETE FROM mt_pauses WHERE scope = $1 AND name = $2 RETURNING 1)
+    SELECT count(*)::integer FROM gone $$"""),
+    ("mt_pauses_of(text, text)", """
+RETURNS TABLE (scope text, name text, fields text) LANGUAGE sql STABLE {definer} AS $$
+    SELECT scope, name, fields FROM mt_pauses WHERE (scope = 'job' AND name = $1)
+    OR (scope IN ('group', 'failure') AND name = $2) ORDER BY scope DESC $$"""),
+    ("mt_pause_list()", """
+RETURNS TABLE (scope text, name text, fields text) LANGUAGE sql STABLE {definer} AS $$
+    SELECT scope, name, fields FROM mt_pauses ORDER BY scope DESC, name $$"""),
     ("mt_schema_version()", """
 RETURNS integer LANGUAGE sql STABLE {definer} AS $$
     SELECT max(version) FROM mt_schema $$"""),
 )
 TABLES = ("mt_schema", "mt_nodes", "mt_runs", "mt_refusals", "mt_tickets", "mt_locks",
-          "mt_misses")
+          "mt_misses", "mt_pauses")
 SEQUENCES = ("mt_fence", "mt_refusals_id_seq")
 
 
 def _v2(schema: str) -> list[str]:
-    definer = _DEFINER.format(schema=quote_ident(schema))
-    namespace = LOCK_NAMESPACE.replace("'", "''")
     return [
         "ALTER TABLE mt_runs ADD COLUMN claimed_by text",
         "ALTER TABLE mt_refusals ADD COLUMN noted_by text",
@@ -305,16 +322,35 @@ def _v2(schema: str) -> list[str]:
         # (backend_start is visible to the backend's own role only, not to the owner's
         # functions); kept, nullable, for a runner of version 1 until its node is upgraded
         "ALTER TABLE mt_locks ALTER COLUMN backend_start DROP NOT NULL",
-        *(f"CREATE OR REPLACE FUNCTION {signature} "
-          + body.replace("{definer}", definer).replace("{namespace}", namespace)
-          for signature, body in FUNCTIONS),
     ]
+
+
+def _v3(schema: str) -> list[str]:
+    """Pauses for every node (a pause that held one node would let the standby run the job)."""
+    return ["""CREATE TABLE mt_pauses (
+        scope text NOT NULL CHECK (scope IN ('job', 'group', 'failure')),
+        name text NOT NULL,
+        fields text NOT NULL,
+        since timestamptz NOT NULL DEFAULT now(),
+        set_by text NOT NULL,
+        PRIMARY KEY (scope, name))"""]
+
+
+def _functions(schema: str) -> list[str]:
+    """Every function, (re)created by each init after the migrations: the tables they read
+    exist by then (a LANGUAGE sql body is checked against them when it is created)."""
+    definer = _DEFINER.format(schema=quote_ident(schema))
+    namespace = LOCK_NAMESPACE.replace("'", "''")
+    return [f"CREATE OR REPLACE FUNCTION {signature} "
+            + body.replace("{definer}", definer).replace("{namespace}", namespace)
+            for signature, body in FUNCTIONS]
 
 
 # (version, statements of the ledger's schema `schema`), applied in order by init_schema.
 MIGRATIONS = [
     (1, lambda schema: [s.strip() for s in V1.split(";") if s.strip()]),
     (2, _v2),
+    (3, _v3),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -387,6 +423,8 @@ def init_schema(conn: Connection, node_roles=()) -> tuple[int, int]:
                 for statement in statements(schema):
                     conn.execute(statement)
                 conn.execute("UPDATE mt_schema SET version = $1", version)
+        for statement in _functions(schema):
+            conn.execute(statement)
         _grant(conn, schema, list(node_roles))
         conn.execute("COMMIT")
     except BaseException:
@@ -634,6 +672,28 @@ class PostgresLedger(Ledger):
         """True while `token` is the group's current fence and its holder's session lives."""
         rows = self._execute("SELECT mt_check_fence($1, $2)", group, token)
         return rows[0][0] == "t"
+
+    # -- pauses (ledger/pauses.py) -------------------------------------------------------------
+
+    def pauses_of(self, job: str, group: str) -> list[tuple[str, str, dict]]:
+        """The runner's check: the cluster's pauses of the job and of its lock group, as
+        (scope, name, record); a read, given AFTER_DEADLINE_SEC like the peek, so that a late
+        start still says "paused" rather than "stale"."""
+        rows = self._execute("SELECT * FROM mt_pauses_of($1, $2)", job, group,
+                             deadline=self._past_deadline())
+        return [(scope, name, parse_fields(fields)) for scope, name, fields in rows]
+
+    def pause_list(self) -> list[tuple[str, str, dict]]:
+        rows = self._read("SELECT * FROM mt_pause_list()")
+        return [(scope, name, parse_fields(fields)) for scope, name, fields in rows]
+
+    def set_pause(self, scope: str, name: str, fields: dict) -> None:
+        self._execute("SELECT mt_pause($1, $2, $3)", scope, name, format_fields(fields))
+
+    def unpause(self, scope: str, name: str) -> bool:
+        """True when that pause was in the ledger (and now is not)."""
+        rows = self._execute("SELECT mt_unpause($1, $2)", scope, name)
+        return int(rows[0][0] or 0) > 0
 
     # -- readers -----------------------------------------------------------------------------
 

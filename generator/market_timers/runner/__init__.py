@@ -361,7 +361,7 @@ def _refuse_paused(env: dict, book, key, base: dict, what: str, slot, late_field
 
     held = paused(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, key.job,
                   env.get(environment.LOCK_GROUP, key.job), key.session,
-                  warn=lambda text: log(WARNING, text))
+                  warn=lambda text: log(WARNING, text), book=book)  # the cluster's too
     if held is None:
         return None
     until = f" until session {held['until']}" if held.get("until") else ""

@@ -72,10 +72,19 @@ def _pause_on_failure(env: dict, book, key, now: datetime) -> None:
             pass
     group = env.get(environment.LOCK_GROUP, key.job)
     status = env.get("EXIT_STATUS") or env.get("SERVICE_RESULT") or "?"
-    write_failure_pause(state_dir, group, {
+    fields = {
         "by": "pause_on_failure", "since": now.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "job": key.job, "session": key.session,
-        "note": f"{key.job} failed in session {key.session} ({status}); pause_on_failure"})
+        "host": os.uname().nodename, "job": key.job, "session": key.session,
+        "note": f"{key.job} failed in session {key.session} ({status}); pause_on_failure"}
+    if hasattr(book, "set_pause"):  # the cluster ledger: the pause holds every node
+        try:
+            book.set_pause("failure", group, fields)
+        except DatabaseError as e:
+            log(WARNING, f"pause_on_failure: cannot record the pause in the cluster ledger ({e});"
+                         " it holds this node only")
+            write_failure_pause(state_dir, group, fields)
+    else:
+        write_failure_pause(state_dir, group, fields)
     log(WARNING, f"pause_on_failure: lock group {group} is paused after this failure of "
                  f"{key.job}; its later sessions do not run until: market-timers resume --group "
                  f"{group}")

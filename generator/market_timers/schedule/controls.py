@@ -1,7 +1,7 @@
 """`market-timers pause JOB|--group G [--until DATE] --note TEXT` and `resume JOB|--group G`.
 
 A pause is a record in <state_dir>/controls/ (ledger/pauses.py names the files and reads them for
-the runner): root's directory, 0755, or root:<operator_group> 2775 when the config names an
+the runner), or in a cluster a row of the cluster ledger, which every node reads: root's directory, 0755, or root:<operator_group> 2775 when the config names an
 `operator_group`, so that its members pause and resume without root. Only root and members of
 that group may run these commands; a job (its own user, in neither) cannot write the directory.
 
@@ -22,8 +22,9 @@ from datetime import date, datetime
 from market_timers.contracts.exitcodes import FAILURE, OK, USAGE
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile
-from market_timers.ledger import format_fields
+from market_timers.ledger import DatabaseError, format_fields
 from market_timers.ledger.pauses import (
+    cluster_records,
     controls_dir,
     failure_dir,
     paused,
@@ -116,20 +117,47 @@ def pause(config, job: str | None, group: str | None, until: date | None, note: 
         return USAGE
     fields = {"by": _operator(), "since": iso(now), "host": os.uname().nodename,
               "note": " ".join(note.split()), "until": until.isoformat() if until else None}
+    cluster = getattr(config, "cluster", None) is not None
     try:
-        path = os.path.join(_directory(config), record_name(scope, name))
+        if cluster:  # every node reads it there (ledger/pauses.py)
+            with _cluster_book(config) as book:
+                book.set_pause(scope, name, fields)
+        else:
+            path = os.path.join(_directory(config), record_name(scope, name))
+            atomicfile.write(path, format_fields(fields), mode=0o644)
+    except DatabaseError as e:
+        print(f"market-timers pause: not paused: cannot record the pause in the cluster ledger "
+              f"({e}); a pause must hold on every node, so nothing was changed", file=sys.stderr)
+        return FAILURE
     except (ValueError, OSError) as e:
         print(f"market-timers pause: {e}", file=sys.stderr)
         return FAILURE
-    atomicfile.write(path, format_fields(fields), mode=0o644)
     if as_json:
-        print(json.dumps({"action": "pause", "scope": scope, "name": name, **fields}))
+        print(json.dumps({"action": "pause", "scope": scope, "name": name, **fields,
+                          "cluster": cluster}))
         return OK
     what = f"lock group {name} (every job of it)" if scope == "group" else name
-    print(f"paused {what}{f' until session {until}' if until else ''}: its timers' starts are "
-          f"refused (exit 177, recorded as paused). To resume: market-timers resume "
+    where = " on every node (the cluster ledger)" if cluster else ""
+    print(f"paused {what}{where}{f' until session {until}' if until else ''}: its timers' starts "
+          f"are refused (exit 177, recorded as paused). To resume: market-timers resume "
           f"{'--group ' if scope == 'group' else ''}{name}")
     return OK
+
+
+class _cluster_book:
+    """The cluster ledger for the operator's command (the DSN credential, as root), closed after
+    (DatabaseError, Unreachable included, when it cannot be read or reached)."""
+
+    def __init__(self, config):
+        from market_timers.ledger import for_config
+
+        self.book = for_config(config)
+
+    def __enter__(self):
+        return self.book
+
+    def __exit__(self, *exc) -> None:
+        self.book.close()
 
 
 def resume(config, job: str | None, group: str | None, now: datetime,
@@ -138,27 +166,31 @@ def resume(config, job: str | None, group: str | None, now: datetime,
     if isinstance(target, int):
         return target
     scope, name = target
+    ended = []  # (JSON name, text)
+    cluster = None
+    if getattr(config, "cluster", None) is not None:  # the cluster's pauses (every node's)
+        try:
+            with _cluster_book(config) as book:
+                if book.unpause(scope, name):
+                    ended.append(PAUSE_ENDED)
+                if scope == "group" and book.unpause("failure", name):
+                    ended.append(FAILURE_PAUSE_ENDED)
+                cluster = cluster_records(book)
+        except DatabaseError as e:
+            print(f"market-timers resume: cannot reach the cluster ledger ({e}): nothing was "
+                  "resumed", file=sys.stderr)
+            return FAILURE
     try:
         directory = _directory(config)
     except (ValueError, OSError) as e:
-        print(f"market-timers resume: {e}", file=sys.stderr)
-        return FAILURE
-    ended = []  # (JSON name, text)
-    try:
-        os.unlink(os.path.join(directory, record_name(scope, name)))
-        ended.append(("pause", "its pause"))
-    except FileNotFoundError:
-        pass
-    if scope == "group":
-        failure = os.path.join(failure_dir(config.state_dir), name)
-        if os.path.exists(failure):
-            ended.append(("failure pause", "its pause after a failure (pause_on_failure)"))
-            atomicfile.write(os.path.join(directory, f"resumed-group-{name}"),
-                             format_fields({"by": _operator(), "since": iso(now)}), mode=0o644)
-            if os.geteuid() == 0:
-                os.unlink(failure)
-    still = paused(str(config.state_dir), name, config.job(name).lock, "0000-00-00") \
-        if scope == "job" else None
+        if cluster is None:
+            print(f"market-timers resume: {e}", file=sys.stderr)
+            return FAILURE
+        directory = None  # a cluster node whose own controls/ was never made: nothing in it
+    if directory is not None:
+        _resume_local(config, directory, scope, name, now, ended)
+    still = paused(str(config.state_dir), name, config.job(name).lock, "0000-00-00",
+                   cluster=cluster) if scope == "job" else None
     if as_json:
         print(json.dumps({"action": "resume", "scope": scope, "name": name,
                           "ended": [key for key, _ in ended], "still_paused": still}))
@@ -172,11 +204,37 @@ def resume(config, job: str | None, group: str | None, now: datetime,
     return OK
 
 
-def current(config) -> list[dict]:
-    """Every pause in force (status, digest): scope, by, since, until, note, resume."""
+PAUSE_ENDED = ("pause", "its pause")  # (JSON name, text) of what resume ended
+FAILURE_PAUSE_ENDED = ("failure pause", "its pause after a failure (pause_on_failure)")
+
+
+def _resume_local(config, directory: str, scope: str, name: str, now: datetime,
+                  ended: list) -> None:
+    """This host's own records (the only ones without a cluster): removed, or the failure pause
+    stamped as resumed (an operator who is not root cannot delete the ledger's file)."""
+    try:
+        os.unlink(os.path.join(directory, record_name(scope, name)))
+        if PAUSE_ENDED not in ended:
+            ended.append(PAUSE_ENDED)
+    except FileNotFoundError:
+        pass
+    failure = os.path.join(failure_dir(config.state_dir), name)
+    if scope == "group" and os.path.exists(failure):
+        if FAILURE_PAUSE_ENDED not in ended:
+            ended.append(FAILURE_PAUSE_ENDED)
+        atomicfile.write(os.path.join(directory, f"resumed-group-{name}"),
+                         format_fields({"by": _operator(), "since": iso(now)}), mode=0o644)
+        if os.geteuid() == 0:
+            os.unlink(failure)
+
+
+def current(config, book=None) -> list[dict]:
+    """Every pause in force (status, digest): scope, by, since, until, note, resume. `book`: the
+    cluster ledger, whose pauses count too (DatabaseError propagates)."""
     out = []
+    cluster = cluster_records(book) if book is not None else None
     for job in getattr(config, "jobs", None) or []:
-        held = paused(str(config.state_dir), job.name, job.lock, "0000-00-00")
+        held = paused(str(config.state_dir), job.name, job.lock, "0000-00-00", cluster=cluster)
         if held is not None and held not in out:
             out.append(held)
     return out

@@ -175,16 +175,23 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
     def ran(entry: dict) -> dict | None:
         return runrecord.read(state_dir, entry["job"], entry["session"], book)
 
-    from market_timers.ledger.pauses import holds, paused
+    from market_timers.ledger.pauses import cluster_records, holds, paused
 
     # A degraded config's snapshot jobs have no lock group: their job pauses still count.
     groups = {j.name: getattr(j, "lock", "") or j.name for j in config.jobs}
     pauses: dict[str, dict | None] = {}  # job -> the pause in force (read once a pass)
+    cluster: list = []  # the cluster ledger's pauses, read at the first need: [records] or [None]
 
     def held(entry: dict) -> bool:
         job = entry["job"]
+        if not cluster:
+            try:
+                cluster.append(cluster_records(book) if book is not None else None)
+            except DatabaseError:  # unreachable: the ledger-unreachable finding says so
+                cluster.append(None)
         if job not in pauses:
-            pauses[job] = paused(str(state_dir), job, groups.get(job, job), "0000-00-00")
+            pauses[job] = paused(str(state_dir), job, groups.get(job, job), "0000-00-00",
+                                 cluster=cluster[0])
         return pauses[job] is not None and holds(pauses[job], entry["session"])
 
     upcoming: list[dict] = []

@@ -118,11 +118,12 @@ def collect(config, session=None, now: datetime | None = None, *,
         })
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
             sessions[e["session"]][-1].update(_periodic(state_dir, e, now))
+    held = _pauses(config, book)
     if book is not None:
         book.close()
     doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
            **({"requires": requires} if requires else {}),
-           **({"pauses": held} if (held := _pauses(config)) else {}),
+           **({"pauses": held} if held else {}),
            "sessions": [{"session": s, "jobs": jobs, **_incidents(config, s)}
                         for s, jobs in sorted(sessions.items())],
            "outbox": _outbox(config),
@@ -132,11 +133,15 @@ def collect(config, session=None, now: datetime | None = None, *,
     return doc
 
 
-def _pauses(config) -> list[dict]:
-    """The pauses in force (`market-timers pause`, pause_on_failure)."""
+def _pauses(config, book=None) -> list[dict]:
+    """The pauses in force (`market-timers pause`, pause_on_failure); in a cluster, the cluster
+    ledger's too (this node's alone when it cannot be reached: the ledger error says so)."""
+    from market_timers.ledger import DatabaseError
     from market_timers.schedule.controls import current
 
     try:
+        return current(config, book)
+    except DatabaseError:
         return current(config)
     except OSError:
         return []
