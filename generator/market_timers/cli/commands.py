@@ -354,11 +354,50 @@ def cmd_pause(args) -> int:
                           args.note, _now(args), as_json=args.json)
 
 
+def cmd_halt(args) -> int:
+    from market_timers.schedule import controls
+
+    config = _config(args, check_calendars=False)
+    return controls.halt(config, args.job, args.group, args.all_jobs, args.reason, _now(args),
+                         as_json=args.json, announce=_halt_alerts(config, _now(args)))
+
+
 def cmd_resume(args) -> int:
     from market_timers.schedule import controls
 
-    return controls.resume(_config(args, check_calendars=False), args.job, args.group,
-                           _now(args), as_json=args.json)
+    config = _config(args, check_calendars=False)
+    return controls.resume(config, args.job, args.group, _now(args), as_json=args.json,
+                           all_jobs=args.all_jobs, announce=_halt_alerts(config, _now(args),
+                                                                         lifted=True))
+
+
+def _halt_alerts(config, now, lifted: bool = False):
+    """A halt's alert (critical) or its lifting's (warning), to every configured channel: one
+    alert per channel, each of its own chain, so that none waits for another's failure."""
+    from market_timers.alerts.api import raise_alert
+
+    def announce(record: dict, stopped=(), on_halt_unit=None) -> None:
+        what, by, host = record["what"], record.get("by", "?"), record.get("host", "?")
+        if lifted:
+            title = f"halt lifted: {what} may start again (halted by {by} on {host}: " \
+                    f"{record.get('reason', '')})"
+        else:
+            title = f"HALT: {what} halted by {by} on {host}: {record.get('reason', '')}"
+        details = {"scope": what, "by": by, "host": host, "since": record.get("since"),
+                   "reason": record.get("reason"), "resume": record.get("resume"),
+                   **({"stopped": ", ".join(stopped)} if stopped else {}),
+                   **({"on_halt": on_halt_unit} if on_halt_unit else {})}
+        alerts = getattr(config, "alerts", None)
+        channels = alerts.configured() if alerts is not None and alerts.enabled else []
+        kind = "halt-lifted" if lifted else "halt"
+        for channel in channels or [None]:
+            raise_alert(config, kind=kind, severity="warning" if lifted else "critical",
+                        key=f"{kind}:{record['scope']}:{record.get('name') or ''}:"
+                            f"{record.get('since')}:{channel or ''}",
+                        title=title, text=title, details=details,
+                        chain=[channel] if channel else None, now=now)
+
+    return announce
 
 
 COMMANDS = {
@@ -383,6 +422,7 @@ COMMANDS = {
     "incidents": cmd_incidents,
     "run": cmd_run,
     "pause": cmd_pause,
+    "halt": cmd_halt,
     "resume": cmd_resume,
     "cluster": cmd_cluster,
     "fence": cmd_fence,
