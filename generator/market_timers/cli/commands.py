@@ -355,20 +355,26 @@ def cmd_pause(args) -> int:
 
 
 def cmd_halt(args) -> int:
+    from market_timers import metrics
     from market_timers.schedule import controls
 
     config = _config(args, check_calendars=False)
-    return controls.halt(config, args.job, args.group, args.all_jobs, args.reason, _now(args),
+    code = controls.halt(config, args.job, args.group, args.all_jobs, args.reason, _now(args),
                          as_json=args.json, announce=_halt_alerts(config, _now(args)))
+    metrics.after_control(config)
+    return code
 
 
 def cmd_resume(args) -> int:
+    from market_timers import metrics
     from market_timers.schedule import controls
 
     config = _config(args, check_calendars=False)
-    return controls.resume(config, args.job, args.group, _now(args), as_json=args.json,
+    code = controls.resume(config, args.job, args.group, _now(args), as_json=args.json,
                            all_jobs=args.all_jobs, announce=_halt_alerts(config, _now(args),
                                                                          lifted=True))
+    metrics.after_control(config)
+    return code
 
 
 def _halt_alerts(config, now, lifted: bool = False):
