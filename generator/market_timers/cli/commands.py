@@ -359,8 +359,10 @@ def cmd_halt(args) -> int:
     from market_timers.schedule import controls
 
     config = _config(args, check_calendars=False)
+    announce = _halt_alerts(config, _now(args))
     code = controls.halt(config, args.job, args.group, args.all_jobs, args.reason, _now(args),
-                         as_json=args.json, announce=_halt_alerts(config, _now(args)))
+                         as_json=args.json, announce=announce)
+    announce.send()
     metrics.after_control(config)
     return code
 
@@ -370,17 +372,52 @@ def cmd_resume(args) -> int:
     from market_timers.schedule import controls
 
     config = _config(args, check_calendars=False)
+    announce = _halt_alerts(config, _now(args), lifted=True)
     code = controls.resume(config, args.job, args.group, _now(args), as_json=args.json,
-                           all_jobs=args.all_jobs, announce=_halt_alerts(config, _now(args),
-                                                                         lifted=True))
+                           all_jobs=args.all_jobs, announce=announce)
+    announce.send()
     metrics.after_control(config)
     return code
 
 
+def _package_user_exists() -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(environment.PACKAGE_USER)
+    except KeyError:
+        return False
+    return True
+
+
 def _halt_alerts(config, now, lifted: bool = False):
     """A halt's alert (critical) or its lifting's (warning), to every configured channel: one
-    alert per channel, each of its own chain, so that none waits for another's failure."""
+    alert per channel, each of its own chain, so that none waits for another's failure.
+    announce(...) collects them; announce.send() raises them once the halt's own work (as root)
+    is done, in a child that becomes the package's user as the alert path does (its outbox, the
+    channels' credentials)."""
     from market_timers.alerts.api import raise_alert
+
+    pending: list[dict] = []
+
+    def send() -> None:
+        if not pending:
+            return
+        if os.geteuid() != 0 or not _package_user_exists():
+            for kw in pending:  # as we are (an operator; a machine without the package's user)
+                raise_alert(config, **kw)
+            return
+        pid = os.fork()
+        if pid == 0:  # child: the package's user, the alerts, out
+            code = 1
+            try:
+                _as_service_user(config)
+                for kw in pending:
+                    raise_alert(config, **kw)
+                code = 0
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
 
     def announce(record: dict, stopped=(), on_halt_unit=None) -> None:
         what, by, host = record["what"], record.get("by", "?"), record.get("host", "?")
@@ -397,12 +434,13 @@ def _halt_alerts(config, now, lifted: bool = False):
         channels = alerts.configured() if alerts is not None and alerts.enabled else []
         kind = "halt-lifted" if lifted else "halt"
         for channel in channels or [None]:
-            raise_alert(config, kind=kind, severity="warning" if lifted else "critical",
-                        key=f"{kind}:{record['scope']}:{record.get('name') or ''}:"
-                            f"{record.get('since')}:{channel or ''}",
-                        title=title, text=title, details=details,
-                        chain=[channel] if channel else None, now=now)
+            pending.append(dict(kind=kind, severity="warning" if lifted else "critical",
+                                key=f"{kind}:{record['scope']}:{record.get('name') or ''}:"
+                                    f"{record.get('since')}:{channel or ''}",
+                                title=title, text=title, details=details,
+                                chain=[channel] if channel else None, now=now))
 
+    announce.send = send
     return announce
 
 
