@@ -280,3 +280,37 @@ def test_a_halted_start_raises_no_alert_of_its_own(tmp_path):
         handler.raise_alert = orig
     assert raised == []
 
+
+
+def test_the_halt_and_its_lifting_are_spooled_for_every_channel(write_config, tmp_path, systemd,
+                                                                monkeypatch):
+    """The real alert path (no credential here: the alerts stay in the outbox, one a channel)."""
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path / "no-credentials"))
+    alerts = ('[alerts]\ndedup_minutes = 0\nrepeat_minutes = 0\n[alerts.telegram]\n'
+              'chat_id = "-1"\napi_base = "http://127.0.0.1:9"\n[alerts.slack]\n')
+    path = write_config(CONFIG.replace("[[job]]", alerts + "[[job]]", 1))
+    assert main(path, "halt", "--reason", "runaway algo") == 0
+    spooled = [json.loads(p.read_text()) for p in (tmp_path / "spool" / "outbox").glob("*.json")]
+    assert sorted(a["chain"][0] for a in spooled) == ["slack", "telegram"]
+    assert {a["title"] for a in spooled} == {
+        f"HALT: order jobs (orders = true) halted by {spooled[0]['details']['by']} on "
+        f"{os.uname().nodename}: runaway algo"}
+    assert {a["severity"] for a in spooled} == {"critical"}
+    assert main(path, "resume") == 0
+    spooled = [json.loads(p.read_text()) for p in (tmp_path / "spool" / "outbox").glob("*.json")]
+    assert sum(a["title"].startswith("halt lifted: order jobs") for a in spooled) == 2
+
+
+def test_a_run_the_halt_stopped_is_recorded_as_stopped_by_it(tmp_path, cfg, systemd, alerts):
+    """systemd calls the SIGTERM of a stop a success: the record step says the halt stopped it."""
+    import subprocess
+    import sys
+
+    env = orders_context(tmp_path, INVOCATION_ID="inv1")
+    assert run(env, "/usr/bin/true").returncode == 0
+    assert main(cfg, "halt", "--reason", "runaway algo") == 0
+    env.update(SERVICE_RESULT="success", EXIT_CODE="killed", EXIT_STATUS="TERM")
+    subprocess.run([sys.executable, "-m", "market_timers.run", "--record"], env=env, check=True,
+                   timeout=30)
+    stopped = record(tmp_path, "closing-orders")
+    assert stopped["stopped_by_halt"] == "order jobs (orders = true): runaway algo"

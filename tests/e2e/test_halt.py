@@ -45,6 +45,10 @@ def test_a_halt_stops_and_refuses_the_order_jobs_and_runs_on_halt_once(scenario:
         assert running.service in out and "halted order jobs" in out
         assert box.show(running.service, "ActiveState") in ("inactive", "failed")
         assert "e2e-job slept" not in scenario.journal_of(running)
+        stopped = box.wait_for(lambda: (scenario.run_record(running) or {}).get("finished_utc")
+                               and scenario.run_record(running), 20, "the stop's record")
+        print(stopped)
+        assert stopped["stopped_by_halt"] == "order jobs (orders = true): e2e runaway"
 
         # the job's own user can neither lift nor make a halt
         job_user = box.run(["runuser", "-u", "market-jobs", "--", "market-timers", "resume"],

@@ -359,7 +359,7 @@ def cmd_halt(args) -> int:
     from market_timers.schedule import controls
 
     config = _config(args, check_calendars=False)
-    announce = _halt_alerts(config, _now(args))
+    announce = _halt_alerts(config)
     code = controls.halt(config, args.job, args.group, args.all_jobs, args.reason, _now(args),
                          as_json=args.json, announce=announce)
     announce.send()
@@ -372,7 +372,7 @@ def cmd_resume(args) -> int:
     from market_timers.schedule import controls
 
     config = _config(args, check_calendars=False)
-    announce = _halt_alerts(config, _now(args), lifted=True)
+    announce = _halt_alerts(config, lifted=True)
     code = controls.resume(config, args.job, args.group, _now(args), as_json=args.json,
                            all_jobs=args.all_jobs, announce=announce)
     announce.send()
@@ -390,7 +390,7 @@ def _package_user_exists() -> bool:
     return True
 
 
-def _halt_alerts(config, now, lifted: bool = False):
+def _halt_alerts(config, lifted: bool = False):
     """A halt's alert (critical) or its lifting's (warning), to every configured channel: one
     alert per channel, each of its own chain, so that none waits for another's failure.
     announce(...) collects them; announce.send() raises them once the halt's own work (as root)
@@ -438,7 +438,7 @@ def _halt_alerts(config, now, lifted: bool = False):
                                 key=f"{kind}:{record['scope']}:{record.get('name') or ''}:"
                                     f"{record.get('since')}:{channel or ''}",
                                 title=title, text=title, details=details,
-                                chain=[channel] if channel else None, now=now))
+                                chain=[channel] if channel else None))
 
     announce.send = send
     return announce

@@ -117,6 +117,8 @@ def collect(config, session=None, now: datetime | None = None, *,
                if record.get("refused") == "paused" else {}),
             **({k: record[k] for k in ("scope", "reason") if record.get(k)}
                if record.get("refused") == "halted" else {}),
+            **({"stopped_by_halt": record["stopped_by_halt"]}
+               if record.get("stopped_by_halt") else {}),
         })
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
             sessions[e["session"]][-1].update(_periodic(state_dir, e, now))
@@ -268,6 +270,8 @@ def table(doc: dict) -> str:
                 result = f"paused ({j['note']})"
             elif j["result"] == "halted" and j.get("reason"):
                 result = f"halted ({j['reason']})"
+            elif j.get("stopped_by_halt"):  # killed by `market-timers halt`'s stop
+                result = f"stopped by halt ({j['stopped_by_halt']})"
             if j["refused_starts"]:
                 result += ", then refused: " + ", ".join(j["refused_starts"])
             fire = j["fire_utc"].replace("T", " ")
