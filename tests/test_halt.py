@@ -314,3 +314,13 @@ def test_a_run_the_halt_stopped_is_recorded_as_stopped_by_it(tmp_path, cfg, syst
                    timeout=30)
     stopped = record(tmp_path, "closing-orders")
     assert stopped["stopped_by_halt"] == "order jobs (orders = true): runaway algo"
+
+
+def test_a_unit_that_could_not_be_stopped_is_named_and_fails_the_halt(cfg, systemd, alerts,
+                                                                      capsys):
+    systemd.stop = lambda units: None  # systemd refused (an operator who is not root)
+    assert main(cfg, "halt", "--reason", "x") == 1
+    captured = capsys.readouterr()
+    assert "could not stop market-closing-orders@2025-11-28-205000.service" in captured.err
+    assert "stopped: none\n" in captured.out
+    assert halts.current(str(cfg.parent / "state"))  # the halt itself holds

@@ -405,7 +405,10 @@ def _halt_alerts(config, lifted: bool = False):
             return
         if os.geteuid() != 0 or not _package_user_exists():
             for kw in pending:  # as we are (an operator; a machine without the package's user)
-                raise_alert(config, **kw)
+                if raise_alert(config, **kw) is None and kw.get("chain"):
+                    print(f"market-timers: the alert {kw['title']!r} could not be spooled as "
+                          "this user (the outbox is the package's user's): tell the desk, or "
+                          "make the halt as root", file=sys.stderr)
             return
         pid = os.fork()
         if pid == 0:  # child: the package's user, the alerts, out

@@ -184,6 +184,10 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     stopped = systemctl.running([unitname.job_services_glob(j) for j in covered])
     if stopped:
         systemctl.stop(stopped)  # SIGTERM, SIGKILL after each unit's TimeoutStopSec
+        if still := systemctl.running(stopped):  # e.g. an operator whom systemd refuses
+            problems.append(f"could not stop {', '.join(still)}: run `systemctl stop` on it as "
+                            "root (its next starts are refused)")
+            stopped = [u for u in stopped if u not in still]
     on_halt_unit = None
     if new and getattr(config, "on_halt", None):
         on_halt_unit = unitname.on_halt_unit(now)
@@ -210,7 +214,8 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
           f"refused (exit 178, recorded as halted), the operator's `market-timers run` too"
           if new else f"{what} was already halted by {record.get('by', '?')} since "
           f"{record.get('since', '?')} ({record.get('reason', '')}): not run again: on_halt")
-    print(f"stopped: {', '.join(stopped)}" if stopped else "stopped: none was running")
+    print(f"stopped: {', '.join(stopped)}" if stopped else
+          "stopped: none" if problems else "stopped: none was running")
     if on_halt_unit:
         print(f"on_halt started once: {on_halt_unit} ({' '.join(config.on_halt)})")
     print(f"To lift it: {record['resume']}")
