@@ -324,3 +324,10 @@ def test_a_unit_that_could_not_be_stopped_is_named_and_fails_the_halt(cfg, syste
     assert "could not stop market-closing-orders@2025-11-28-205000.service" in captured.err
     assert "stopped: none\n" in captured.out
     assert halts.current(str(cfg.parent / "state"))  # the halt itself holds
+
+
+def test_a_halt_in_a_cluster_says_it_holds_on_this_node_only(write_config, systemd, alerts,
+                                                             capsys):
+    path = write_config(CONFIG + "\n[cluster]\n")
+    assert main(path, "halt", "--reason", "x") == 0
+    assert "holds on this node" in capsys.readouterr().err

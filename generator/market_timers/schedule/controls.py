@@ -219,6 +219,10 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     if on_halt_unit:
         print(f"on_halt started once: {on_halt_unit} ({' '.join(config.on_halt)})")
     print(f"To lift it: {record['resume']}")
+    if getattr(config, "cluster", None) is not None:
+        print(f"market-timers halt: [cluster]: this halt holds on this node "
+              f"({config.cluster.node}) only: halt every node (the cluster ledger does not carry "
+              "halts yet)", file=sys.stderr)
     return FAILURE if problems else OK
 
 
