@@ -166,14 +166,11 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     except (ValueError, OSError) as e:
         print(f"market-timers halt: {e}", file=sys.stderr)
         return FAILURE
-    record = halts.read(str(config.state_dir), scope, name)
-    new = record is None
-    if new:
-        fields = {"scope": scope, "name": name or None, "by": _operator(), "since": iso(now),
-                  "host": os.uname().nodename, "reason": " ".join(reason.split())}
-        atomicfile.write(path, format_fields(fields), mode=0o644)
-        record = halts.read(str(config.state_dir), scope, name) or \
-            dict(fields, what=halts.describe(scope, name), resume=halts.resume_command(scope, name))
+    fields = {"scope": scope, "name": name or None, "by": _operator(), "since": iso(now),
+              "host": os.uname().nodename, "reason": " ".join(reason.split())}
+    new = atomicfile.create(path, format_fields(fields), mode=0o644)  # a second halt: False
+    record = halts.read(str(config.state_dir), scope, name) or \
+        dict(fields, what=halts.describe(scope, name), resume=halts.resume_command(scope, name))
     covered = [j.name for j in config.jobs
                if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
     if systemctl is None:
@@ -213,7 +210,8 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     print(f"halted {what}: every start of {', '.join(covered) or 'no job of the config yet'} is "
           f"refused (exit 178, recorded as halted), the operator's `market-timers run` too"
           if new else f"{what} was already halted by {record.get('by', '?')} since "
-          f"{record.get('since', '?')} ({record.get('reason', '')}): not run again: on_halt")
+          f"{record.get('since', '?')} ({record.get('reason', '')}): that halt holds; on_halt is "
+          "not run again, nor alerted")
     print(f"stopped: {', '.join(stopped)}" if stopped else
           "stopped: none" if problems else "stopped: none was running")
     if on_halt_unit:
