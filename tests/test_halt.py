@@ -331,3 +331,13 @@ def test_a_halt_in_a_cluster_says_it_holds_on_this_node_only(write_config, syste
     path = write_config(CONFIG + "\n[cluster]\n")
     assert main(path, "halt", "--reason", "x") == 0
     assert "holds on this node" in capsys.readouterr().err
+
+
+def test_a_halted_job_started_late_is_halted_not_a_stale_start(tmp_path, cfg, systemd, alerts):
+    """A stale start is a critical alert; a halted job's late start (a catch-up) must not be."""
+    from datetime import UTC, datetime, timedelta
+
+    assert main(cfg, "halt", "--reason", "x") == 0
+    env = context(tmp_path, datetime.now(UTC) - timedelta(hours=2), MARKET_JOB="closing-orders",
+                  MARKET_ORDERS="1")
+    assert run(env, "/usr/bin/true").returncode == exitcodes.HALTED

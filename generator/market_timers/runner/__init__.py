@@ -6,15 +6,16 @@ In this order:
 2. refuses a (job, session) that already started (the run ledger holds attempt 1): exit 173,
    "already ran", logging when, where (host) and by which pid it ran; a forced start skips this;
    then a timer's (or a retry's) start of a paused job or lock group (exit 177, "paused",
-   ledger/pauses.py: noted, no claim, so the deadman does not call the session missed);
+   ledger/pauses.py: noted, no claim, so the deadman does not call the session missed); then any
+   start of a halted job (178, below: before the refusals that alert);
 3. refuses a start later than the job's grace (exit 170, "stale start"); then a start of a job
    with `requires` (MARKET_REQUIRES) whose upstream did not succeed in the session (exit 176,
    upstream.py: a read of the ledger it opened; noted, no claim taken, so that `market-timers
    run` can start it once the upstream has succeeded);
 4. takes a non-blocking flock on <lock dir>/<lock group>.lock; busy -> logs the holder, exit 171;
    then, whoever started it, a job a halt covers (exit 178, "halted", ledger/halts.py: the kill
-   switch; checked this late, just before the claim, so that the window between a halt and a
-   start that missed it is small; noted, no claim);
+   switch; checked again this late, just before the claim, so that the window between a halt and
+   a start that missed it is small; noted, no claim);
 5. claims the (job, session) in the ledger: atomic and durable, *after* the lock and *before*
    the exec (and after checking that the program is executable); a start that lost the race
    exits 173 too;
@@ -287,6 +288,11 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         refused = _refuse_paused(env, book, key, base, what, slot, late_field)
         if refused is not None:
             return refused
+    # A halt first refuses here, before the refusals that alert (a stale start, requires unmet),
+    # which a halted job must not raise; then once more after the lock, just before the claim.
+    refused = _refuse_halted(env, book, key, base, what, slot, late_field)
+    if refused is not None:
+        return refused
     if how == "timer" and late > grace:
         log(ERR, slot.stale_message(late, grace) if slot else
                  f"stale start: {what} was due at {utc_text(scheduled)} and it is {late:.0f} s later, "
@@ -384,10 +390,11 @@ def _refuse_paused(env: dict, book, key, base: dict, what: str, slot, late_field
 
 
 def _refuse_halted(env: dict, book, key, base: dict, what: str, slot, late_field: dict,
-                   lock: int):
+                   lock: int | None = None):
     """HALTED (178) when a halt covers the job (ledger/halts.py: a few file reads), whoever
-    started it (a timer, a retry, the operator's `market-timers run`, --force). Checked after the
-    lock, as the last step before the claim, so that a halt written meanwhile is seen; noted as
+    started it (a timer, a retry, the operator's `market-timers run`, --force). Checked before
+    the refusals that alert and again after the lock (`lock`: closed on a refusal), as the last
+    step before the claim, so that a halt written meanwhile is seen; noted as
     "halted" (no claim: once resumed, `market-timers run` runs the session). No alert follows
     (the halt's own alert said it: alerts/handler.py)."""
     from market_timers.ledger.halts import halted
@@ -397,7 +404,8 @@ def _refuse_halted(env: dict, book, key, base: dict, what: str, slot, late_field
                   warn=lambda text: log(WARNING, text))
     if held is None:
         return None
-    os.close(lock)
+    if lock is not None:
+        os.close(lock)
     log(WARNING, f"halted: {what} is not run: {held['what']} halted by {held.get('by', '?')} "
                  f"on {held.get('host', '?')} since {held.get('since', '?')} "
                  f"({held.get('reason', '')}). To lift it: {held['resume']}")
