@@ -305,3 +305,12 @@ def test_the_runners_start_path_does_not_import_it():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(root / "generator")}, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_create_writes_a_name_once_and_never_replaces_it(tmp_path):
+    target = tmp_path / "halt-orders"
+    assert atomicfile.create(target, "reason=first\n", mode=0o644) is True
+    assert atomicfile.create(target, "reason=second\n", mode=0o644) is False
+    assert target.read_text() == "reason=first\n"
+    assert oct(target.stat().st_mode & 0o777) == "0o644"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["halt-orders"]  # no temp file left

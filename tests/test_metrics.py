@@ -452,3 +452,15 @@ def test_the_metrics_keys_are_in_the_man_page():
 
     missing = sorted(set(metrics_config.KEYS) - set(tags(source(MAN5))))
     assert not missing
+
+
+def test_a_halt_in_force_is_a_gauge(setup):
+    cfg = setup()
+    controls = cfg.state_dir / "controls"
+    controls.mkdir(mode=0o755)
+    (controls / "halt-orders").write_text("scope=orders\nby=alice\nreason=x\n")
+    (controls / "halt-group-fx").write_text("scope=group\nname=fx\nby=alice\nreason=x\n")
+    metrics.update(cfg, NOW)
+    fams = scrape(cfg)
+    assert value(fams, "market_timers_halted", scope="orders", name="") == 1
+    assert value(fams, "market_timers_halted", scope="group", name="fx") == 1

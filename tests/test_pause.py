@@ -234,7 +234,7 @@ def test_pause_and_resume_answer_in_json_for_scripts(cfg, capsys):
     assert main(cfg, "resume", "--group", "orders", "--json") == 0
     resumed = json.loads(capsys.readouterr().out)
     assert resumed == {"action": "resume", "scope": "group", "name": "orders",
-                       "ended": ["pause"], "still_paused": None}
+                       "ended": ["pause"], "still_paused": None, "still_halted": []}
     assert main(cfg, "resume", "--group", "orders", "--json") == 0
     assert json.loads(capsys.readouterr().out)["ended"] == []
 

@@ -167,7 +167,8 @@ START = {"market_timers", "market_timers.run", "market_timers.runner",
          "market_timers.runner.start", "market_timers.runner.jobuser", "market_timers.contracts",
          "market_timers.contracts.environment", "market_timers.contracts.exitcodes",
          "market_timers.ledger", "market_timers.ledger.local",
-         "market_timers.ledger.pauses"}  # pause check: os and stat, a few stats per start
+         "market_timers.ledger.pauses",  # pause check: os and stat, a few stats per start
+         "market_timers.ledger.halts"}  # halt check (after the lock): os, a few stats per start
 PRE_FIRE = {"market_timers.runner.prefire", "market_timers.runner.nice",
             "market_timers.runner.realtime"}
 SLOT = {"market_timers.runner.slotclock", "market_timers.files", "market_timers.files.flatjson"}

@@ -73,3 +73,34 @@ def test_status_shows_the_pause_in_force_and_the_paused_session(make_config, fak
     out = capsys.readouterr().out
     assert "paused (broker down)" in out
     assert "paused: job signal" in out and "market-timers resume signal" in out
+
+
+def test_status_shows_the_halt_in_force_and_the_halted_session(make_config, fake_systemctl,
+                                                               tmp_path, capsys):
+    from market_timers.schedule import controls
+
+    class NothingRuns:
+        def running(self, patterns):
+            return []
+
+    config = make_config(THANKSGIVING_CONFIG)
+    fake_systemctl.now = utc("2025-11-21T22:00:00Z")
+    sync_mod.sync(config, now=fake_systemctl.now, systemctl=fake_systemctl,
+                  stamp_dir=tmp_path / "stamps")
+    assert controls.halt(config, "signal", None, False, "broker runaway", fake_systemctl.now,
+                         systemctl=NothingRuns()) == 0
+    runrecord.update(config.state_dir, "signal", "2025-11-24", refused="halted",
+                     scope="job signal", reason="broker runaway",
+                     started_utc="2025-11-24T20:45:00Z")
+    capsys.readouterr()
+    now = utc("2025-11-26T12:00:00Z")
+    fake_systemctl.now = now
+    assert status.command(config, date(2025, 11, 24), False, now, systemctl=fake_systemctl) == 0
+    out = capsys.readouterr().out
+    assert "halted (broker runaway)" in out
+    assert "halted: job signal" in out and "market-timers resume signal" in out
+    assert status.command(config, date(2025, 11, 24), True, now, systemctl=fake_systemctl) == 0
+    doc = json.loads(capsys.readouterr().out)
+    [halt] = doc["halts"]
+    assert halt["scope"] == "job" and halt["name"] == "signal"
+    assert halt["reason"] == "broker runaway" and halt["by"]

@@ -172,3 +172,9 @@ def test_the_dead_man_refresh_does_not_build_the_exchange_calendars(week, fake_s
     monkeypatch.setattr(status, "Systemctl", lambda: fake_systemctl)
     fake_systemctl.now = NOW
     assert statuspage.refresh(week, NOW) == week.state_dir / statuspage.PAGE_FILE
+
+
+def test_a_halted_session_is_its_own_state_not_a_failure():
+    row = {"job": "orders", "result": "halted", "fire_utc": "2025-11-26T20:50:00Z", "alerts": []}
+    assert statuspage.cell_state(row) == "halted"
+    assert "halted" in dict(statuspage.STATES)

@@ -91,10 +91,18 @@ def build(ctx, session: str, incidents=None) -> str:
               for k in ("overlap-skipped", "stale-start", "missed")}
     lines += ["", "Skips: {overlap-skipped}, stale starts: {stale-start}, misses: {missed}"
               .format(**counts)]
-    held = {k: sorted(j for j, r in results.items() if k in r) for k in ("paused",
+    held = {k: sorted(j for j, r in results.items() if k in r) for k in ("paused", "halted",
                                                                         "requires-unmet")}
     if held["paused"]:  # deliberate: paused (`market-timers pause`), not missed
         lines.append(f"Paused (not run, not missed): {', '.join(held['paused'])}")
+    if held["halted"]:  # deliberate: the kill switch (`market-timers halt`), not missed
+        lines.append(f"Halted (not run, not missed): {', '.join(held['halted'])}")
+    from market_timers.ledger.halts import current as halts_in_force
+
+    for h in halts_in_force(str(ctx.state_dir)):
+        lines.append(f"Halt in force: {h['what']} by {h.get('by', '?')} on {h.get('host', '?')} "
+                     f"since {h.get('since', '?')}: {h.get('reason', '')} (to lift it: "
+                     f"{h['resume']})")
     if held["requires-unmet"]:
         lines.append(f"Not run, a job they require did not succeed: "
                      f"{', '.join(held['requires-unmet'])}")

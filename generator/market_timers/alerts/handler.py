@@ -112,6 +112,9 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
                "result": ", ".join(x for x in (result, exit_code, status) if x),
                "duration": info.get("duration")}
     details = {k: v for k, v in details.items() if v not in (None, "")}
+    if kind == "halted":  # the halt's own alert (market-timers halt) said it, once: not each start
+        log.info("%s: start refused by a halt (exit 178): no alert of its own", unit)
+        return 0
     if kind == "ok":
         record_success(config, job=job, session=session, details=details, now=now, env=env)
         return 0

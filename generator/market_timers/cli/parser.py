@@ -20,7 +20,8 @@ The job runner (market-timers-run) passes the job's status through; it exits 170
 stale start, 171 for an overlap skipped, 172 when it cannot run the job, 173 when
 that (job, session) already ran (see `run --force`), 174 when a job's retries are over,
 175 when the cluster ledger (PostgreSQL) cannot be reached, 176 when a job it `requires`
-did not succeed in the session and 177 when the job or its lock group is paused.
+did not succeed in the session, 177 when the job or its lock group is paused and
+178 when a halt (`market-timers halt`) covers the job.
 See market-timers(1) and market-timers.toml(5)."""
 
 
@@ -232,14 +233,32 @@ def _add_controls(command) -> None:
     s.add_argument("--json", action="store_true",
                    help="print the pause recorded (scope, name, by, since, host, until, note) as "
                         "JSON")
-    s = command("resume", "end a pause of a job or a lock group (for a group, also its pause "
-                          "after a failure: pause_on_failure)")
-    which = s.add_mutually_exclusive_group(required=True)
+    s = command("halt", "the kill switch: refuse every start (exit 178, the operator's `run` "
+                        "too) of the order jobs (orders = true), or of --group, --job or --all, "
+                        "stop their running units on this host and run on_halt once, until "
+                        "`resume`; root or the config's operator_group only")
+    which = s.add_mutually_exclusive_group()
+    which.add_argument("--group", metavar="G", help="halt every job of this lock group")
+    which.add_argument("--job", metavar="J", help="halt this job")
+    which.add_argument("--all", action="store_true", dest="all_jobs", help="halt every job")
+    s.add_argument("--reason", required=True, metavar="TEXT",
+                   help="why: in the record, the alert, status and on_halt's environment")
+    s.add_argument("--json", action="store_true",
+                   help="print the halt (scope, name, new, by, since, host, reason, jobs, "
+                        "stopped, on_halt_unit) as JSON")
+    s = command("resume", "end a pause or a halt: of a job, a lock group (also its pause after a "
+                          "failure: pause_on_failure), the order jobs (no argument, or --orders) "
+                          "or every job (--all)")
+    which = s.add_mutually_exclusive_group()
     which.add_argument("job", metavar="JOB", nargs="?", help="the job to resume")
     which.add_argument("--group", metavar="G", help="resume this lock group")
+    which.add_argument("--orders", action="store_true",
+                       help="end the halt of the order jobs (the default without JOB or --group)")
+    which.add_argument("--all", action="store_true", dest="all_jobs",
+                       help="end the halt of every job (`halt --all`)")
     s.add_argument("--json", action="store_true",
-                   help="print what ended (pause, failure pause) and what still holds the job, "
-                        "as JSON")
+                   help="print what ended (pause, failure pause, halt) and what still holds the "
+                        "job (still_paused, still_halted), as JSON")
 
 
 def _add_event_commands(command) -> None:

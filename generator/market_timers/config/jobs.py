@@ -142,8 +142,8 @@ def _name(name: Any) -> str:
     return name
 
 
-def _command(command: Any) -> list[str]:
-    """`command`: the absolute program, then its arguments."""
+def command_argv(command: Any) -> list[str]:
+    """`command` (and the top-level `on_halt`): the absolute program, then its arguments."""
     if (not isinstance(command, list) or not command
             or not all(isinstance(c, str) and c for c in command)):
         raise Bad("required; a non-empty array of strings, the program first")
@@ -345,7 +345,7 @@ def _at(value: Any) -> time:
 
 JOB = Table((
     Key("name", _name, None, "the job's name, part of its unit names", required=True),
-    Key("command", _command, [], "the absolute program, then its arguments", required=True),
+    Key("command", command_argv, [], "the absolute program, then its arguments", required=True),
     Key("event", _event, None, "the session event: open, close, break_start or break_end "
         "(required unless `at` or `every`)", required=True),
     Key("offset", parse_offset, 0, "signed offset from the event"),

@@ -60,7 +60,8 @@ class Config:
     spool_dir: Path = Path(environment.DEFAULT_SPOOL_DIR)
     runtime_dir: Path = Path(environment.DEFAULT_RUNTIME_DIR)
     runner: str | None = None
-    operator_group: str = ""  # besides root, may pause and resume (schedule/controls.py)
+    operator_group: str = ""  # besides root, may pause, halt and resume (schedule/controls.py)
+    on_halt: list[str] = field(default_factory=list)  # run once per `market-timers halt`
     jobs: list[Job] = field(default_factory=list)
     overrides: dict[str, Override] = field(default_factory=dict)
     alerts: Any = None
@@ -110,6 +111,15 @@ def _operator_group(value: object) -> str:
     return value
 
 
+def _on_halt(value: object) -> list[str]:
+    """`on_halt`: the command a halt runs once (the firm's cancel-all), checked like a job's."""
+    from market_timers.config.jobs import command_argv
+
+    if isinstance(value, list) and not value:
+        raise Bad("an empty array: leave the key out to run nothing on a halt")
+    return command_argv(value)
+
+
 def _directory(value: object) -> Path:
     return Path(absolute_path(value))
 
@@ -149,6 +159,8 @@ TOP = Table((
     Key("user", job_user, environment.DEFAULT_JOB_USER, "the user the jobs run as"),
     Key("runner", _runner, None, "the runner's absolute path"),
     Key("operator_group", _operator_group, "", "the group whose members may pause and resume"),
+    Key("on_halt", _on_halt, [], "the absolute program, then its arguments, that a halt runs "
+        "once (e.g. the firm's cancel-all)"),
     Key("unit_dir", _directory, Path("/etc/systemd/system"), "where the units are written"),
     Key("state_dir", _directory, Path(environment.DEFAULT_STATE_DIR), "the state directory"),
     Key("spool_dir", _directory, Path(environment.DEFAULT_SPOOL_DIR), "the alert spool"),

@@ -69,6 +69,8 @@ TIMEOUT_SEC = "MARKET_TIMEOUT_SEC"
 REQUIRES = "MARKET_REQUIRES"
 # `pause_on_failure = true`: the record step pauses the job's lock group after its failure.
 PAUSE_ON_FAILURE = "MARKET_PAUSE_ON_FAILURE"
+# `orders = true`: the job sends orders, so `market-timers halt` (no scope) covers it.
+ORDERS = "MARKET_ORDERS"
 # A periodic job's slots (runner/slotclock.py).
 SLOT_FIRST_UTC = "MARKET_SLOT_FIRST_UTC"
 SLOT_EVERY_SEC = "MARKET_SLOT_EVERY_SEC"

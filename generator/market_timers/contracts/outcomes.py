@@ -1,8 +1,8 @@
 """What happened to a run, from systemd's MONITOR_* variables and the runner's exit codes.
 
 MONITOR_SERVICE_RESULT is the unit's Result: `exit-code` (then MONITOR_EXIT_STATUS is the status:
-170 stale start, 171 overlap skip, 173 already ran, 175 ledger unreachable 176 requires unmet and 177
-paused come from the runner, 172 is a runner error,
+170 stale start, 171 overlap skip, 173 already ran, 175 ledger unreachable 176 requires unmet, 177
+paused and 178 halted come from the runner, 172 is a runner error,
 anything else is the job's own), `signal` / `core-dump` (killed: MONITOR_EXIT_STATUS is the signal name),
 `watchdog` (hang: killed with SIGABRT), `timeout` (RuntimeMaxSec), `oom-kill`, and a few
 start-up failures. A success handler still checks the status in case 170/171 were declared
@@ -30,6 +30,7 @@ TITLES = {
     "requires-unmet": "{job} did not run for session {session}: a job it requires did not "
                       "succeed",
     "paused": "{job} is paused: session {session} did not run",
+    "halted": "{job} is halted (market-timers halt): session {session} did not run",
     "missed": "{job} did not run for session {session}",
     "not-scheduled": "{job}: no timer is scheduled for session {session}",
     "recovery": "{job} recovered: session {session} ran fine",
@@ -38,7 +39,8 @@ TITLES = {
 
 
 def classify(result: str, exit_code: str, exit_status: str, success: bool = False) -> str:
-    """One of FAILURE_KINDS, "overlap-skipped", "already-ran", or "ok"."""
+    """One of FAILURE_KINDS, "overlap-skipped", "already-ran", "requires-unmet", "paused",
+    "halted", or "ok"."""
     status = exit_status.strip()
     if status.isdigit():
         code = int(status)
@@ -56,6 +58,8 @@ def classify(result: str, exit_code: str, exit_status: str, success: bool = Fals
             return "requires-unmet"
         if code == exitcodes.PAUSED:
             return "paused"
+        if code == exitcodes.HALTED:
+            return "halted"
     if success or result == "success":
         return "ok"
     if result == "watchdog":
@@ -81,7 +85,8 @@ def title(kind: str, job: str, session: str = "", status: str = "", result: str 
 _RUNNER_EXITS = {exitcodes.STALE_START: "stale start", exitcodes.OVERLAP_SKIPPED: "overlap skipped",
                  exitcodes.RUNNER_ERROR: "runner error", exitcodes.ALREADY_RAN: "already ran",
                  exitcodes.LEDGER_UNREACHABLE: "ledger unreachable",
-                 exitcodes.REQUIRES_UNMET: "requires unmet", exitcodes.PAUSED: "paused"}
+                 exitcodes.REQUIRES_UNMET: "requires unmet", exitcodes.PAUSED: "paused",
+                 exitcodes.HALTED: "halted"}
 
 
 def result_text(result: str, exit_status: str | None) -> str:

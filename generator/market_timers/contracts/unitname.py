@@ -130,6 +130,16 @@ def split(name: str) -> tuple[str, str]:
     return job, instance
 
 
+def job_services_glob(job: str) -> str:
+    """Every service of a job (its sessions', `run`'s, `try`'s): what a halt stops."""
+    return f"{PREFIX}{job}@*.service"
+
+
+def on_halt_unit(now: datetime) -> str:
+    """The transient unit that runs the config's `on_halt` for a halt made at `now`."""
+    return f"{PREFIX}on-halt-{now:%Y%m%dT%H%M%S}.service"
+
+
 def session_glob(job: str, session: str) -> str:
     """A glob for systemctl matching every unit of a (job, session)."""
     return f"{PREFIX}{job}@{session}*"

@@ -59,6 +59,34 @@ def write(path: str | os.PathLike, data: bytes | str, *, sync: str = DURABLE,
     _write(None, directory or ".", name, data, sync, mode, make_dirs)
 
 
+def create(path: str | os.PathLike, data: bytes | str, *, mode: int = 0o640) -> bool:
+    """Write `data` at `path` only if nothing is there, whole and durable: True when this call
+    made it, False when the name was taken (by another writer, however close in time). The temp
+    file is link(2)ed to the name (which fails when it exists; a symlink there is never
+    followed), then removed: of two creators, exactly one gets True (a halt runs on_halt once)."""
+    directory, name = os.path.split(os.fspath(path))
+    directory = directory or "."
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    tmp = os.path.join(directory, temp_name(name))
+    fd = os.open(tmp, _TEMP, mode)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, os.path.join(directory, name), follow_symlinks=False)
+        except FileExistsError:
+            return False
+    finally:
+        os.unlink(tmp)
+    _fsync_path(directory)
+    return True
+
+
 def write_at(dir_fd: int, name: str, data: bytes | str, *, sync: str = DURABLE,
              mode: int = 0o640) -> None:
     """Replace the file `name` in the directory open as `dir_fd` (safefs, the ledger)."""

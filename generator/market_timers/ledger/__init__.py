@@ -50,6 +50,8 @@ DEFAULT_STATE_DIR = environment.DEFAULT_STATE_DIR
 #   controls/pause-job-<job>, pause-group-<g>    `market-timers pause` (ledger/pauses.py): root's
 #                                                directory, like sync/ (with an operator_group,
 #                                                root:<group> 2775); no job writes it
+#   controls/halt-orders, halt-all,              `market-timers halt` (ledger/halts.py): the same
+#     halt-group-<g>, halt-job-<job>             directory and trust rule as the pauses
 #   runs/<job>/<session>.retry                   the retry marker between attempts (runner/retry.py)
 #   runs/<job>/<session>/<slot>.json             a periodic job's slot records (runner/slotclock.py)
 #   runs/<job>/<session>/.invocation-<id>        which slot an invocation judged, for --record

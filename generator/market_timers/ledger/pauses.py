@@ -48,7 +48,9 @@ def record_name(scope: str, name: str) -> str:
     return f"pause-{scope}-{name}"
 
 
-def _read(path: str) -> dict | None:
+def read_record(path: str) -> dict | None:
+    """A controls/ (or failure pause) record's fields; None when missing, not a regular file or a
+    symlink (never followed). ledger/halts.py reads its records with it too."""
     try:
         fd = os.open(path, _READ)
     except OSError:  # missing, or a symlink (never followed)
@@ -108,13 +110,13 @@ def _local_pause(state_dir, job: str, group: str, session: str, warn) -> dict | 
     if trusted:
         for scope, name, what in (("job", job, f"job {job}"),
                                   ("group", group, f"lock group {group}")):
-            found = _read(os.path.join(controls_dir(state_dir), record_name(scope, name)))
+            found = read_record(os.path.join(controls_dir(state_dir), record_name(scope, name)))
             if found is not None and holds(found, session):
                 found["scope"], found["resume"] = what, _resume(scope, name)
                 return found
-    failed = _read(os.path.join(failure_dir(state_dir), group))
+    failed = read_record(os.path.join(failure_dir(state_dir), group))
     if failed is not None:
-        resumed = _read(os.path.join(controls_dir(state_dir), f"resumed-group-{group}")) \
+        resumed = read_record(os.path.join(controls_dir(state_dir), f"resumed-group-{group}")) \
             if trusted else None
         if resumed is None or str(resumed.get("since", "")) < str(failed.get("since", "")):
             failed["scope"], failed["resume"] = f"lock group {group}", _resume("group", group)

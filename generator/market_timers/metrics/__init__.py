@@ -158,6 +158,11 @@ def after_refresh(config, now: datetime | None = None) -> Path | None:
     return _safely("the refresh", lambda: update(config, now, refreshed=True))
 
 
+def after_control(config, now: datetime | None = None) -> Path | None:
+    """From `market-timers halt` and `resume`: the halts in force (market_timers_halted)."""
+    return _safely("the halt or resume", lambda: update(config, now))
+
+
 def after_deadman(config, now: datetime | None = None) -> Path | None:
     return _safely("the dead-man pass", lambda: update(config, now))
 

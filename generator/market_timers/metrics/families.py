@@ -73,6 +73,9 @@ FAMILIES = (
     ("last_sync_timestamp_seconds", "gauge", "When sync last succeeded (plan.json written)."),
     ("last_refresh_timestamp_seconds", "gauge", "When the daily refresh last succeeded."),
     ("metrics_generated_timestamp_seconds", "gauge", "When this file was written."),
+    ("halted", "gauge",
+     "1 for each halt in force (`market-timers halt`): scope orders, all, group or job, and "
+     "the group's or job's name."),
     ("build_info", "gauge",
      "Always 1: the versions of market-timers, of the Python that runs it and of "
      "exchange_calendars (its holiday data; as of the last sync) in the labels."),
@@ -103,6 +106,10 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     f["last_sync_timestamp_seconds"].add(epoch_seconds(plan.generated_utc))
     f["last_refresh_timestamp_seconds"].add(
         epoch_seconds(state.read("refresh.json").get("last_ok_utc")))
+    from market_timers.ledger.halts import current as halts_in_force
+
+    for halt in halts_in_force(str(state_dir)):
+        f["halted"].add(1, scope=halt["scope"], name=halt["name"])
     f["metrics_generated_timestamp_seconds"].add(round(now.timestamp(), 3))
     f["build_info"].add(1, version=__version__, python=platform.python_version(),
                         exchange_calendars=str(calendars_doc.get("exchange_calendars")

@@ -6,12 +6,16 @@ In this order:
 2. refuses a (job, session) that already started (the run ledger holds attempt 1): exit 173,
    "already ran", logging when, where (host) and by which pid it ran; a forced start skips this;
    then a timer's (or a retry's) start of a paused job or lock group (exit 177, "paused",
-   ledger/pauses.py: noted, no claim, so the deadman does not call the session missed);
+   ledger/pauses.py: noted, no claim, so the deadman does not call the session missed); then any
+   start of a halted job (178, below: before the refusals that alert);
 3. refuses a start later than the job's grace (exit 170, "stale start"); then a start of a job
    with `requires` (MARKET_REQUIRES) whose upstream did not succeed in the session (exit 176,
    upstream.py: a read of the ledger it opened; noted, no claim taken, so that `market-timers
    run` can start it once the upstream has succeeded);
 4. takes a non-blocking flock on <lock dir>/<lock group>.lock; busy -> logs the holder, exit 171;
+   then, whoever started it, a job a halt covers (exit 178, "halted", ledger/halts.py: the kill
+   switch; checked again this late, just before the claim, so that the window between a halt and
+   a start that missed it is small; noted, no claim);
 5. claims the (job, session) in the ledger: atomic and durable, *after* the lock and *before*
    the exec (and after checking that the program is executable); a start that lost the race
    exits 173 too;
@@ -77,6 +81,7 @@ from datetime import UTC, datetime
 from market_timers import ledger
 from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import (
+    HALTED,
     LEDGER_UNREACHABLE,
     OVERLAP_SKIPPED,
     PAUSED,
@@ -118,7 +123,8 @@ The job runner of market-timers: every generated job unit runs it as its ExecSta
 job's context in its environment (MARKET_JOB, MARKET_SESSION, MARKET_SCHEDULED_UTC, ...). It
 refuses a session that already ran (exit 173), a start later than the grace (170), a busy lock
 group (171), a start whose `requires` did not succeed in the session (176), a paused job or lock
-group (177), and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit
+group (177), a job a halt covers (178, `market-timers halt`; every start, the operator's too),
+and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit
 status passes through. --record (ExecStopPost=) records how the run ended.
 See market-timers-run(1).
 """
@@ -282,6 +288,11 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         refused = _refuse_paused(env, book, key, base, what, slot, late_field)
         if refused is not None:
             return refused
+    # A halt first refuses here, before the refusals that alert (a stale start, requires unmet),
+    # which a halted job must not raise; then once more after the lock, just before the claim.
+    refused = _refuse_halted(env, book, key, base, what, slot, late_field)
+    if refused is not None:
+        return refused
     if how == "timer" and late > grace:
         log(ERR, slot.stale_message(late, grace) if slot else
                  f"stale start: {what} was due at {utc_text(scheduled)} and it is {late:.0f} s later, "
@@ -317,6 +328,9 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
         if slot:
             slot.note(refused="overlap-skipped", **late_field)
         return OVERLAP_SKIPPED
+    refused = _refuse_halted(env, book, key, base, what, slot, late_field, lock)
+    if refused is not None:
+        return refused
     fence = cluster_lock(env, book, key, base, lock, what)
     if isinstance(fence, int):
         if slot:
@@ -373,6 +387,33 @@ def _refuse_paused(env: dict, book, key, base: dict, what: str, slot, late_field
     if slot:
         slot.note(refused="paused", **late_field)
     return PAUSED
+
+
+def _refuse_halted(env: dict, book, key, base: dict, what: str, slot, late_field: dict,
+                   lock: int | None = None):
+    """HALTED (178) when a halt covers the job (ledger/halts.py: a few file reads), whoever
+    started it (a timer, a retry, the operator's `market-timers run`, --force). Checked before
+    the refusals that alert and again after the lock (`lock`: closed on a refusal), as the last
+    step before the claim, so that a halt written meanwhile is seen; noted as
+    "halted" (no claim: once resumed, `market-timers run` runs the session). No alert follows
+    (the halt's own alert said it: alerts/handler.py)."""
+    from market_timers.ledger.halts import halted
+
+    held = halted(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, key.job,
+                  env.get(environment.LOCK_GROUP, key.job), bool(env.get(environment.ORDERS)),
+                  warn=lambda text: log(WARNING, text))
+    if held is None:
+        return None
+    if lock is not None:
+        os.close(lock)
+    log(WARNING, f"halted: {what} is not run: {held['what']} halted by {held.get('by', '?')} "
+                 f"on {held.get('host', '?')} since {held.get('since', '?')} "
+                 f"({held.get('reason', '')}). To lift it: {held['resume']}")
+    note_refusal(book, key, base, "halted", scope=held["what"], reason=held.get("reason"),
+                 halted_by=held.get("by"))
+    if slot:
+        slot.note(refused="halted", **late_field)
+    return HALTED
 
 
 def _refuse_unmet(env: dict, book, key, base: dict, what: str) -> int | None:

@@ -1,4 +1,5 @@
-"""`market-timers pause JOB|--group G [--until DATE] --note TEXT` and `resume JOB|--group G`.
+"""`market-timers pause JOB|--group G [--until DATE] --note TEXT`, `halt [--group G | --job J |
+--all] --reason TEXT` (the kill switch) and `resume [JOB | --group G | --orders | --all]`.
 
 A pause is a record in <state_dir>/controls/ (ledger/pauses.py names the files and reads them for
 the runner), or in a cluster a row of the cluster ledger, which every node reads: root's directory, 0755, or root:<operator_group> 2775 when the config names an
@@ -8,6 +9,15 @@ that group may run these commands; a job (its own user, in neither) cannot write
 `resume --group G` also ends the group's failure pause (`pause_on_failure`): it stamps
 controls/resumed-group-G, which the runner compares with the failure pause; as root it removes
 the failure pause too.
+
+A halt (ledger/halts.py) is a record in the same directory, under the same rule; `halt` also stops
+the running services of the jobs it covers on this host (`systemctl stop`: SIGTERM, then SIGKILL
+after the unit's TimeoutStopSec) and, when the scope was not already halted, starts the config's
+`on_halt` once, as a transient unit (systemd-run) of the jobs' user (`user`): like a job, it is
+the firm's own program, given no more than an order job has (never root: the config is root's,
+but nothing in it runs as root). Its environment says why: MARKET_HALT_REASON, MARKET_HALT_BY,
+MARKET_HALT_SCOPE, MARKET_HALT_HOST. The alert is the command line's to raise (cli/commands.py:
+`announce`), as this layer sends none.
 """
 
 from __future__ import annotations
@@ -19,10 +29,11 @@ import pwd
 import sys
 from datetime import date, datetime
 
+from market_timers.contracts import unitname
 from market_timers.contracts.exitcodes import FAILURE, OK, USAGE
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile
-from market_timers.ledger import DatabaseError, format_fields
+from market_timers.ledger import DatabaseError, format_fields, halts
 from market_timers.ledger.pauses import (
     cluster_records,
     controls_dir,
@@ -53,9 +64,10 @@ def _allowed(config) -> str | None:
             return f"the operator_group {group!r} of {config.source} is no group on this host"
         if gid in os.getgroups():
             return None
-        return f"only root or a member of the operator group {group!r} may pause or resume"
-    return ("only root may pause or resume (set operator_group in the config to let a group of "
-            "operators do it)")
+        return (f"only root or a member of the operator group {group!r} may pause, halt or "
+                "resume")
+    return ("only root may pause, halt or resume (set operator_group in the config to let a "
+            "group of operators do it)")
 
 
 def _target(config, job: str | None, group: str | None) -> tuple[str, str]:
@@ -71,13 +83,17 @@ def _target(config, job: str | None, group: str | None) -> tuple[str, str]:
     return "group", group
 
 
-def _checked_target(config, job: str | None, group: str | None, command: str):
-    """What pause and resume both check first: the caller may write controls/ (else exit 1),
-    and the job or group exists (else exit 2, naming it); the (scope, name) or the exit code."""
+def _checked_target(config, job: str | None, group: str | None, command: str,
+                    whole: str | None = None):
+    """What pause, halt and resume check first: the caller may write controls/ (else exit 1),
+    and the job or group exists (else exit 2, naming it); the (scope, name) or the exit code.
+    `whole` ("orders", "all"): a halt's scope that names no job nor group."""
     why = _allowed(config)
     if why:
         print(f"market-timers {command}: {why}", file=sys.stderr)
         return FAILURE
+    if whole:
+        return whole, ""
     try:
         return _target(config, job, group)
     except ValueError as e:
@@ -160,16 +176,96 @@ class _cluster_book:
         self.book.close()
 
 
+def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str, now: datetime,
+         as_json: bool = False, systemctl=None, announce=None) -> int:
+    """The kill switch. `announce(record, stopped, on_halt_unit)`: the command line's alert, made
+    only by the halt that wrote the record (a halt of a scope already halted makes none)."""
+    whole = None if job or group else ("all" if all_jobs else "orders")
+    target = _checked_target(config, job, group, "halt", whole)
+    if isinstance(target, int):
+        return target
+    scope, name = target
+    if not reason.strip():
+        print("market-timers halt: --reason must say why (it is in the alert and the record)",
+              file=sys.stderr)
+        return USAGE
+    try:
+        path = os.path.join(_directory(config), halts.record_name(scope, name))
+    except (ValueError, OSError) as e:
+        print(f"market-timers halt: {e}", file=sys.stderr)
+        return FAILURE
+    fields = {"scope": scope, "name": name or None, "by": _operator(), "since": iso(now),
+              "host": os.uname().nodename, "reason": " ".join(reason.split())}
+    new = atomicfile.create(path, format_fields(fields), mode=0o644)  # a second halt: False
+    record = halts.read(str(config.state_dir), scope, name) or \
+        dict(fields, what=halts.describe(scope, name), resume=halts.resume_command(scope, name))
+    covered = [j.name for j in config.jobs
+               if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
+    if systemctl is None:
+        from market_timers.schedule.systemctl import Systemctl
+
+        systemctl = Systemctl()
+    problems = []
+    stopped = systemctl.running([unitname.job_services_glob(j) for j in covered])
+    if stopped:
+        systemctl.stop(stopped)  # SIGTERM, SIGKILL after each unit's TimeoutStopSec
+        if still := systemctl.running(stopped):  # e.g. an operator whom systemd refuses
+            problems.append(f"could not stop {', '.join(still)}: run `systemctl stop` on it as "
+                            "root (its next starts are refused)")
+            stopped = [u for u in stopped if u not in still]
+    on_halt_unit = None
+    if new and getattr(config, "on_halt", None):
+        on_halt_unit = unitname.on_halt_unit(now)
+        try:
+            systemctl.run_transient(on_halt_unit, list(config.on_halt), config.user, {
+                "MARKET_HALT_REASON": record.get("reason", ""),
+                "MARKET_HALT_BY": record.get("by", ""), "MARKET_HALT_SCOPE": record["what"],
+                "MARKET_HALT_HOST": record.get("host", "")})
+        except (OSError, RuntimeError) as e:
+            problems.append(f"on_halt could not be started: {e}")
+            on_halt_unit = None
+    if new and announce is not None:
+        announce(record, stopped, on_halt_unit)
+    for problem in problems:
+        print(f"market-timers halt: {problem}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"action": "halt", "scope": scope, "name": name or None, "new": new,
+                          "by": record.get("by"), "since": record.get("since"),
+                          "host": record.get("host"), "reason": record.get("reason"),
+                          "jobs": covered, "stopped": stopped, "on_halt_unit": on_halt_unit}))
+        return FAILURE if problems else OK
+    what = record["what"]
+    print(f"halted {what}: every start of {', '.join(covered) or 'no job of the config yet'} is "
+          f"refused (exit 178, recorded as halted), the operator's `market-timers run` too"
+          if new else f"{what} was already halted by {record.get('by', '?')} since "
+          f"{record.get('since', '?')} ({record.get('reason', '')}): that halt holds; on_halt is "
+          "not run again, nor alerted")
+    print(f"stopped: {', '.join(stopped)}" if stopped else
+          "stopped: none" if problems else "stopped: none was running")
+    if on_halt_unit:
+        print(f"on_halt started once: {on_halt_unit} ({' '.join(config.on_halt)})")
+    print(f"To lift it: {record['resume']}")
+    if getattr(config, "cluster", None) is not None:
+        print(f"market-timers halt: [cluster]: this halt holds on this node "
+              f"({config.cluster.node}) only: halt every node (the cluster ledger does not carry "
+              "halts yet)", file=sys.stderr)
+    return FAILURE if problems else OK
+
+
 def resume(config, job: str | None, group: str | None, now: datetime,
-           as_json: bool = False) -> int:
-    target = _checked_target(config, job, group, "resume")
+           as_json: bool = False, all_jobs: bool = False, announce=None) -> int:
+    """`resume JOB|--group G` ends that scope's pause and halt; `resume [--orders]` the halt of
+    the order jobs; `resume --all` the halt of every job. `announce(record)`: the command line's
+    alert for each halt ended. In a cluster the pauses are the cluster ledger's (any node's)."""
+    whole = None if job or group else ("all" if all_jobs else "orders")
+    target = _checked_target(config, job, group, "resume", whole)
     if isinstance(target, int):
         return target
     scope, name = target
     ended = []  # (JSON name, text)
     cluster = None
-    if getattr(config, "cluster", None) is not None:  # the cluster's pauses (every node's)
-        try:
+    if getattr(config, "cluster", None) is not None and scope in ("job", "group"):
+        try:  # the cluster's pauses (every node's)
             with _cluster_book(config) as book:
                 if book.unpause(scope, name):
                     ended.append(PAUSE_ENDED)
@@ -188,19 +284,35 @@ def resume(config, job: str | None, group: str | None, now: datetime,
             return FAILURE
         directory = None  # a cluster node whose own controls/ was never made: nothing in it
     if directory is not None:
-        _resume_local(config, directory, scope, name, now, ended)
+        if scope in ("job", "group"):
+            _resume_local(config, directory, scope, name, now, ended)
+        lifted = halts.read(str(config.state_dir), scope, name)
+        try:
+            os.unlink(os.path.join(directory, halts.record_name(scope, name)))
+            ended.append(("halt", f"the halt of {halts.describe(scope, name)}"))
+            if lifted is not None and announce is not None:
+                announce(lifted)
+        except FileNotFoundError:
+            pass
     still = paused(str(config.state_dir), name, config.job(name).lock, "0000-00-00",
                    cluster=cluster) if scope == "job" else None
+    still_halted = _still_halted(config, scope, name)
+    label = f"{'lock group ' if scope == 'group' else ''}{name}" if name else \
+        halts.describe(scope)
     if as_json:
-        print(json.dumps({"action": "resume", "scope": scope, "name": name,
-                          "ended": [key for key, _ in ended], "still_paused": still}))
+        print(json.dumps({"action": "resume", "scope": scope, "name": name or None,
+                          "ended": [key for key, _ in ended], "still_paused": still,
+                          "still_halted": still_halted}))
         return OK
     if not ended:
-        print(f"{'lock group ' if scope == 'group' else ''}{name} was not paused")
-        return OK
-    print(f"resumed {'lock group ' if scope == 'group' else ''}{name}: ended "
-          f"{' and '.join(text for _, text in ended)}"
-          + (f"; still held: {still['scope']} is paused ({still['resume']})" if still else ""))
+        print(f"{label} was not {'paused nor halted' if name else 'halted'}")
+    else:
+        print(f"resumed {label}: ended {' and '.join(text for _, text in ended)}"
+              + (f"; still held: {still['scope']} is paused ({still['resume']})" if still
+                 else ""))
+    for held in still_halted:
+        print(f"still halted: {held['what']} by {held.get('by', '?')} ({held.get('reason', '')})"
+              f": to lift it: {held['resume']}")
     return OK
 
 
@@ -226,6 +338,18 @@ def _resume_local(config, directory: str, scope: str, name: str, now: datetime,
                          format_fields({"by": _operator(), "since": iso(now)}), mode=0o644)
         if os.geteuid() == 0:
             os.unlink(failure)
+
+
+def _still_halted(config, scope: str, name: str) -> list[dict]:
+    """The halts still in force over the jobs of (scope, name) after a resume."""
+    jobs = [j for j in config.jobs
+            if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
+    out = []
+    for held in halts.current(str(config.state_dir)):
+        if any(halts.covers(held["scope"], held["name"], j.name, j.lock,
+                            bool(getattr(j, "orders", False))) for j in jobs):
+            out.append(held)
+    return out
 
 
 def current(config, book=None) -> list[dict]:

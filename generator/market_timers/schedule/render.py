@@ -178,6 +178,7 @@ def _job_environment(config: Config, job: Job, context: list) -> list[tuple[str,
               else []),
             *([(environment.REQUIRES, ",".join(job.requires))] if job.requires else []),
             *([(environment.PAUSE_ON_FAILURE, "1")] if job.pause_on_failure else []),
+            *([(environment.ORDERS, "1")] if job.orders else []),
             ("PYTHONFAULTHANDLER", "1"), *retry_environment(job),
             *pre_fire_environment(job), *job.environment]
 

@@ -40,6 +40,24 @@ class Systemctl:
         if units:
             self._run("stop", "--", *units, check=False)
 
+    def running(self, patterns: list[str]) -> list[str]:
+        """The services matching the glob patterns that are active or activating (starting)."""
+        if not patterns:
+            return []
+        out = self._run("list-units", "--type=service", "--state=active,activating", "--plain",
+                        "--no-legend", "--full", "--", *patterns, check=False)
+        return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+    def run_transient(self, unit: str, argv: list[str], user: str, env: dict[str, str]) -> None:
+        """systemd-run: `argv` as the transient service `unit`, as `user`, with `env`; queued
+        (--no-block), collected once it ends (so the name may be used again)."""
+        proc = subprocess.run(["systemd-run", f"--unit={unit}", "--collect", "--no-block",
+                               f"--uid={user}",
+                               *(f"--setenv={k}={v}" for k, v in env.items()), "--", *argv],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemctlError(f"systemd-run --unit={unit}: {proc.stderr.strip()}")
+
     def reset_failed(self, units: list[str]) -> None:
         if units:
             self._run("reset-failed", "--", *units, check=False)

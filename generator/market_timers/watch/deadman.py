@@ -175,10 +175,12 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
     def ran(entry: dict) -> dict | None:
         return runrecord.read(state_dir, entry["job"], entry["session"], book)
 
+    from market_timers.ledger.halts import halted
     from market_timers.ledger.pauses import cluster_records, holds, paused
 
     # A degraded config's snapshot jobs have no lock group: their job pauses still count.
     groups = {j.name: getattr(j, "lock", "") or j.name for j in config.jobs}
+    orders = {j.name for j in config.jobs if getattr(j, "orders", False)}
     pauses: dict[str, dict | None] = {}  # job -> the pause in force (read once a pass)
     cluster: list = []  # the cluster ledger's pauses, read at the first need: [records] or [None]
 
@@ -191,7 +193,8 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
                 cluster.append(None)
         if job not in pauses:
             pauses[job] = paused(str(state_dir), job, groups.get(job, job), "0000-00-00",
-                                 cluster=cluster[0])
+                                 cluster=cluster[0]) or \
+                halted(str(state_dir), job, groups.get(job, job), job in orders)
         return pauses[job] is not None and holds(pauses[job], entry["session"])
 
     upcoming: list[dict] = []
@@ -200,7 +203,7 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
             if entry["job"] not in jobs:  # a job removed from the config since: nothing to expect
                 continue
             if parse_iso(entry["fire_utc"]) <= now and held(entry):
-                continue  # held by `market-timers pause` (or pause_on_failure): not a miss
+                continue  # held by `market-timers pause` (pause_on_failure, halt): not a miss
             periodic = bool(entry.get("every_sec"))
             if periodic:  # a periodic job: judged by its slots (this node's slot records)
                 slots.check_session(config, entry, now, watch, state_dir, result, alert,

@@ -115,6 +115,10 @@ def collect(config, session=None, now: datetime | None = None, *,
                if record.get("refused") == "requires-unmet" else {}),
             **({k: record[k] for k in ("scope", "note") if record.get(k)}
                if record.get("refused") == "paused" else {}),
+            **({k: record[k] for k in ("scope", "reason") if record.get(k)}
+               if record.get("refused") == "halted" else {}),
+            **({"stopped_by_halt": record["stopped_by_halt"]}
+               if record.get("stopped_by_halt") else {}),
         })
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
             sessions[e["session"]][-1].update(_periodic(state_dir, e, now))
@@ -124,6 +128,7 @@ def collect(config, session=None, now: datetime | None = None, *,
     doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
            **({"requires": requires} if requires else {}),
            **({"pauses": held} if held else {}),
+           **({"halts": halted} if (halted := _halts(config)) else {}),
            "sessions": [{"session": s, "jobs": jobs, **_incidents(config, s)}
                         for s, jobs in sorted(sessions.items())],
            "outbox": _outbox(config),
@@ -145,6 +150,14 @@ def _pauses(config, book=None) -> list[dict]:
         return current(config)
     except OSError:
         return []
+
+
+def _halts(config) -> list[dict]:
+    """The halts in force (`market-timers halt`): scope, name, what, by, since, host, reason,
+    resume."""
+    from market_timers.ledger.halts import current
+
+    return current(str(config.state_dir))
 
 
 def _read(state_dir: Path, entry: dict, book):
@@ -260,6 +273,10 @@ def table(doc: dict) -> str:
                 result = f"requires unmet: {j['upstream']} {j.get('upstream_state', '?')}"
             elif j["result"] == "paused" and j.get("note"):
                 result = f"paused ({j['note']})"
+            elif j["result"] == "halted" and j.get("reason"):
+                result = f"halted ({j['reason']})"
+            elif j.get("stopped_by_halt"):  # killed by `market-timers halt`'s stop
+                result = f"stopped by halt ({j['stopped_by_halt']})"
             if j["refused_starts"]:
                 result += ", then refused: " + ", ".join(j["refused_starts"])
             fire = j["fire_utc"].replace("T", " ")
@@ -293,6 +310,10 @@ def table(doc: dict) -> str:
         until = f" until session {p['until']}" if p.get("until") else ""
         lines.append(f"paused: {p['scope']}{until}, by {p.get('by', '?')} since "
                      f"{p.get('since', '?')}: {p.get('note', '')} (to resume: {p['resume']})")
+    for h in doc.get("halts") or []:
+        lines.append("")
+        lines.append(f"halted: {h['what']}, by {h.get('by', '?')} on {h.get('host', '?')} since "
+                     f"{h.get('since', '?')}: {h.get('reason', '')} (to lift it: {h['resume']})")
     if doc.get("requires"):
         from market_timers.config.dependencies import notes
 

@@ -29,6 +29,7 @@ STATES = (
     ("refused", "start refused (stale, lock busy, already ran, requires unmet)"),
     ("missed", "did not run by its deadline"),
     ("paused", "held by market-timers pause (not run, not missed)"),
+    ("halted", "refused by market-timers halt, the kill switch (not run, not missed)"),
     ("running", "running now"),
     ("due", "past its instant, inside grace + timeout"),
     ("scheduled", "planned, instant ahead"),
@@ -54,7 +55,7 @@ def cell_state(row: dict) -> str:
         return "running" if head == "ahead" else "ok"
     if result == "success":
         return "ok"
-    if result in ("running", "scheduled", "due", "missed", "paused"):
+    if result in ("running", "scheduled", "due", "missed", "paused", "halted"):
         return result
     if result in REFUSED or result.startswith("refused"):
         return "refused"
@@ -153,7 +154,7 @@ td.cell .state { font-weight: 600; display: block; }
 .ok { background: #d7f5dd; } .skipped { background: #eef7c8; }
 .failed { background: #f9c7c7; } .refused { background: #fde3c2; }
 .missed { background: #e88c8c; } .running { background: #c9defa; }
-.paused { background: #dcd3f2; } .due { background: #fff3b0; } .scheduled { background: #eeeeee; } .none { background: #fff; }
+.paused { background: #dcd3f2; } .halted { background: #f4b6b6; } .due { background: #fff3b0; } .scheduled { background: #eeeeee; } .none { background: #fff; }
 ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .4em 1em; }
 ul.legend li span { display: inline-block; width: 1em; height: 1em; border: 1px solid #999;
   vertical-align: middle; margin-right: .3em; }

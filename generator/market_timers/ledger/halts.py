@@ -1,0 +1,97 @@
+"""Halts: the kill switch's records (`market-timers halt`), which refuse every start of the jobs
+they cover until `market-timers resume` ends them.
+
+    <state_dir>/controls/halt-orders          `halt` (no scope): every job with `orders = true`
+    <state_dir>/controls/halt-all             `halt --all`: every job
+    <state_dir>/controls/halt-group-<group>   `halt --group G`: every job of the lock group
+    <state_dir>/controls/halt-job-<job>       `halt --job J`
+
+The same directory and trust rule as the pauses (ledger/pauses.py): honoured only while
+controls/ is root's and nobody else may write it, so that a job (its own user) can neither write
+nor remove a halt. A record is `name=value` lines (ledger.format_fields): scope (orders, all,
+group, job), name (the group's or the job's), by, since (UTC), host, reason. It is on disk: a
+halt survives a reboot, and the runner reads it fresh at every start.
+
+The runner reads at most four small files per start (halted()); `os` only.
+"""
+
+import os
+
+from market_timers.ledger.pauses import controls_dir, read_record, trusted_controls
+
+SCOPES = ("orders", "all", "group", "job")
+_PREFIX = "halt-"
+
+
+def record_name(scope: str, name: str = "") -> str:
+    """The controls/ file of a halt: halt-orders, halt-all, halt-group-G, halt-job-J."""
+    return f"{_PREFIX}{scope}-{name}" if scope in ("group", "job") else f"{_PREFIX}{scope}"
+
+
+def describe(scope: str, name: str = "") -> str:
+    """A halt's scope for a person: "order jobs", "every job", "lock group G", "job J"."""
+    return {"orders": "order jobs (orders = true)", "all": "every job",
+            "group": f"lock group {name}", "job": f"job {name}"}[scope]
+
+
+def resume_command(scope: str, name: str = "") -> str:
+    return {"orders": "market-timers resume --orders", "all": "market-timers resume --all",
+            "group": f"market-timers resume --group {name}",
+            "job": f"market-timers resume {name}"}[scope]
+
+
+def covers(scope: str, name: str, job: str, group: str, orders: bool) -> bool:
+    """Whether a halt of (scope, name) covers that job."""
+    return (scope == "all" or (scope == "orders" and orders)
+            or (scope == "group" and name == group) or (scope == "job" and name == job))
+
+
+def read(state_dir, scope: str, name: str = "") -> dict | None:
+    """The halt record of (scope, name) when controls/ is trusted, with `what` and `resume`."""
+    if not trusted_controls(state_dir):
+        return None
+    found = read_record(os.path.join(controls_dir(state_dir), record_name(scope, name)))
+    if found is not None:
+        found.update(scope=scope, name=name, what=describe(scope, name),
+                     resume=resume_command(scope, name))
+    return found
+
+
+def halted(state_dir, job: str, group: str, orders: bool, warn=None) -> dict | None:
+    """The halt that covers the job (the widest first: all, orders, group, job) with `what` and
+    `resume`, or None. `warn(text)`: told when controls/ is not to be trusted."""
+    trusted = trusted_controls(state_dir)
+    if not trusted:
+        if trusted is False and warn is not None:
+            warn(f"{controls_dir(state_dir)} is not root's own directory: its halts are ignored "
+                 "(only root, or the configured operator group, may halt)")
+        return None
+    for scope, name in (("all", ""), ("orders", ""), ("group", group), ("job", job)):
+        if scope == "orders" and not orders:
+            continue
+        found = read(state_dir, scope, name)
+        if found is not None:
+            return found
+    return None
+
+
+def current(state_dir) -> list[dict]:
+    """Every halt in force (status, the digest, the metrics), each with scope, name, what, by,
+    since, host, reason and resume; [] when controls/ is missing or not trusted."""
+    if not trusted_controls(state_dir):
+        return []
+    try:
+        names = sorted(os.listdir(controls_dir(state_dir)))
+    except OSError:
+        return []
+    out = []
+    for file in names:
+        if not file.startswith(_PREFIX):
+            continue
+        scope, _, name = file[len(_PREFIX):].partition("-")
+        if scope not in SCOPES or bool(name) != (scope in ("group", "job")):
+            continue
+        found = read(state_dir, scope, name)
+        if found is not None:
+            out.append(found)
+    return out

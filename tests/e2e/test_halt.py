@@ -1,0 +1,89 @@
+"""The kill switch on a real systemd: `market-timers halt` stops a running order job, refuses the
+next order job's start (exit 178, recorded as halted, not alerted as missed), runs on_halt once,
+lets a non-order job run; a job's own user can neither halt nor resume; `resume` lets the halted
+session run."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .scenario import CONFIG, JOB_HOME, STATE_DIR, Job, Scenario, instant_in
+
+pytestmark = pytest.mark.e2e
+
+LEAD = 12  # seconds from now to the first instants: time to sync
+ON_HALT = "/usr/local/lib/e2e-jobs/cancel-all"
+ON_HALT_LOG = f"{JOB_HOME}/on-halt.log"
+CANCEL_ALL = f"""#!/bin/sh
+echo "reason=$MARKET_HALT_REASON by=$MARKET_HALT_BY scope=$MARKET_HALT_SCOPE \
+host=$MARKET_HALT_HOST user=$(id -un)" >> {ON_HALT_LOG}
+"""
+
+
+def test_a_halt_stops_and_refuses_the_order_jobs_and_runs_on_halt_once(scenario: Scenario):
+    box = scenario.box
+    running = Job("closing-orders", instant_in(LEAD), ["sleep", "120"], {"orders": True})
+    signal = Job("signal", instant_in(LEAD + 2), ["sleep", "8"])
+    later = Job("late-orders", instant_in(LEAD + 12), ["ok"], {"orders": True})
+    jobs = [running, signal, later]
+    for job in jobs:
+        scenario.forget_runs(job)
+    box.write_file(ON_HALT, CANCEL_ALL, mode=0o755)
+    box.run(["rm", "-f", ON_HALT_LOG])
+    scenario.jobs = jobs
+    box.write_file(CONFIG, f'on_halt = ["{ON_HALT}"]\n' + scenario.config_text(jobs))
+    scenario.sync()
+    try:
+        box.wait_for(lambda: box.show(running.service, "ActiveState") == "active" and
+                     box.show(signal.service, "ActiveState") == "active", LEAD + 15,
+                     "closing-orders and signal to run")
+        started = time.monotonic()
+        out = box.run(["market-timers", "halt", "--reason", "e2e runaway"]).stdout
+        print(out, f"[e2e] halt returned in {time.monotonic() - started:.2f}s")
+        assert running.service in out and "halted order jobs" in out
+        assert box.show(running.service, "ActiveState") in ("inactive", "failed")
+        assert "e2e-job slept" not in scenario.journal_of(running)
+        stopped = box.wait_for(lambda: (scenario.run_record(running) or {}).get("finished_utc")
+                               and scenario.run_record(running), 20, "the stop's record")
+        print(stopped)
+        assert stopped["stopped_by_halt"] == "order jobs (orders = true): e2e runaway"
+
+        # the job's own user can neither lift nor make a halt
+        job_user = box.run(["runuser", "-u", "market-jobs", "--", "market-timers", "resume"],
+                           check=False)
+        assert job_user.returncode != 0, job_user.stdout
+        assert box.exists(f"{STATE_DIR}/controls/halt-orders")
+
+        refused = scenario.wait_finished(later, LEAD + 30)
+        print(refused)
+        assert refused["refused"] == "halted" and refused["exit_status"] == "178"
+        assert refused["reason"] == "e2e runaway"
+        assert "e2e-job" not in scenario.journal_of(later)
+        assert scenario.wait_finished(signal, 20)["result"] == "success"  # not an order job
+
+        again = box.run(["market-timers", "halt", "--reason", "twice"]).stdout
+        assert "already halted" in again
+        box.wait_for(lambda: box.exists(ON_HALT_LOG), 10, "on_halt to run")
+        time.sleep(2)
+        [line] = box.read_file(ON_HALT_LOG).splitlines()
+        assert "reason=e2e runaway" in line and "scope=order jobs" in line
+        assert "user=market-jobs" in line
+        halt_alert = scenario.wait_message("telegram", "HALT: order jobs", timeout=30)["text"]
+        assert "e2e runaway" in halt_alert
+        status = box.run(["market-timers", "status"]).stdout
+        assert "halted (e2e runaway)" in status and "market-timers resume --orders" in status
+
+        resumed = box.run(["market-timers", "resume"]).stdout
+        assert "ended the halt of order jobs" in resumed
+        made = box.run(["runuser", "-u", "market-jobs", "--", "market-timers", "halt",
+                        "--reason", "a job"], check=False)
+        assert made.returncode != 0 and not box.exists(f"{STATE_DIR}/controls/halt-orders")
+        box.run(["market-timers", "run", later.name, "--session", later.session.isoformat()])
+        box.wait_for(lambda: (scenario.run_record(later) or {}).get("result") == "success", 30,
+                     "the halted session to run once resumed")
+        assert not scenario.messages("telegram", "late-orders")  # halted: never alerted
+        assert not scenario.messages("telegram", "closing-orders did not run")
+    finally:
+        box.run(f"rm -f {STATE_DIR}/controls/halt-* {ON_HALT} {ON_HALT_LOG}", check=False)
