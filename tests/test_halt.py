@@ -326,11 +326,13 @@ def test_a_unit_that_could_not_be_stopped_is_named_and_fails_the_halt(cfg, syste
     assert halts.current(str(cfg.parent / "state"))  # the halt itself holds
 
 
-def test_a_halt_in_a_cluster_says_it_holds_on_this_node_only(write_config, systemd, alerts,
-                                                             capsys):
+def test_a_halt_in_a_cluster_whose_ledger_it_cannot_read_holds_this_node_and_fails(
+        write_config, systemd, alerts, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("MARKET_CLUSTER_DSN_FILE", str(tmp_path / "no-such-dsn"))
     path = write_config(CONFIG + "\n[cluster]\n")
-    assert main(path, "halt", "--reason", "x") == 0
-    assert "holds on this node" in capsys.readouterr().err
+    assert main(path, "halt", "--reason", "x") == exitcodes.FAILURE
+    assert "holds on this node only" in capsys.readouterr().err
+    assert halts.halted(str(tmp_path / "state"), "closing-orders", "orders", True) is not None
 
 
 def test_a_halted_job_started_late_is_halted_not_a_stale_start(tmp_path, cfg, systemd, alerts):

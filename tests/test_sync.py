@@ -476,3 +476,17 @@ def test_the_sync_command_prints_the_warning_on_stderr(setup, tmp_path, capsys, 
     cli.main(["--config", str(path), "--now", "2025-11-26T12:00:00Z", "sync"])
     err = capsys.readouterr().err
     assert "market-timers sync: warning: " in err and "plan.json" in err and "not JSON" in err
+
+
+def test_sync_starts_the_halt_listener_once_the_config_has_a_cluster(setup, tmp_path,
+                                                                      monkeypatch):
+    """Adding [cluster] and syncing is enough: the node's kill-switch listener
+    (market-halt-watch.service) runs, so a halt made on another node stops this one's runs."""
+    monkeypatch.setenv("MARKET_CLUSTER_DSN_FILE", str(tmp_path / "no-dsn"))  # readers fall back
+    _, cfg = setup()
+    sc = RecordingSystemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path / "stamps")
+    assert "market-halt-watch.service" not in sc.active
+    _, cfg = setup(SIGNAL + '\n[cluster]\nnode = "ny4-a"\n')
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path / "stamps")
+    assert "market-halt-watch.service" in sc.active

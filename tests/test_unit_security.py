@@ -18,10 +18,11 @@ UNITS = Path(__file__).resolve().parents[1] / "units"
 SERVICES = sorted(p.name for p in UNITS.glob("*.service"))
 
 
-def test_the_package_ships_its_six_services():
+def test_the_package_ships_its_seven_services():
     assert SERVICES == ["market-alert-failure@.service", "market-alert-success@.service",
                         "market-deadman.service", "market-events.service",
-                        "market-outbox.service", "market-refresh.service"]
+                        "market-halt-watch.service", "market-outbox.service",
+                        "market-refresh.service"]
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")

@@ -27,5 +27,5 @@ def dsn(pgserver):
     with pg.connect(pgserver.dsn) as conn:
         pg.init_schema(conn)
         conn.execute("TRUNCATE mt_nodes, mt_runs, mt_refusals, mt_tickets, mt_locks, mt_misses, "
-                     "mt_pauses")
+                     "mt_pauses, mt_halts")
     return pgserver.dsn

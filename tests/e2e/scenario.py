@@ -207,10 +207,12 @@ class Scenario:
         self.box.run(["chmod", "0700", CREDSTORE])
         self.api.reset()
 
-    def config_text(self, jobs: list[Job], horizon: int = 2, extra: str = "") -> str:
+    def config_text(self, jobs: list[Job], horizon: int = 2, extra: str = "",
+                    top: str = "") -> str:
+        """`extra`: tables after the head's; `top`: top-level keys (before every table)."""
         head = f"""\
 # e2e test config
-calendar = "24/7"
+{top}calendar = "24/7"
 horizon = {horizon}
 retention_days = 1
 
@@ -231,9 +233,10 @@ calendar_max_age_days = 0
 """
         return head + extra + "".join("\n" + j.toml() for j in jobs)
 
-    def write_config(self, jobs: list[Job], horizon: int = 2, extra: str = "") -> None:
+    def write_config(self, jobs: list[Job], horizon: int = 2, extra: str = "",
+                     top: str = "") -> None:
         self.jobs = list(jobs)
-        self.box.write_file(CONFIG, self.config_text(jobs, horizon, extra))
+        self.box.write_file(CONFIG, self.config_text(jobs, horizon, extra, top))
 
     def sync(self) -> str:
         started = time.monotonic()
@@ -241,9 +244,9 @@ calendar_max_age_days = 0
         print(f"[e2e] market-timers sync: {time.monotonic() - started:.1f}s")
         return out
 
-    def schedule(self, jobs: list[Job], horizon: int = 2, extra: str = "") -> str:
+    def schedule(self, jobs: list[Job], horizon: int = 2, extra: str = "", top: str = "") -> str:
         """Write the config and sync; every job must still be ahead once sync is done."""
-        self.write_config(jobs, horizon, extra)
+        self.write_config(jobs, horizon, extra, top)
         out = self.sync()
         now = datetime.now(UTC)
         for job in jobs:

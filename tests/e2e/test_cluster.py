@@ -72,12 +72,12 @@ class Cluster:
                 rows.append((node, job, float(start), float(end)))
         return sorted(rows, key=lambda r: r[2])
 
-    def schedule(self, jobs: list[Job]) -> None:
+    def schedule(self, jobs: list[Job], top: str = "") -> None:
         for name, scene in self.scenes.items():
             if not scene.box.running:
                 continue
             extra = (f'\n[cluster]\nnode = "{name}"\nstandby_delay = "{DELAY[name]}s"\n')
-            scene.schedule(jobs, extra=extra)
+            scene.schedule(jobs, extra=extra, top=top)
 
     def wait_runs(self, count: int, timeout: float) -> list:
         box = next(iter(self.nodes.values()))
@@ -96,7 +96,8 @@ class Cluster:
         running = [scene for scene in self.scenes.values() if scene.box.running]
         for scene in running:
             scene.teardown()
-        self.psql("TRUNCATE mt_runs, mt_refusals, mt_locks, mt_misses, mt_tickets, mt_pauses")
+        self.psql("TRUNCATE mt_runs, mt_refusals, mt_locks, mt_misses, mt_tickets, mt_pauses, "
+                  "mt_halts")
         for box in self.nodes.values():
             (box.root / LOG_DIR.lstrip("/") / "runs.log").unlink(missing_ok=True)
         for scene in running:
@@ -287,3 +288,64 @@ def test_postgresql_stopped_both_nodes_skip_and_alert_then_recover(cluster: Clus
     cluster.schedule([after])
     (run,) = cluster.wait_runs(1, timeout=60)
     assert run[:2] == ("ny4-a", "signal2")
+
+
+ON_HALT_PATH = "/usr/local/lib/e2e-jobs/on-halt"
+ON_HALT = f"""#!/bin/sh
+# e2e on_halt: the firm's cancel-all, one line per run in this node's log
+echo "$(hostname) $MARKET_HALT_SCOPE $MARKET_HALT_REASON" >> {LOG_DIR}/on_halt.log
+"""
+
+
+def test_a_halt_on_one_node_stops_the_other_nodes_order_job_and_holds_everywhere(
+        cluster: Cluster):
+    cluster.reset()
+    for box in cluster.nodes.values():
+        box.write_file(ON_HALT_PATH, ON_HALT, 0o755)
+        (box.root / LOG_DIR.lstrip("/") / "on_halt.log").unlink(missing_ok=True)
+    top = f'on_halt = ["{ON_HALT_PATH}"]\n'
+    orders = ClusterJob("closing-orders", instant_in(20), sleep=120, orders=True,
+                        timeout="5min")
+    cluster.schedule([orders], top=top)
+    for box in cluster.nodes.values():  # sync with [cluster] started each node's listener
+        assert box.show("market-halt-watch.service", "ActiveState") == "active"
+    # ny4-b runs the order job (ny4-a's timer is stopped): only ny4-b's listener can stop it
+    cluster.nodes["ny4-a"].systemctl("stop", orders.timer)
+    b = cluster.nodes["ny4-b"]
+    b.wait_for(lambda: b.show(orders.service, "ActiveState") == "active", 60,
+               "ny4-b to run the order job")
+    b.wait_for(lambda: cluster.psql("SELECT node FROM mt_runs WHERE job = 'closing-orders'"),
+               30, "its claim")
+    out = cluster.nodes["ny4-a"].run(["market-timers", "halt", "--reason", "runaway algo"]).stdout
+    halted = time.monotonic()
+    assert "every node" in out
+    try:
+        b.wait_for(lambda: b.show(orders.service, "ActiveState") != "active", 30,
+                   "ny4-b's listener to stop the order job")
+    except TimeoutError:
+        raise AssertionError(b.journal("-u", "market-halt-watch.service", "-o", "cat")) from None
+    print(f"[e2e] ny4-b's order job stopped {time.monotonic() - halted:.2f}s after the halt")
+    assert "halted" in b.journal("-u", "market-halt-watch.service", "-o", "cat")
+    # the non-order job still runs; the order job's next start is refused on both nodes
+    again = ClusterJob("opening-orders", instant_in(12), orders=True)
+    signal = ClusterJob("signal", later(again, 3), lock="signal")
+    cluster.schedule([again, signal], top=top)
+    count = "SELECT count(*) FROM mt_refusals WHERE job = 'opening-orders' AND fields LIKE " \
+            "'%refused=halted%'"
+    cluster.pg.wait_for(lambda: cluster.psql(count) == "2", 60,
+                        "both nodes' starts refused as halted", interval=0.5)
+    runs = cluster.wait_runs(1, timeout=60)
+    assert [r[1] for r in runs] == ["signal"], runs
+    # on_halt ran once in the cluster, on the node that made the halt
+    logs = {name: (box.root / LOG_DIR.lstrip("/") / "on_halt.log") for name, box in
+            cluster.nodes.items()}
+    cluster.pg.wait_for(lambda: logs["ny4-a"].exists(), 30, "on_halt on ny4-a")
+    assert len(logs["ny4-a"].read_text().splitlines()) == 1 and not logs["ny4-b"].exists()
+    assert "runaway algo" in logs["ny4-a"].read_text()
+    # a resume on the other node lets the next session's start run
+    out = b.run(["market-timers", "resume"]).stdout
+    assert "ended the halt" in out
+    last = ClusterJob("opening-orders", instant_in(12), orders=True)  # the same session
+    cluster.schedule([last], top=top)
+    runs = cluster.wait_runs(2, timeout=60)
+    assert [r[1] for r in runs] == ["signal", "opening-orders"], runs

@@ -18,6 +18,7 @@ SERVICES = (
     "market-refresh.service",
     "market-outbox.service",
     "market-events.service",
+    "market-halt-watch.service",
 )
 
 

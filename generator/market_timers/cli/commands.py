@@ -384,6 +384,15 @@ def cmd_halt(args) -> int:
     return code
 
 
+def cmd_halt_watch(args) -> int:
+    from market_timers.schedule import haltwatch
+
+    def load():
+        return _config(args, check_calendars=False)
+
+    return haltwatch.watch(load(), passes=1 if args.once else None, load_config=load)
+
+
 def cmd_resume(args) -> int:
     from market_timers import metrics
     from market_timers.schedule import controls
@@ -487,6 +496,7 @@ COMMANDS = {
     "run": cmd_run,
     "pause": cmd_pause,
     "halt": cmd_halt,
+    "halt-watch": cmd_halt_watch,
     "resume": cmd_resume,
     "cluster": cmd_cluster,
     "fence": cmd_fence,

@@ -235,7 +235,7 @@ def _add_controls(command) -> None:
                         "JSON")
     s = command("halt", "the kill switch: refuse every start (exit 178, the operator's `run` "
                         "too) of the order jobs (orders = true), or of --group, --job or --all, "
-                        "stop their running units on this host and run on_halt once, until "
+                        "stop their running units (on every node with [cluster]) and run on_halt once, until "
                         "`resume`; root or the config's operator_group only")
     which = s.add_mutually_exclusive_group()
     which.add_argument("--group", metavar="G", help="halt every job of this lock group")
@@ -246,6 +246,11 @@ def _add_controls(command) -> None:
     s.add_argument("--json", action="store_true",
                    help="print the halt (scope, name, new, by, since, host, reason, jobs, "
                         "stopped, on_halt_unit) as JSON")
+    s = command("halt-watch", "in a cluster: listen to the cluster ledger and stop this host's "
+                              "runs that a halt made on any node covers (the unit "
+                              "market-halt-watch.service runs it; root)")
+    s.add_argument("--once", action="store_true",
+                   help="look once (stop what the halts in force cover), then exit")
     s = command("resume", "end a pause or a halt: of a job, a lock group (also its pause after a "
                           "failure: pause_on_failure), the order jobs (no argument, or --orders) "
                           "or every job (--all)")

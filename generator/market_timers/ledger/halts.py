@@ -12,6 +12,12 @@ nor remove a halt. A record is `name=value` lines (ledger.format_fields): scope 
 group, job), name (the group's or the job's), by, since (UTC), host, reason. It is on disk: a
 halt survives a reboot, and the runner reads it fresh at every start.
 
+In a cluster ([cluster]) a halt is a row of the cluster ledger as well (mt_halts, through its
+functions), so that it holds on every node: the runner asks the ledger it opened (`book`, one
+call per check), and each node's `market-timers halt-watch` (schedule/haltwatch.py) listens for
+the ledger's notification and stops the runs a new halt covers on its host. A file here still
+counts on a cluster node: the halt made while the ledger could not be reached.
+
 The runner reads at most four small files per start (halted()); `os` only.
 """
 
@@ -57,9 +63,35 @@ def read(state_dir, scope: str, name: str = "") -> dict | None:
     return found
 
 
-def halted(state_dir, job: str, group: str, orders: bool, warn=None) -> dict | None:
+def halted(state_dir, job: str, group: str, orders: bool, warn=None, book=None,
+           cluster=None) -> dict | None:
     """The halt that covers the job (the widest first: all, orders, group, job) with `what` and
-    `resume`, or None. `warn(text)`: told when controls/ is not to be trusted."""
+    `resume`, or None. `warn(text)`: told when controls/ is not to be trusted. `book`: the
+    cluster ledger, asked for its halts (DatabaseError propagates); or `cluster`, its records
+    read already (cluster_records)."""
+    found = _local_halt(state_dir, job, group, orders, warn)
+    if found is None and (cluster is not None or hasattr(book, "halt_list")):
+        found = cluster_halt(cluster if cluster is not None else book.halt_list(), job, group,
+                             orders)
+    return found
+
+
+def cluster_records(book) -> list[tuple[str, str, dict]] | None:
+    """Every halt of the cluster ledger, or None for a local ledger."""
+    return book.halt_list() if hasattr(book, "halt_list") else None
+
+
+def cluster_halt(records, job: str, group: str, orders: bool) -> dict | None:
+    """The first of the cluster's halt records (scope, name, fields) that covers the job."""
+    for wanted in ("all", "orders", "group", "job"):
+        for scope, name, fields in records:
+            if scope == wanted and covers(scope, name, job, group, orders):
+                return dict(fields, scope=scope, name=name, what=describe(scope, name),
+                            resume=resume_command(scope, name), cluster=True)
+    return None
+
+
+def _local_halt(state_dir, job: str, group: str, orders: bool, warn) -> dict | None:
     trusted = trusted_controls(state_dir)
     if not trusted:
         if trusted is False and warn is not None:
@@ -75,9 +107,19 @@ def halted(state_dir, job: str, group: str, orders: bool, warn=None) -> dict | N
     return None
 
 
-def current(state_dir) -> list[dict]:
+def current(state_dir, cluster=None) -> list[dict]:
     """Every halt in force (status, the digest, the metrics), each with scope, name, what, by,
-    since, host, reason and resume; [] when controls/ is missing or not trusted."""
+    since, host, reason and resume: this host's records ([] when controls/ is missing or not
+    trusted), then `cluster`'s (cluster_records) that are not among them."""
+    out = _local_current(state_dir)
+    for scope, name, fields in cluster or []:
+        if not any((h["scope"], h["name"]) == (scope, name) for h in out):
+            out.append(dict(fields, scope=scope, name=name, what=describe(scope, name),
+                            resume=resume_command(scope, name), cluster=True))
+    return out
+
+
+def _local_current(state_dir) -> list[dict]:
     if not trusted_controls(state_dir):
         return []
     try:

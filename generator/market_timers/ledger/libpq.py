@@ -63,6 +63,12 @@ LOGIN_REFUSED = (
 _lib = None
 
 
+class _Notify(ctypes.Structure):
+    """libpq's PGnotify: a NOTIFY received on a connection that LISTENs."""
+    _fields_ = [("relname", ctypes.c_char_p), ("be_pid", ctypes.c_int),
+                ("extra", ctypes.c_char_p), ("next", ctypes.c_void_p)]
+
+
 def _load():
     global _lib
     if _lib is not None:
@@ -90,6 +96,8 @@ def _load():
         ("PQgetvalue", cp, [vp, i, i]),
         ("PQgetisnull", i, [vp, i, i]),
         ("PQclear", None, [vp]),
+        ("PQnotifies", ctypes.POINTER(_Notify), [vp]),
+        ("PQfreemem", None, [vp]),
     ):
         f = getattr(lib, fn)
         f.restype, f.argtypes = restype, argtypes
@@ -190,6 +198,35 @@ class Connection:
         error = ConnectionLost(why or self._error() or "the connection to the ledger broke")
         self.close()
         return error
+
+    def notifications(self, timeout: float) -> list[tuple[str, str]]:
+        """(channel, payload) of each NOTIFY that arrived (after LISTEN), waiting up to `timeout`
+        seconds for the first; [] when none came (ConnectionLost when the connection broke)."""
+        if self._conn is None:
+            raise ConnectionLost("the connection is closed")
+        lib, conn = self._lib, self._conn
+        out = self._drain()
+        if out:
+            return out
+        try:
+            ready, _, _ = select.select([lib.PQsocket(conn)], [], [], max(0.0, timeout))
+        except (OSError, ValueError) as e:
+            raise self._lost(str(e)) from None
+        if ready and not lib.PQconsumeInput(conn):
+            raise self._lost()
+        return self._drain()
+
+    def _drain(self) -> list[tuple[str, str]]:
+        lib, out = self._lib, []
+        while True:
+            note = lib.PQnotifies(self._conn)
+            if not note:
+                return out
+            try:
+                out.append(((note.contents.relname or b"").decode(errors="replace"),
+                            (note.contents.extra or b"").decode(errors="replace")))
+            finally:
+                lib.PQfreemem(ctypes.cast(note, ctypes.c_void_p))
 
     def socket(self) -> int:
         return self._lib.PQsocket(self._conn) if self._conn else -1

@@ -47,7 +47,8 @@ fence then says superseded), and take lock groups or claims under its own name (
 by the operator, never a second run of a claimed session).
 
 Schema: versioned in mt_schema, created or migrated by `market-timers cluster init` (MIGRATIONS:
-version 1 the tables, version 2 the claiming role's columns, version 3 the pauses; the functions
+version 1 the tables, version 2 the claiming role's columns, version 3 the pauses, version 4 the
+halts; the functions
 are (re)created by every init after the migrations; idempotent,
 serialised by a transaction-level advisory lock, one transaction: a failed init changes nothing).
 """
@@ -102,6 +103,7 @@ RETRY_PAUSE_SEC = 0.2
 AFTER_DEADLINE_SEC = 3
 INIT_LOCK = 7305210  # pg_advisory_xact_lock key serialising `cluster init`
 LOCK_NAMESPACE = "market-timers lock group "
+HALT_CHANNEL = "market_timers_halt"  # NOTIFY channel of every halt and resume
 
 # Version 1: the tables (no role but the owner's). Version 2: least privilege (see the module
 # doc): the tables are reached through the SECURITY DEFINER functions below only.
@@ -305,12 +307,39 @@ RETURNS TABLE (scope text, name text, fields text) LANGUAGE sql STABLE {definer}
     ("mt_pause_list()", """
 RETURNS TABLE (scope text, name text, fields text) LANGUAGE sql STABLE {definer} AS $$
     SELECT scope, name, fields FROM mt_pauses ORDER BY scope DESC, name $$"""),
+    # Halts (`market-timers halt`, the kill switch; ledger/halts.py): one row per scope
+    # ("orders", "all", "group", "job") and name; each change is notified on HALT_CHANNEL, which
+    # every node's `market-timers halt-watch` listens to (it stops the runs a halt covers).
+    # mt_halt returns true only for the call that wrote the row: that node runs on_halt and
+    # alerts, once in the cluster.
+    ("mt_halt(text, text, text)", """
+RETURNS boolean LANGUAGE plpgsql {definer} AS $$
+DECLARE written boolean;
+BEGIN
+    INSERT INTO mt_halts (scope, name, fields, set_by) VALUES ($1, $2, $3, session_user)
+    ON CONFLICT DO NOTHING;
+    written := FOUND;
+    PERFORM pg_notify('{channel}', 'halt ' || $1 || ' ' || $2);
+    RETURN written;
+END $$"""),
+    ("mt_unhalt(text, text)", """
+RETURNS integer LANGUAGE plpgsql {definer} AS $$
+DECLARE gone integer;
+BEGIN
+    DELETE FROM mt_halts WHERE scope = $1 AND name = $2;
+    GET DIAGNOSTICS gone = ROW_COUNT;
+    PERFORM pg_notify('{channel}', 'resume ' || $1 || ' ' || $2);
+    RETURN gone;
+END $$"""),
+    ("mt_halt_list()", """
+RETURNS TABLE (scope text, name text, fields text) LANGUAGE sql STABLE {definer} AS $$
+    SELECT scope, name, fields FROM mt_halts ORDER BY since $$"""),
     ("mt_schema_version()", """
 RETURNS integer LANGUAGE sql STABLE {definer} AS $$
     SELECT max(version) FROM mt_schema $$"""),
 )
 TABLES = ("mt_schema", "mt_nodes", "mt_runs", "mt_refusals", "mt_tickets", "mt_locks",
-          "mt_misses", "mt_pauses")
+          "mt_misses", "mt_pauses", "mt_halts")
 SEQUENCES = ("mt_fence", "mt_refusals_id_seq")
 
 
@@ -336,6 +365,17 @@ def _v3(schema: str) -> list[str]:
         PRIMARY KEY (scope, name))"""]
 
 
+def _v4(schema: str) -> list[str]:
+    """Halts for every node (the kill switch: a halt made on one node holds on all)."""
+    return ["""CREATE TABLE mt_halts (
+        scope text NOT NULL CHECK (scope IN ('orders', 'all', 'group', 'job')),
+        name text NOT NULL DEFAULT '',
+        fields text NOT NULL,
+        since timestamptz NOT NULL DEFAULT now(),
+        set_by text NOT NULL,
+        PRIMARY KEY (scope, name))"""]
+
+
 def _functions(schema: str) -> list[str]:
     """Every function, (re)created by each init after the migrations: the tables they read
     exist by then (a LANGUAGE sql body is checked against them when it is created)."""
@@ -343,6 +383,7 @@ def _functions(schema: str) -> list[str]:
     namespace = LOCK_NAMESPACE.replace("'", "''")
     return [f"CREATE OR REPLACE FUNCTION {signature} "
             + body.replace("{definer}", definer).replace("{namespace}", namespace)
+            .replace("{channel}", HALT_CHANNEL)
             for signature, body in FUNCTIONS]
 
 
@@ -351,6 +392,7 @@ MIGRATIONS = [
     (1, lambda schema: [s.strip() for s in V1.split(";") if s.strip()]),
     (2, _v2),
     (3, _v3),
+    (4, _v4),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -693,6 +735,23 @@ class PostgresLedger(Ledger):
     def unpause(self, scope: str, name: str) -> bool:
         """True when that pause was in the ledger (and now is not)."""
         rows = self._execute("SELECT mt_unpause($1, $2)", scope, name)
+        return int(rows[0][0] or 0) > 0
+
+    # -- halts (ledger/halts.py) ---------------------------------------------------------------
+
+    def halt_list(self) -> list[tuple[str, str, dict]]:
+        """Every halt in force, as (scope, name, record); on a start, a read given
+        AFTER_DEADLINE_SEC like the peek (a late start still says "halted")."""
+        rows = self._execute("SELECT * FROM mt_halt_list()", deadline=self._past_deadline())
+        return [(scope, name, parse_fields(fields)) for scope, name, fields in rows]
+
+    def set_halt(self, scope: str, name: str, fields: dict) -> bool:
+        """True for the one call that wrote the halt (a scope already halted: False)."""
+        rows = self._execute("SELECT mt_halt($1, $2, $3)", scope, name, format_fields(fields))
+        return rows[0][0] == "t"
+
+    def unhalt(self, scope: str, name: str) -> bool:
+        rows = self._execute("SELECT mt_unhalt($1, $2)", scope, name)
         return int(rows[0][0] or 0) > 0
 
     # -- readers -----------------------------------------------------------------------------

@@ -391,7 +391,8 @@ def _refuse_paused(env: dict, book, key, base: dict, what: str, slot, late_field
 
 def _refuse_halted(env: dict, book, key, base: dict, what: str, slot, late_field: dict,
                    lock: int | None = None):
-    """HALTED (178) when a halt covers the job (ledger/halts.py: a few file reads), whoever
+    """HALTED (178) when a halt covers the job (ledger/halts.py: a few file reads; in a cluster
+    one call to the ledger, whose halts hold on every node), whoever
     started it (a timer, a retry, the operator's `market-timers run`, --force). Checked before
     the refusals that alert and again after the lock (`lock`: closed on a refusal), as the last
     step before the claim, so that a halt written meanwhile is seen; noted as
@@ -399,9 +400,14 @@ def _refuse_halted(env: dict, book, key, base: dict, what: str, slot, late_field
     (the halt's own alert said it: alerts/handler.py)."""
     from market_timers.ledger.halts import halted
 
-    held = halted(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, key.job,
-                  env.get(environment.LOCK_GROUP, key.job), bool(env.get(environment.ORDERS)),
-                  warn=lambda text: log(WARNING, text))
+    try:
+        held = halted(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, key.job,
+                      env.get(environment.LOCK_GROUP, key.job), bool(env.get(environment.ORDERS)),
+                      warn=lambda text: log(WARNING, text), book=book)  # the cluster's too
+    except BaseException:
+        if lock is not None:
+            os.close(lock)
+        raise
     if held is None:
         return None
     if lock is not None:

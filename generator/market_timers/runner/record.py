@@ -38,7 +38,7 @@ def record(env: dict) -> int:
             result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
             exit_status=env.get("EXIT_STATUS"),
             finished_utc=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            **_stopped_by_halt(env, job)))
+            **_stopped_by_halt(env, job, book)))
         if env.get(environment.RETRIES, "0") != "0":  # retries.py: the marker for the next start
             attempts = book.attempts(key)
             latest = attempts[-1] if attempts else {}
@@ -52,15 +52,19 @@ def record(env: dict) -> int:
     return 0
 
 
-def _stopped_by_halt(env: dict, job: str) -> dict:
+def _stopped_by_halt(env: dict, job: str, book=None) -> dict:
     """A run killed by a signal while a halt covers its job: `market-timers halt` stopped it
     (systemd calls a stop's SIGTERM a success), so the record says so: stopped_by_halt."""
     if env.get("EXIT_CODE") not in ("killed", "dumped"):
         return {}
     from market_timers.ledger.halts import halted
 
-    held = halted(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, job,
-                  env.get(environment.LOCK_GROUP, job), bool(env.get(environment.ORDERS)))
+    try:
+        held = halted(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, job,
+                      env.get(environment.LOCK_GROUP, job), bool(env.get(environment.ORDERS)),
+                      book=book)  # in a cluster, the ledger's halts: a halt made on any node
+    except DatabaseError:
+        held = None
     return {"stopped_by_halt": f"{held['what']}: {held.get('reason', '')}"} if held else {}
 
 

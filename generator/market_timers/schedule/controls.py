@@ -189,23 +189,37 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
         print("market-timers halt: --reason must say why (it is in the alert and the record)",
               file=sys.stderr)
         return USAGE
-    try:
-        path = os.path.join(_directory(config), halts.record_name(scope, name))
-    except (ValueError, OSError) as e:
-        print(f"market-timers halt: {e}", file=sys.stderr)
-        return FAILURE
     fields = {"scope": scope, "name": name or None, "by": _operator(), "since": iso(now),
               "host": os.uname().nodename, "reason": " ".join(reason.split())}
-    new = atomicfile.create(path, format_fields(fields), mode=0o644)  # a second halt: False
-    record = halts.read(str(config.state_dir), scope, name) or \
-        dict(fields, what=halts.describe(scope, name), resume=halts.resume_command(scope, name))
+    problems = []
+    new, record = None, None
+    if getattr(config, "cluster", None) is not None:  # the cluster ledger: every node obeys
+        try:
+            with _cluster_book(config) as book:
+                new = book.set_halt(scope, name or "", fields)  # True once in the cluster
+                record = halts.cluster_halt(
+                    [r for r in book.halt_list() if r[:2] == (scope, name or "")],
+                    *_covered_probe(scope, name))
+        except DatabaseError as e:
+            new = None
+            problems.append(f"the cluster ledger cannot be reached ({e}): this halt holds on "
+                            "this node only (its own record): halt every other node too")
+    if new is None:  # no cluster, or its ledger unreachable: this host's own record
+        try:
+            path = os.path.join(_directory(config), halts.record_name(scope, name))
+        except (ValueError, OSError) as e:
+            print(f"market-timers halt: {e}", file=sys.stderr)
+            return FAILURE
+        new = atomicfile.create(path, format_fields(fields), mode=0o644)  # a second: False
+        record = halts.read(str(config.state_dir), scope, name)
+    record = record or dict(fields, what=halts.describe(scope, name),
+                            resume=halts.resume_command(scope, name))
     covered = [j.name for j in config.jobs
                if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
     if systemctl is None:
         from market_timers.schedule.systemctl import Systemctl
 
         systemctl = Systemctl()
-    problems = []
     stopped = systemctl.running([unitname.job_services_glob(j) for j in covered])
     if stopped:
         systemctl.stop(stopped)  # SIGTERM, SIGKILL after each unit's TimeoutStopSec
@@ -245,11 +259,16 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     if on_halt_unit:
         print(f"on_halt started once: {on_halt_unit} ({' '.join(config.on_halt)})")
     print(f"To lift it: {record['resume']}")
-    if getattr(config, "cluster", None) is not None:
-        print(f"market-timers halt: [cluster]: this halt holds on this node "
-              f"({config.cluster.node}) only: halt every node (the cluster ledger does not carry "
-              "halts yet)", file=sys.stderr)
+    if getattr(config, "cluster", None) is not None and not problems:
+        print("every node: the halt is in the cluster ledger; each node's market-halt-watch "
+              "stops the runs it covers there, and every node refuses their starts")
     return FAILURE if problems else OK
+
+
+def _covered_probe(scope: str, name: str) -> tuple[str, str, bool]:
+    """(job, group, orders) of a job that (scope, name) covers: to pick its own record out of
+    the cluster's with halts.cluster_halt."""
+    return (name if scope == "job" else "", name if scope == "group" else "", scope == "orders")
 
 
 def resume(config, job: str | None, group: str | None, now: datetime,
@@ -264,14 +283,24 @@ def resume(config, job: str | None, group: str | None, now: datetime,
     scope, name = target
     ended = []  # (JSON name, text)
     cluster = None
-    if getattr(config, "cluster", None) is not None and scope in ("job", "group"):
-        try:  # the cluster's pauses (every node's)
+    halts_left = None  # the cluster's halts after this resume
+    if getattr(config, "cluster", None) is not None:
+        try:  # the cluster's pauses and halts (every node's)
             with _cluster_book(config) as book:
-                if book.unpause(scope, name):
-                    ended.append(PAUSE_ENDED)
-                if scope == "group" and book.unpause("failure", name):
-                    ended.append(FAILURE_PAUSE_ENDED)
-                cluster = cluster_records(book)
+                if scope in ("job", "group"):
+                    if book.unpause(scope, name):
+                        ended.append(PAUSE_ENDED)
+                    if scope == "group" and book.unpause("failure", name):
+                        ended.append(FAILURE_PAUSE_ENDED)
+                    cluster = cluster_records(book)
+                lifted = halts.cluster_halt(
+                    [r for r in book.halt_list() if r[:2] == (scope, name or "")],
+                    *_covered_probe(scope, name))
+                if book.unhalt(scope, name or ""):
+                    ended.append(("halt", f"the halt of {halts.describe(scope, name)}"))
+                    if lifted is not None and announce is not None:
+                        announce(lifted)
+                halts_left = halts.cluster_records(book)
         except DatabaseError as e:
             print(f"market-timers resume: cannot reach the cluster ledger ({e}): nothing was "
                   "resumed", file=sys.stderr)
@@ -279,7 +308,7 @@ def resume(config, job: str | None, group: str | None, now: datetime,
     try:
         directory = _directory(config)
     except (ValueError, OSError) as e:
-        if cluster is None:
+        if getattr(config, "cluster", None) is None:
             print(f"market-timers resume: {e}", file=sys.stderr)
             return FAILURE
         directory = None  # a cluster node whose own controls/ was never made: nothing in it
@@ -289,14 +318,15 @@ def resume(config, job: str | None, group: str | None, now: datetime,
         lifted = halts.read(str(config.state_dir), scope, name)
         try:
             os.unlink(os.path.join(directory, halts.record_name(scope, name)))
-            ended.append(("halt", f"the halt of {halts.describe(scope, name)}"))
-            if lifted is not None and announce is not None:
-                announce(lifted)
+            if not any(key == "halt" for key, _ in ended):
+                ended.append(("halt", f"the halt of {halts.describe(scope, name)}"))
+                if lifted is not None and announce is not None:
+                    announce(lifted)
         except FileNotFoundError:
             pass
     still = paused(str(config.state_dir), name, config.job(name).lock, "0000-00-00",
                    cluster=cluster) if scope == "job" else None
-    still_halted = _still_halted(config, scope, name)
+    still_halted = _still_halted(config, scope, name, halts_left)
     label = f"{'lock group ' if scope == 'group' else ''}{name}" if name else \
         halts.describe(scope)
     if as_json:
@@ -340,12 +370,13 @@ def _resume_local(config, directory: str, scope: str, name: str, now: datetime,
             os.unlink(failure)
 
 
-def _still_halted(config, scope: str, name: str) -> list[dict]:
-    """The halts still in force over the jobs of (scope, name) after a resume."""
+def _still_halted(config, scope: str, name: str, cluster=None) -> list[dict]:
+    """The halts still in force over the jobs of (scope, name) after a resume (`cluster`: the
+    cluster ledger's, halts.cluster_records)."""
     jobs = [j for j in config.jobs
             if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
     out = []
-    for held in halts.current(str(config.state_dir)):
+    for held in halts.current(str(config.state_dir), cluster):
         if any(halts.covers(held["scope"], held["name"], j.name, j.lock,
                             bool(getattr(j, "orders", False))) for j in jobs):
             out.append(held)

@@ -46,6 +46,8 @@ from market_timers.schedule.systemctl import Systemctl
 STAMP_DIR = Path("/var/lib/systemd/timers")
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written
 
+HALT_WATCH = "market-halt-watch.service"
+
 
 def _existing(unit_dir: Path) -> dict[str, str]:
     out = {}
@@ -144,6 +146,11 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
             _delete(unit_dir, name, stamp_dir)
         systemctl.reset_failed([unitname.service_of(n) for n in result.expired])
         systemctl.start(result.started)
+        if getattr(config, "cluster", None) is not None:
+            # the kill switch's listener (schedule/haltwatch.py): once [cluster] is configured,
+            # this node stops the runs a halt made anywhere covers (started unless running; its
+            # condition: the DSN credential in /etc/credstore)
+            systemctl.start([HALT_WATCH])
         _write_plan(config, fires, now, previous, kept, set(ran))
         return result
 

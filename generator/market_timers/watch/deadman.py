@@ -175,6 +175,7 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
     def ran(entry: dict) -> dict | None:
         return runrecord.read(state_dir, entry["job"], entry["session"], book)
 
+    from market_timers.ledger.halts import cluster_records as halt_records
     from market_timers.ledger.halts import halted
     from market_timers.ledger.pauses import cluster_records, holds, paused
 
@@ -182,19 +183,21 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
     groups = {j.name: getattr(j, "lock", "") or j.name for j in config.jobs}
     orders = {j.name for j in config.jobs if getattr(j, "orders", False)}
     pauses: dict[str, dict | None] = {}  # job -> the pause in force (read once a pass)
-    cluster: list = []  # the cluster ledger's pauses, read at the first need: [records] or [None]
+    cluster: list = []  # the cluster ledger's pauses and halts, read at the first need
 
     def held(entry: dict) -> bool:
         job = entry["job"]
         if not cluster:
             try:
-                cluster.append(cluster_records(book) if book is not None else None)
+                cluster.extend((cluster_records(book), halt_records(book)) if book is not None
+                               else (None, None))
             except DatabaseError:  # unreachable: the ledger-unreachable finding says so
-                cluster.append(None)
+                cluster[:] = [None, None]
         if job not in pauses:
             pauses[job] = paused(str(state_dir), job, groups.get(job, job), "0000-00-00",
                                  cluster=cluster[0]) or \
-                halted(str(state_dir), job, groups.get(job, job), job in orders)
+                halted(str(state_dir), job, groups.get(job, job), job in orders,
+                       cluster=cluster[1])
         return pauses[job] is not None and holds(pauses[job], entry["session"])
 
     upcoming: list[dict] = []

@@ -123,12 +123,13 @@ def collect(config, session=None, now: datetime | None = None, *,
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
             sessions[e["session"]][-1].update(_periodic(state_dir, e, now))
     held = _pauses(config, book)
+    cluster_halts = _cluster_halts(book)
     if book is not None:
         book.close()
     doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
            **({"requires": requires} if requires else {}),
            **({"pauses": held} if held else {}),
-           **({"halts": halted} if (halted := _halts(config)) else {}),
+           **({"halts": halted} if (halted := _halts(config, cluster_halts)) else {}),
            "sessions": [{"session": s, "jobs": jobs, **_incidents(config, s)}
                         for s, jobs in sorted(sessions.items())],
            "outbox": _outbox(config),
@@ -152,12 +153,24 @@ def _pauses(config, book=None) -> list[dict]:
         return []
 
 
-def _halts(config) -> list[dict]:
+def _halts(config, cluster=None) -> list[dict]:
     """The halts in force (`market-timers halt`): scope, name, what, by, since, host, reason,
-    resume."""
+    resume; `cluster`: the cluster ledger's too."""
     from market_timers.ledger.halts import current
 
-    return current(str(config.state_dir))
+    return current(str(config.state_dir), cluster)
+
+
+def _cluster_halts(book):
+    """The cluster ledger's halts, or None (no cluster, or it cannot be reached: the ledger
+    error says so)."""
+    from market_timers.ledger import DatabaseError
+    from market_timers.ledger.halts import cluster_records
+
+    try:
+        return cluster_records(book) if book is not None else None
+    except DatabaseError:
+        return None
 
 
 def _read(state_dir: Path, entry: dict, book):
