@@ -131,3 +131,12 @@ def test_a_halt_that_cannot_reach_the_ledger_holds_this_node_and_says_so(tmp_pat
     assert "holds on this node only" in capsys.readouterr().err
     held = halts.halted(str(nodes["ny4-a"].state_dir), "closing-orders", "orders", True)
     assert held is not None and held["reason"] == "runaway algo"
+
+
+def test_the_other_nodes_metrics_show_the_halt(nodes):
+    from market_timers.metrics.families import collect
+
+    assert halt(nodes["ny4-a"], FakeSystemctl()) == 0
+    (nodes["ny4-b"].state_dir / "metrics").mkdir(parents=True)
+    halted = {f.name: f for f in collect(nodes["ny4-b"], _now())}["halted"]
+    assert halted.samples == [({"scope": "orders", "name": ""}, 1.0)]

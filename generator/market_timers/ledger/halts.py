@@ -119,6 +119,25 @@ def current(state_dir, cluster=None) -> list[dict]:
     return out
 
 
+def in_force(config) -> list[dict]:
+    """current() for a config: with [cluster], the cluster ledger's halts too (this host's own
+    alone when the ledger cannot be reached). The digest and the metrics."""
+    cluster = None
+    if getattr(config, "cluster", None) is not None:
+        from market_timers.ledger import DatabaseError, for_config
+
+        book = None
+        try:
+            book = for_config(config)
+            cluster = cluster_records(book)
+        except DatabaseError:
+            cluster = None
+        finally:
+            if book is not None:
+                book.close()
+    return current(str(config.state_dir), cluster)
+
+
 def _local_current(state_dir) -> list[dict]:
     if not trusted_controls(state_dir):
         return []

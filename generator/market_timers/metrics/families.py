@@ -106,9 +106,9 @@ def collect(config, now: datetime, state: State | None = None) -> list[Family]:
     f["last_sync_timestamp_seconds"].add(epoch_seconds(plan.generated_utc))
     f["last_refresh_timestamp_seconds"].add(
         epoch_seconds(state.read("refresh.json").get("last_ok_utc")))
-    from market_timers.ledger.halts import current as halts_in_force
+    from market_timers.ledger.halts import in_force
 
-    for halt in halts_in_force(str(state_dir)):
+    for halt in in_force(config):  # with [cluster], the halts made on any node
         f["halted"].add(1, scope=halt["scope"], name=halt["name"])
     f["metrics_generated_timestamp_seconds"].add(round(now.timestamp(), 3))
     f["build_info"].add(1, version=__version__, python=platform.python_version(),
