@@ -290,6 +290,29 @@ def test_postgresql_stopped_both_nodes_skip_and_alert_then_recover(cluster: Clus
     assert run[:2] == ("ny4-a", "signal2")
 
 
+def test_a_pause_made_on_one_node_holds_the_job_on_both_until_resumed_on_the_other(
+        cluster: Cluster):
+    cluster.reset()
+    j = ClusterJob("closing-orders", instant_in(20))
+    cluster.schedule([j])
+    out = cluster.nodes["ny4-a"].run(["market-timers", "pause", "closing-orders", "--note",
+                                      "broker maintenance"]).stdout
+    assert "on every node" in out
+    count = "SELECT count(*) FROM mt_refusals WHERE job = 'closing-orders' AND fields LIKE " \
+            "'%refused=paused%'"
+    cluster.pg.wait_for(lambda: cluster.psql(count) == "2", 60,
+                        "both nodes' starts refused as paused", interval=0.5)
+    time.sleep(1)
+    assert cluster.runs() == [], "a paused job ran"
+    assert "broker maintenance" in cluster.scenes["ny4-b"].journal_of(j)
+    out = cluster.nodes["ny4-b"].run(["market-timers", "resume", "closing-orders"]).stdout
+    assert "ended its pause" in out
+    again = ClusterJob("closing-orders", instant_in(15))  # the same session: it never ran
+    cluster.schedule([again])
+    (run,) = cluster.wait_runs(1, timeout=60)
+    assert run[:2] == ("ny4-a", "closing-orders")
+
+
 ON_HALT_PATH = "/usr/local/lib/e2e-jobs/on-halt"
 ON_HALT = f"""#!/bin/sh
 # e2e on_halt: the firm's cancel-all, one line per run in this node's log
@@ -316,15 +339,17 @@ def test_a_halt_on_one_node_stops_the_other_nodes_order_job_and_holds_everywhere
                "ny4-b to run the order job")
     b.wait_for(lambda: cluster.psql("SELECT node FROM mt_runs WHERE job = 'closing-orders'"),
                30, "its claim")
-    out = cluster.nodes["ny4-a"].run(["market-timers", "halt", "--reason", "runaway algo"]).stdout
     halted = time.monotonic()
+    out = cluster.nodes["ny4-a"].run(["market-timers", "halt", "--reason", "runaway algo"]).stdout
+    print(f"[e2e] market-timers halt on ny4-a took {time.monotonic() - halted:.2f}s")
     assert "every node" in out
     try:
         b.wait_for(lambda: b.show(orders.service, "ActiveState") != "active", 30,
                    "ny4-b's listener to stop the order job")
     except TimeoutError:
         raise AssertionError(b.journal("-u", "market-halt-watch.service", "-o", "cat")) from None
-    print(f"[e2e] ny4-b's order job stopped {time.monotonic() - halted:.2f}s after the halt")
+    print(f"[e2e] ny4-b's order job stopped within {time.monotonic() - halted:.2f}s of the "
+          "halt command's start on ny4-a")
     assert "halted" in b.journal("-u", "market-halt-watch.service", "-o", "cat")
     # the non-order job still runs; the order job's next start is refused on both nodes
     again = ClusterJob("opening-orders", instant_in(12), orders=True)
