@@ -184,10 +184,10 @@ def inject(cluster: Cluster, fault: Fault, log: Callable[[str], None]) -> None:
         fault.note = "no job running on either node: nothing killed"
     elif fault.kind == "poweroff":
         box = cluster.nodes[fault.node]
-        box.poweroff()
+        box.poweroff(timeout=120)  # a loaded machine: the defaults are for a quiet one
         log(f"fault poweroff: {fault.node} off for {fault.seconds:.0f}s")
         time.sleep(fault.seconds)
-        box.boot()
+        box.boot(timeout=240)
         fault.note = "powered off, booted again"
     elif fault.kind == "pg-stop":
         cluster.pg.systemctl("stop", pg_unit)
