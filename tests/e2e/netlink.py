@@ -112,6 +112,7 @@ class LoopbackRelay:
     def __init__(self, link: VethLink, port: int) -> None:
         self.link, self.port = link, port
         self.listener: socket.socket | None = None
+        self.stopped, self.done = threading.Event(), threading.Event()
 
     def start(self) -> LoopbackRelay:
         made = threading.Event()
@@ -135,12 +136,19 @@ class LoopbackRelay:
                 os.close(host)
                 os.close(inside)
                 made.set()
-            while True:
+            listener = self.listener
+            listener.settimeout(0.5)  # stop() is seen within half a second
+            while not self.stopped.is_set():
                 try:
-                    conn, _ = self.listener.accept()
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
                 except OSError:
-                    return  # closed by stop()
+                    break
+                conn.settimeout(None)
                 threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+            listener.close()
+            self.done.set()
 
         threading.Thread(target=serve, daemon=True).start()
         made.wait(10)
@@ -177,6 +185,9 @@ class LoopbackRelay:
         out.close()
 
     def stop(self) -> None:
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
+        """Close the listener (its port in the namespace is free again once this returns)."""
+        if self.listener is None:
+            return
+        self.stopped.set()
+        self.done.wait(5)
+        self.listener = None
