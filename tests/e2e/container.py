@@ -1,7 +1,8 @@
 """A Debian system (12 or 13) booted with systemd-nspawn, driven from the host.
 
 The container shares the host's network (a fake server on the host's
-127.0.0.1 is reachable from inside); commands enter its namespaces with
+127.0.0.1 is reachable from inside) unless `network_namespace` names one of
+the test's own (tests/e2e/netlink.py); commands enter its namespaces with
 nsenter. It can be powered off and booted again on the same rootfs.
 """
 
@@ -78,6 +79,9 @@ class Container:
         self._nspawn: subprocess.Popen[bytes] | None = None
         self.pid: int | None = None  # PID (host view) of the container's systemd
         self.boot_seconds: float | None = None  # of the last boot by fresh_container()
+        # None: the host's network (the default); else the path of a network namespace the
+        # next boot joins (systemd-nspawn --network-namespace-path, tests/e2e/netlink.py)
+        self.network_namespace: Path | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -95,10 +99,12 @@ class Container:
         with open(self.console_log, "ab") as log:
             log.write(f"\n==== boot {time.strftime('%H:%M:%S')} ====\n".encode())
             log.flush()
+            network = ([f"--network-namespace-path={self.network_namespace}"]
+                       if self.network_namespace else [])
             self._nspawn = subprocess.Popen(
                 [
                     "systemd-nspawn", "--keep-unit", "--register=no", "--quiet",
-                    f"--machine={self.name}", "-D", str(self.root), "--boot",
+                    f"--machine={self.name}", "-D", str(self.root), *network, "--boot",
                 ],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, env=nspawn_env(self.suite),

@@ -1,0 +1,134 @@
+"""Fault campaign (issue 23): two nodes and PostgreSQL (containers, Debian 12), N fires of single,
+order (shared lock groups) and periodic jobs, faults injected at random times from a seeded RNG
+(kill -9 of a runner, a node powered off and booted again, PostgreSQL stopped and started, a
+10-30 s stall between a node and the database, an admin lock on the ledger's tables). Counts:
+fires run twice, fires neither run nor alerted, fires run later than their grace (all three must
+be 0), and fires refused and alerted. The campaign itself: tests/e2e/campaign.py (a smaller N is
+the e2e test tests/e2e/test_cluster.py::test_a_small_fault_campaign...).
+
+Not part of `bench/run.py` (it takes about N x 2 s plus the boots): run it alone, as root,
+
+    .venv/bin/python -m bench.fault_campaign --fires 200 --seed 23 --write
+
+--write replaces (or appends) its section of bench/RESULTS.md, leaving the others as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import REPO, Check, Section, commit, ensure_repo_on_path, table
+
+NAME = "fault_campaign"
+TITLE = "Fault campaign: two nodes and PostgreSQL under faults (containers, Debian 12)"
+RESULTS = REPO / "bench" / "RESULTS.md"
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+
+def campaign(fires: int, seed: int, spacing: int) -> Section:
+    ensure_repo_on_path()
+    from tests.e2e.campaign import LEFT_OUT, run_campaign
+    from tests.e2e.cluster import booted_cluster
+    from tests.e2e.container import missing_prerequisite
+    from tests.e2e.debpkg import ensure_deb
+    from tests.e2e.scenario import TOKEN
+
+    from bench.fake_telegram import StampedFakeApi
+
+    reason = missing_prerequisite()
+    if reason:
+        raise RuntimeError(f"fault campaign: {reason}")
+    deb = ensure_deb("bookworm")
+    api = StampedFakeApi(token=TOKEN).start()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    try:
+        with booted_cluster("bookworm", deb, api) as cluster:
+            log("cluster booted")
+            out = run_campaign(cluster, n=fires, seed=seed, spacing=spacing, log=log)
+    finally:
+        api.stop()
+    s = Section(NAME, TITLE)
+    twice, late, neither = len(out.twice()), len(out.late()), len(out.neither())
+    s.checks += [Check("no fire runs twice", twice == 0, f"{twice} of {len(out.fires)}"),
+                 Check("no fire neither runs nor is alerted", neither == 0,
+                       f"{neither} of {len(out.fires)}"),
+                 Check("no fire runs later than its grace", late == 0,
+                       f"{late} of {len(out.fires)}")]
+    s.headline.append(f"fault campaign: {out.summary()}")
+    kinds = Counter(f.job.rstrip("0123456789") for f in out.fires)
+    s.add(f"Run on {started}, code {commit()} (the .deb {deb.name} built from it), seed {seed}: "
+          f"N = **{len(out.fires)}** fires ("
+          + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+          + f"; single-fire jobs {spacing} s apart, the periodic job every 10 s in lock group "
+          "ticks; order jobs in lock groups orders and books; grace 10 s), "
+          f"**{len(out.faults)}** faults.")
+    s.add(table(["fires", "ran", "ran twice", "ran later than grace", "neither ran nor alerted",
+                 "refused and alerted", "messages at the fake Telegram API",
+                 "of which 'failed with exit status 0'"],
+                [[len(out.fires), out.ran(), twice, late, neither, len(out.refused_alerted()),
+                  len(out.messages), out.exit0_failures()]]))
+    first = out.fires[0].scheduled
+    s.add(table(["at (s after the first fire)", "fault", "node", "lasted s", "what was done"],
+                [[f"{f.at - first:.0f}", f.kind, f.node, f.seconds, f.note]
+                 for f in out.faults]))
+    if out.exit0_failures():
+        s.add(f"{out.exit0_failures()} of the messages say a job's unit \"failed with exit status "
+              "0\" (critical): the job ran and exited 0, and the unit failed after it. For the "
+              "periodic job the alert's journal lines show its ExecStopPost= record step "
+              "(`market-timers-run --record`) unable to read the DSN credential in "
+              "$CREDENTIALS_DIRECTORY (Permission denied), a traceback (runner/record.py's "
+              "complete_slot does not catch the ledger's Unreachable); the single jobs' alerts "
+              "carry no journal lines (cause not investigated). These messages count as no "
+              "news of a refused fire. Not fixed here (a bug of its own).")
+    s.add("Left out: " + "; ".join(f"{k} ({v})" for k, v in LEFT_OUT.items()) + ".")
+    s.add("Not measured: the same campaign on the code before issue 23's fixes (the parent of "
+          "the db-faults merge fd60e7f), which should show the doubles.")
+    s.commands.append(f".venv/bin/python -m bench.fault_campaign --fires {fires} --seed {seed} "
+                      f"--spacing {spacing} --write")
+    return s
+
+
+def write_section(section: Section, path: Path = RESULTS) -> None:
+    """Replace this benchmark's section of RESULTS.md (or append it)."""
+    text = path.read_text() if path.exists() else "# market-timers benchmarks\n"
+    head = f"## {TITLE}"
+    if head in text:
+        before, _, rest = text.partition(head)
+        nxt = rest.find("\n## ")
+        text = before + section.markdown() + (rest[nxt + 1:] if nxt >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section.markdown()
+    path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--fires", type=int, default=200, help="N, the number of fires (200)")
+    p.add_argument("--seed", type=int, default=23, help="the RNG seed of the faults (23)")
+    p.add_argument("--spacing", type=int, default=2,
+                   help="seconds between two single-fire jobs (2)")
+    p.add_argument("--write", action="store_true", help="write the section into RESULTS.md")
+    args = p.parse_args(argv)
+    start = time.monotonic()
+    section = campaign(args.fires, args.seed, args.spacing)
+    section.seconds = time.monotonic() - start
+    print(section.markdown())
+    if args.write:
+        write_section(section)
+        log(f"wrote {RESULTS}")
+    ok = all(c.ok for c in section.checks)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""The fault campaign of issue 23 on the cluster of tests/e2e/cluster.py: fires of several jobs
+(single jobs, order jobs sharing lock groups, a periodic job in a lock group of its own) while
+faults are injected at random times from a seeded RNG; then, for every fire, what a user would
+ask: did it run twice, did it run later than its grace, did it neither run nor was anyone told?
+
+Node ny4-a runs in the namespace of the cluster's veth for the whole campaign (its link to the
+database can stall; alerts reach the fake API through a relay on its loopback). A fire's runs are
+the lines its job wrote to starts.log as it started (on either node: a run killed mid-way still
+counts); a fire is alerted when a message at the fake Telegram API names its job (but for one that
+says the job's unit "failed with exit status 0": that run happened; for the periodic
+job: names it and, when the fake API stamps arrivals, arrived between its slot and `settle`
+seconds after its deadline).
+
+The faults: kill -9 of a running job's main process (the runner or its supervisor), a node
+powered off and booted again, PostgreSQL stopped and started, a stall between ny4-a and the
+database (the veth down, then up), an admin session holding ACCESS EXCLUSIVE on the ledger's
+tables. A clock step on one node is left out: the containers share the host's CLOCK_REALTIME
+(Linux time namespaces cover CLOCK_MONOTONIC and CLOCK_BOOTTIME only), so a step could not be
+confined to one node without stepping the host's clock.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from .cluster import CLUSTER_JOB_PATH, LOG_DIR, NODES, Cluster, ClusterJob
+
+FAULTS = ("kill9", "poweroff", "pg-stop", "stall", "admin-lock")
+LEFT_OUT = {"clock-step": "the containers share the host's clock (CLOCK_REALTIME is not "
+                          "namespaced): a step cannot be confined to one node"}
+GROUP_OF = {"single": None, "orders": "orders", "books": "books"}
+PERIODIC = "tick"
+
+
+@dataclass
+class Fire:
+    job: str
+    scheduled: float  # the instant (or the periodic job's slot), epoch seconds
+    grace: float
+
+    @property
+    def slot(self) -> str:
+        return datetime.fromtimestamp(self.scheduled, UTC).strftime("%H:%M:%S")
+
+
+@dataclass
+class Fault:
+    at: float
+    kind: str
+    node: str
+    seconds: float
+    note: str = ""
+
+
+@dataclass
+class Outcome:
+    seed: int
+    fires: list[Fire]
+    faults: list[Fault]
+    runs: dict[int, list[tuple[str, float]]] = field(default_factory=dict)  # fire -> (node, start)
+    alerted: set[int] = field(default_factory=set)
+    messages: list[str] = field(default_factory=list)  # the texts the fake API received
+
+    def twice(self) -> list[Fire]:
+        return [f for i, f in enumerate(self.fires) if len(self.runs.get(i, [])) > 1]
+
+    def late(self) -> list[Fire]:
+        return [f for i, f in enumerate(self.fires)
+                if any(start - f.scheduled > f.grace for _, start in self.runs.get(i, []))]
+
+    def neither(self) -> list[Fire]:
+        return [f for i, f in enumerate(self.fires)
+                if not self.runs.get(i) and i not in self.alerted]
+
+    def refused_alerted(self) -> list[Fire]:
+        return [f for i, f in enumerate(self.fires) if not self.runs.get(i) and i in self.alerted]
+
+    def exit0_failures(self) -> int:
+        """Alerts that a unit "failed with exit status 0": its job ended well, its
+        ExecStopPost= record step did not (see bench/RESULTS.md)."""
+        return sum("failed with exit status 0" in m for m in self.messages)
+
+    def ran(self) -> int:
+        return sum(1 for i in range(len(self.fires)) if self.runs.get(i))
+
+    def summary(self) -> str:
+        return (f"{len(self.fires)} fires, {len(self.faults)} faults (seed {self.seed}): ran "
+                f"{self.ran()}, twice {len(self.twice())}, late {len(self.late())}, neither run "
+                f"nor alerted {len(self.neither())}, refused and alerted "
+                f"{len(self.refused_alerted())} ({len(self.messages)} messages)")
+
+
+def plan_fires(n: int, first: float, spacing: int, every: int, grace: int,
+               rng: random.Random) -> tuple[list[ClusterJob], str, list[Fire]]:
+    """n fires: single-fire jobs every `spacing` s (kinds in turn: single, orders, books) and a
+    periodic job every `every` s over the same window. Returns the jobs, the periodic job's TOML
+    and the fires."""
+    window = spacing * n / (1 + spacing / every)
+    ticks = max(1, int(window // every))
+    singles = n - ticks
+    jobs, fires = [], []
+    kinds = list(GROUP_OF)
+    for i in range(singles):
+        kind = kinds[i % len(kinds)]
+        instant = datetime.fromtimestamp(first + i * spacing, UTC)
+        keys = {"grace": f"{grace}s"}
+        if GROUP_OF[kind]:
+            keys["lock"] = GROUP_OF[kind]
+        sleep = 1 if GROUP_OF[kind] else rng.choice([0, 0.5, 1, 2])
+        job = ClusterJob(f"{kind}{i:03d}", instant, sleep=sleep, **keys)
+        jobs.append(job)
+        fires.append(Fire(job.name, instant.timestamp(), grace))
+    tick0 = datetime.fromtimestamp(first + 1, UTC)
+    midnight = datetime.combine(tick0.date(), datetime.min.time(), tzinfo=UTC)
+    off = int((tick0 - midnight).total_seconds())
+    periodic = f'''
+[[job]]
+name = "{PERIODIC}"
+every = "{every}s"
+from = "open+{off}s"
+until = "open+{off + every * (ticks - 1)}s"
+command = ["{CLUSTER_JOB_PATH}", "1"]
+lock = "ticks"
+grace = "{grace}s"
+read_write_paths = ["{LOG_DIR}"]
+'''
+    fires += [Fire(PERIODIC, tick0.timestamp() + k * every, grace) for k in range(ticks)]
+    return jobs, periodic, sorted(fires, key=lambda f: f.scheduled)
+
+
+def plan_faults(rng: random.Random, start: float, end: float, kinds: tuple[str, ...],
+                longest: float, most: int | None, gap: float) -> list[Fault]:
+    """Faults one after the other from `start` until `end` (or `most` of them), each kind in
+    turn in a shuffled order, 3 s to `gap` s apart; stalls, power-offs and PostgreSQL stops last
+    10 s to `longest` s."""
+    order = list(kinds)
+    rng.shuffle(order)
+    faults: list[Fault] = []
+    t = start + rng.uniform(2, 6)
+    while t < end and (most is None or len(faults) < most):
+        kind = order[len(faults) % len(order)]
+        seconds = {"kill9": 0.0, "admin-lock": rng.uniform(4, 8)}.get(
+            kind, rng.uniform(10, longest))
+        node = {"stall": "ny4-a", "pg-stop": "pg", "admin-lock": "pg"}.get(kind) or rng.choice(
+            NODES)
+        faults.append(Fault(t, kind, node, round(seconds, 1)))
+        t += seconds + (12 if kind == "poweroff" else 0) + rng.uniform(3, gap)
+    return faults
+
+
+def _running_job_unit(box) -> str | None:
+    out = box.run(["systemctl", "list-units", "--state=active", "--plain", "--no-legend",
+                   "market-*@*.service"], check=False).stdout
+    for line in out.splitlines():
+        unit = line.split()[0] if line.split() else ""
+        if unit.startswith(tuple(f"market-{k}" for k in (*GROUP_OF, PERIODIC))):
+            return unit
+    return None
+
+
+def inject(cluster: Cluster, fault: Fault, log: Callable[[str], None]) -> None:
+    """Do the fault (blocking for its duration) and note what was done."""
+    pg_unit = f"postgresql@{cluster.pg_version()}-main.service"
+    if fault.kind == "kill9":
+        # a node with a job running now (within 6 s), the chosen node first
+        nodes = [fault.node] + [n for n in NODES if n != fault.node]
+        deadline = time.time() + 6
+        while time.time() < deadline:
+            for name in nodes:
+                box = cluster.nodes[name]
+                unit = _running_job_unit(box) if box.running else None
+                if unit:
+                    box.run(["systemctl", "kill", "--kill-who=main", "--signal=SIGKILL", unit],
+                            check=False)
+                    fault.node, fault.note = name, f"killed {unit.split('@')[0]}"
+                    log(f"fault kill9: {name} {unit}")
+                    return
+            time.sleep(0.2)
+        fault.note = "no job running on either node: nothing killed"
+    elif fault.kind == "poweroff":
+        box = cluster.nodes[fault.node]
+        box.poweroff(timeout=120)  # a loaded machine: the defaults are for a quiet one
+        log(f"fault poweroff: {fault.node} off for {fault.seconds:.0f}s")
+        time.sleep(fault.seconds)
+        box.boot(timeout=240)
+        fault.note = "powered off, booted again"
+    elif fault.kind == "pg-stop":
+        cluster.pg.systemctl("stop", pg_unit)
+        log(f"fault pg-stop: {fault.seconds:.0f}s")
+        try:
+            time.sleep(fault.seconds)
+        finally:
+            cluster.pg.systemctl("start", pg_unit)
+        fault.note = "stopped, started"
+    elif fault.kind == "stall":
+        cluster.link.down()
+        log(f"fault stall: ny4-a's link down for {fault.seconds:.0f}s")
+        try:
+            time.sleep(fault.seconds)
+        finally:
+            cluster.link.up()
+        fault.note = "veth down, then up"
+    elif fault.kind == "admin-lock":
+        log(f"fault admin-lock: {fault.seconds:.0f}s")
+        cluster.psql("BEGIN; LOCK TABLE mt_runs, mt_locks IN ACCESS EXCLUSIVE MODE; "
+                     f"SELECT pg_sleep({fault.seconds}); COMMIT")
+        fault.note = "LOCK TABLE mt_runs, mt_locks IN ACCESS EXCLUSIVE MODE"
+    else:
+        raise ValueError(f"unknown fault {fault.kind!r}")
+
+
+def _starts(cluster: Cluster) -> list[tuple[str, str, float, float]]:
+    """(node, job, scheduled, start) of every run that started, on either node."""
+    rows = []
+    for box in cluster.nodes.values():
+        path = box.root / LOG_DIR.lstrip("/") / "starts.log"
+        for line in (path.read_text() if path.exists() else "").splitlines():
+            node, job, scheduled, start = line.split()
+            when = datetime.fromisoformat(scheduled.replace("Z", "+00:00")).timestamp()
+            rows.append((node, job, when, float(start)))
+    return rows
+
+
+def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: int = 10,
+                 grace: int = 10, kinds: tuple[str, ...] = FAULTS, most: int | None = None,
+                 longest: float = 30, gap: float = 15, settle: float = 65,
+                 log: Callable[[str], None] = print) -> Outcome:
+    rng = random.Random(seed)
+    cluster.reset()
+    with cluster.behind_link("ny4-a"):
+        first = math.ceil(time.time() + 15 + 0.1 * n)
+        jobs, periodic, fires = plan_fires(n, first, spacing, every, grace, rng)
+        cluster.schedule(jobs, extra=periodic, horizon=1)
+        end = fires[-1].scheduled
+        faults = plan_faults(rng, first, end - 5, kinds, longest, most, gap)
+        log(f"campaign: {len(fires)} fires from {datetime.fromtimestamp(first, UTC):%H:%M:%S} "
+            f"to {datetime.fromtimestamp(end, UTC):%H:%M:%S}; faults: "
+            + ", ".join(f"{f.kind}@+{f.at - first:.0f}s" for f in faults))
+        for fault in faults:
+            time.sleep(max(0.0, fault.at - time.time()))
+            fault.at = time.time()
+            inject(cluster, fault, log)
+        # the last runs end, the dead-man passes (every minute) judge what was missed
+        time.sleep(max(0.0, end + grace + settle - time.time()))
+        for scene in cluster.scenes.values():
+            if not scene.box.running:
+                scene.box.boot()
+            scene.flush_outbox()
+        messages = cluster.api.received("telegram")
+        starts = _starts(cluster)
+    out = Outcome(seed, fires, faults, messages=[m["text"] for m in messages])
+    # "X failed with exit status 0" is about a run that happened (its record step failed), not
+    # news that a fire did not run: it tells no one about a refused fire
+    messages = [m for m in messages if "failed with exit status 0" not in m["text"]]
+    for i, fire in enumerate(fires):
+        out.runs[i] = [(node, start) for node, job, when, start in starts
+                       if job == fire.job and (job != PERIODIC or abs(when - fire.scheduled) < 1)]
+        if fire.job == PERIODIC:  # its alerts name no slot: when they arrived, if stamped
+            told = [m for m in messages if PERIODIC in m["text"] and fire.scheduled
+                    <= m.get("received", fire.scheduled) <= fire.scheduled + grace + settle]
+        else:
+            told = [m for m in messages if fire.job in m["text"]]
+        if told:
+            out.alerted.add(i)
+    log(out.summary())
+    for label, bad in (("twice", out.twice()), ("late", out.late()),
+                       ("neither run nor alerted", out.neither())):
+        for f in bad:
+            log(f"  {label}: {f.job} {f.slot} runs {out.runs[fires.index(f)]}")
+    return out

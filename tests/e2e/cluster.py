@@ -1,0 +1,217 @@
+"""Two nodes and a PostgreSQL run ledger on real systemd, for the cluster e2e tests and the fault
+campaign (bench/fault_campaign.py).
+
+Three booted containers: `pg` runs Debian's postgresql on its own port of 127.0.0.1 (in the host's
+network) and on the host end of a veth of the caller's own (tests/e2e/netlink.py); `ny4-a` (the
+preferred node, standby_delay 0) and `ny4-b` (a standby, standby_delay 2s) have the .deb
+installed, the same jobs and timers, and the DSN credential. They share the host's network, but
+ny4-a can be booted again in the link's namespace (`behind_link`), where its traffic to the
+database can be dropped (the link down: no clean close).
+Every job appends "<node> <job> <start> <end> <fence> <fence check>" to runs.log in its node and,
+as it starts, "<node> <job> <scheduled or slot> <start>" to starts.log; callers read both nodes'
+logs (from their root directories on the host) for what ran where and when.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tests.fakes.pgserver import free_port
+
+from .conftest import install_package
+from .container import Container, fresh_container
+from .netlink import LoopbackRelay, VethLink
+from .scenario import CREDSTORE, Job, Scenario
+
+NODES = ("ny4-a", "ny4-b")
+DELAY = {"ny4-a": 0, "ny4-b": 2}
+NODE_ROLE = {"ny4-a": "mt_ny4_a", "ny4-b": "mt_ny4_b"}  # one PostgreSQL role per node
+PASSWORD = "e2e-ledger-pw"
+LOG_DIR = "/var/lib/e2e-cluster"
+CLUSTER_JOB_PATH = "/usr/local/lib/e2e-jobs/cluster-job"
+CLUSTER_JOB = f"""#!/bin/sh
+# e2e cluster job: "<node> <job> <scheduled or slot> <start>" to starts.log as it starts, then
+# "<node> <job> <start> <end> <fence> <fence check>" to runs.log when it is done.
+start=$(date +%s.%N)
+echo "$MARKET_NODE $MARKET_JOB ${{MARKET_SLOT_UTC:-$MARKET_SCHEDULED_UTC}} $start" \\
+    >> {LOG_DIR}/starts.log
+sleep "${{1:-0}}"
+end=$(date +%s.%N)
+check=$(market-timers fence check >/dev/null 2>&1 && echo holds || echo lost)
+echo "$MARKET_NODE $MARKET_JOB $start $end $MARKET_FENCE $check" >> {LOG_DIR}/runs.log
+"""
+
+
+class Cluster:
+    def __init__(self, pg: Container, nodes: dict[str, Container], port: int, api,
+                 link: VethLink):
+        self.pg, self.nodes, self.port, self.api, self.link = pg, nodes, port, api, link
+        self.scenes = {name: Scenario(box, api) for name, box in nodes.items()}
+
+    def dsn(self, role: str, host: str = "127.0.0.1") -> str:
+        """The DSN of `role`: the owner's (mt, for `cluster init`) or a node's own role."""
+        return (f"host={host} port={self.port} dbname=ledger user={role} password={PASSWORD} "
+                "target_session_attrs=read-write")
+
+    def write_dsn(self, name: str, host: str = "127.0.0.1") -> None:
+        """The node's DSN credential, written in its root directory (running or not)."""
+        path = self.nodes[name].root / CREDSTORE.lstrip("/") / "market-timers.cluster-dsn"
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        path.write_text(self.dsn(NODE_ROLE[name], host) + "\n")
+        path.chmod(0o600)
+
+    @contextmanager
+    def behind_link(self, name: str) -> Iterator[Container]:
+        """Node `name` booted again in the link's namespace, reaching PostgreSQL over the veth
+        (and the fake alert API through a relay on the namespace's loopback); booted again on
+        the host's network afterwards, the link up."""
+        box = self.nodes[name]
+        relay = LoopbackRelay(self.link, self.api.port).start()
+        box.poweroff()
+        try:
+            box.network_namespace = self.link.path
+            self.write_dsn(name, self.link.host_addr)
+            box.boot()
+            yield box
+        finally:
+            self.link.up()
+            box.poweroff()
+            relay.stop()
+            box.network_namespace = None
+            self.write_dsn(name)
+            box.boot()
+
+    def fence_checks(self) -> dict[str, str]:
+        """Each run's `market-timers fence check`, from inside the job: job -> holds | lost."""
+        out = {}
+        for box in self.nodes.values():
+            log = box.root / LOG_DIR.lstrip("/") / "runs.log"
+            for line in (log.read_text() if log.exists() else "").splitlines():
+                fields = line.split()
+                out[fields[1]] = fields[5] if len(fields) > 5 else "?"
+        return out
+
+    def runs(self) -> list[tuple[str, str, float, float]]:
+        """Every run on either node, by start time: (node, job, start, end)."""
+        rows = []
+        for box in self.nodes.values():
+            log = box.root / LOG_DIR.lstrip("/") / "runs.log"
+            text = log.read_text() if log.exists() else ""
+            for line in text.splitlines():
+                node, job, start, end, *_ = line.split()
+                rows.append((node, job, float(start), float(end)))
+        return sorted(rows, key=lambda r: r[2])
+
+    def schedule(self, jobs: list[Job], extra: str = "", horizon: int = 2,
+                 top: str = "") -> None:
+        """The jobs (and `extra` TOML, e.g. a periodic job; `top`, top-level keys) on every
+        running node, synced."""
+        for name, scene in self.scenes.items():
+            if not scene.box.running:
+                continue
+            cluster = f'\n[cluster]\nnode = "{name}"\nstandby_delay = "{DELAY[name]}s"\n'
+            scene.schedule(jobs, horizon=horizon, extra=cluster + extra, top=top)
+
+    def pg_version(self) -> str:
+        return self.pg.run("ls /usr/lib/postgresql | sort -n | tail -1").stdout.strip()
+
+    def wait_runs(self, count: int, timeout: float) -> list:
+        box = next(iter(self.nodes.values()))
+        return box.wait_for(lambda: len(self.runs()) >= count and self.runs(), timeout,
+                            f"{count} runs in the shared log", interval=0.3)
+
+    def psql(self, sql: str) -> str:
+        return self.pg.run(["runuser", "-u", "postgres", "--", "psql", "-p", str(self.port),
+                            "-d", "ledger", "-Atc", sql]).stdout.strip()
+
+    def reset(self) -> None:
+        # Units first, then the ledger: a node the previous test powered off and booted again
+        # may still start a Persistent= catch-up of its elapsed timer. Stopped and deleted
+        # before the ledger is emptied, it cannot claim that session in the emptied ledger (it
+        # would run, and count as a run of this test).
+        running = [scene for scene in self.scenes.values() if scene.box.running]
+        for scene in running:
+            scene.teardown()
+        self.psql("TRUNCATE mt_runs, mt_refusals, mt_locks, mt_misses, mt_tickets, mt_pauses, "
+                  "mt_halts")
+        for box in self.nodes.values():
+            for log in ("runs.log", "starts.log"):
+                (box.root / LOG_DIR.lstrip("/") / log).unlink(missing_ok=True)
+        for scene in running:
+            scene.install()
+
+
+def start_postgresql(box: Container, port: int, link: VethLink) -> None:
+    """Debian's postgresql in the `pg` container, on 127.0.0.1:port and the host end of the
+    test's own veth only, password auth."""
+    box.write_file("/etc/postgresql-common/createcluster.conf", "create_main_cluster = false\n")
+    box.run(["apt-get", "update", "-q"], timeout=300)
+    box.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "postgresql"],
+            timeout=600)
+    version = box.run("ls /usr/lib/postgresql | sort -n | tail -1").stdout.strip()
+    box.run(["pg_createcluster", version, "main", "-p", str(port), "--",
+             "--auth-host=scram-sha-256", "--auth-local=peer"])
+    box.run(["sed", "-i",
+             f"s/^#\\?listen_addresses.*/listen_addresses = '127.0.0.1,{link.host_addr}'/",
+             f"/etc/postgresql/{version}/main/postgresql.conf"])
+    box.run(f"echo 'host all all {link.node_addr}/32 scram-sha-256' "
+            f">> /etc/postgresql/{version}/main/pg_hba.conf")
+    box.systemctl("start", f"postgresql@{version}-main.service")
+    # the owner role (runs `cluster init`, owns the tables) and one role per node (README)
+    sql = " ".join(f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}';"
+                   for role in ("mt", *NODE_ROLE.values()))
+    box.run(["runuser", "-u", "postgres", "--", "psql", "-p", str(port), "-c", sql])
+    box.run(["runuser", "-u", "postgres", "--", "createdb", "-p", str(port), "-O", "mt",
+             "ledger"])
+
+
+@contextmanager
+def booted_cluster(suite: str, deb_path: Path, api) -> Iterator[Cluster]:
+    """The three containers of a Debian release, the .deb (that release's build) installed on
+    both nodes, the ledger's schema created; powered off and the link deleted afterwards."""
+    port = free_port()
+    with ExitStack() as stack:
+        link = stack.enter_context(VethLink("cluster"))  # deleted last, whatever happens
+        pg = stack.enter_context(fresh_container("mt-pg", suite=suite))
+        start_postgresql(pg, port, link)
+        nodes = {}
+        for name in NODES:
+            box = stack.enter_context(fresh_container(f"mt-{name}", suite=suite))
+            install_package(box, box.copy_in(deb_path))
+            nodes[name] = box
+        c = Cluster(pg, nodes, port, api, link)
+        for name, box in nodes.items():
+            c.write_dsn(name)
+            box.write_file(CLUSTER_JOB_PATH, CLUSTER_JOB, 0o755)
+            box.run(["install", "-d", "-m", "0777", LOG_DIR])
+        nodes["ny4-a"].write_file("/root/ledger-owner-dsn", c.dsn("mt") + "\n", 0o600)
+        out = nodes["ny4-a"].run(["market-timers", "cluster", "init", "--dsn-file",
+                                  "/root/ledger-owner-dsn",
+                                  *(f"--node-role={r}" for r in NODE_ROLE.values())]).stdout
+        assert "created" in out or "up to date" in out, out
+        for scene in c.scenes.values():
+            scene.install()
+        yield c
+        for scene in c.scenes.values():
+            if scene.box.running:
+                scene.teardown()
+
+
+class ClusterJob(Job):
+    """A session job whose command is the cluster job (sleeps, then logs node and job)."""
+
+    def __init__(self, name: str, instant: datetime, sleep: float = 0, **keys):
+        keys = {"grace": "30s", "read_write_paths": [LOG_DIR], **keys}
+        super().__init__(name, instant, [str(sleep)], keys)
+
+    def toml(self) -> str:
+        return Job.toml(self).replace(
+            f'command = ["/usr/local/lib/e2e-jobs/job", "{self.args[0]}"]',
+            f'command = ["{CLUSTER_JOB_PATH}", "{self.args[0]}"]')
+
+
+def later(job: Job, seconds: float) -> datetime:
+    return datetime.fromtimestamp(job.instant.timestamp() + seconds, UTC)
