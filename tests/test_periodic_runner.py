@@ -253,3 +253,24 @@ timeout = "2min"
     assert code != 0
     assert "cycle's planned run for XNYS 2026-12-23 at 2026-12-23T16:31:00Z" in \
         capsys.readouterr().err
+
+
+def test_a_record_step_that_cannot_read_the_cluster_dsn_still_completes_the_slot(tmp_path,
+                                                                                 capsys):
+    """In a cluster the record step (ExecStopPost=) may find the unit's credentials gone
+    (systemd 252 gives them to ExecStart= only): a warning, the slot completed locally, exit 0,
+    never a traceback (which failed the unit: a "failed with exit status 0" critical alert)."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    first = now - timedelta(seconds=5)
+    state = tmp_path / "state"
+    started_record(state, first, first + timedelta(milliseconds=30), "def456")
+    env = {"MARKET_JOB": "cycle", "MARKET_SESSION": SESSION, "MARKET_GRACE_SEC": "2",
+           "MARKET_SLOT_FIRST_UTC": slotclock.z(first), "MARKET_SLOT_EVERY_SEC": "10",
+           "MARKET_SLOT_LAST_UTC": slotclock.z(first + timedelta(seconds=100)),
+           "INVOCATION_ID": "def456", "SERVICE_RESULT": "success", "EXIT_CODE": "exited",
+           "EXIT_STATUS": "0", "MARKET_LEDGER": "postgresql", "MARKET_NODE": "ny4-a",
+           "CREDENTIALS_DIRECTORY": str(tmp_path / "gone")}
+    assert record.complete_slot(env, str(state), "cycle", now) == 0
+    assert "cannot record how the slot's run ended in the run ledger" in capsys.readouterr().out
+    assert slotrecords.read_slots(state, "cycle", SESSION)[slotclock.z(first)]["result"] == \
+        "success"

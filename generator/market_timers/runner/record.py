@@ -149,7 +149,7 @@ def _finish_in_ledger(env: dict, job: str, key: str, invocation: str, fields: di
         ledger.open_ledger(env).finish(ledger.Key(job, session, slot), invocation, {
             k: v.replace("+00:00", "Z") if k == "finished_utc" else v
             for k, v in fields.items()})
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, DatabaseError) as e:  # e.g. the DSN credential unreadable here
         print(f"market-timers-run: cannot record how the slot's run ended in the run ledger: "
               f"{e}", flush=True)
 
