@@ -16,6 +16,7 @@ from market_timers.ledger import postgresql as pg
 from market_timers.schedule import controls, haltwatch
 
 from .test_cluster_pause import CONFIG as PAUSE_CONFIG
+from .test_cluster_pause import node_configs
 from .test_cluster_runner import node_env, start
 
 CONFIG = 'on_halt = ["/usr/local/bin/cancel-all"]\n' + PAUSE_CONFIG
@@ -24,18 +25,9 @@ ORDERS_UNIT = "market-closing-orders@2025-11-26-205000.service"
 
 @pytest.fixture
 def nodes(tmp_path, dsn, monkeypatch):
-    """node name -> its loaded config; the operator's CLI reads the DSN credential as root."""
-    dsn_file = tmp_path / "operator-dsn"
-    dsn_file.write_text(dsn + "\n")
-    monkeypatch.setenv("MARKET_CLUSTER_DSN_FILE", str(dsn_file))
-    out = {}
-    for node in ("ny4-a", "ny4-b"):
-        base = tmp_path / node
-        path = tmp_path / f"{node}.toml"
-        path.write_text(CONFIG.format(state=base / "state", units=base / "units",
-                                      spool=base / "spool", run=base / "run", node=node))
-        out[node] = load(path)
-    return out
+    """node name -> its loaded config."""
+    return {node: load(path) for node, path in
+            node_configs(tmp_path, dsn, monkeypatch, CONFIG).items()}
 
 
 def halt(config, systemd, **kw) -> int:

@@ -50,9 +50,9 @@ node = "{node}"
 """
 
 
-@pytest.fixture
-def nodes(tmp_path, dsn, monkeypatch):
-    """node name -> its config file; the operator's CLI reads the DSN credential as root would."""
+def node_configs(tmp_path, dsn, monkeypatch, text: str = CONFIG) -> dict:
+    """node name -> its config file (`text`, formatted for the node); the operator's CLI reads
+    the DSN credential as root would."""
     dsn_file = tmp_path / "operator-dsn"
     dsn_file.write_text(dsn + "\n")
     monkeypatch.setenv("MARKET_CLUSTER_DSN_FILE", str(dsn_file))
@@ -60,10 +60,15 @@ def nodes(tmp_path, dsn, monkeypatch):
     for node in ("ny4-a", "ny4-b"):
         base = tmp_path / node
         path = tmp_path / f"{node}.toml"
-        path.write_text(CONFIG.format(state=base / "state", units=base / "units",
-                                      spool=base / "spool", run=base / "run", node=node))
+        path.write_text(text.format(state=base / "state", units=base / "units",
+                                    spool=base / "spool", run=base / "run", node=node))
         out[node] = path
     return out
+
+
+@pytest.fixture
+def nodes(tmp_path, dsn, monkeypatch):
+    return node_configs(tmp_path, dsn, monkeypatch)
 
 
 def main(config, *args) -> int:
