@@ -275,3 +275,22 @@ def test_a_job_as_its_own_user_asks_its_supervisor_whether_its_fence_holds(tmp_p
     assert "second=1" in out, (out, err)
     assert f"fence {fence} is superseded: lock group orders is held by node ny4-b" in err \
         or "cannot reach the ledger" in err, err
+
+
+def test_the_record_step_finishes_the_run_when_its_credentials_are_gone(tmp_path, dsn):
+    """systemd 252 does not reliably give ExecStopPost= the unit's credentials (under
+    ProtectSystem=strict with ReadWritePaths=, /run/credentials/<unit> is unreadable there): the
+    start hands the DSN to its own record step, which finishes the run in the cluster ledger and
+    removes it; the job (another user) never sees it."""
+    env = dict(node_env(tmp_path, dsn, "ny4-a"), INVOCATION_ID=os.urandom(16).hex())
+    proc = start(env, "true")
+    assert proc.wait(timeout=30) == 0
+    hand_off = tmp_path / "ny4-a" / "run" / pg.HAND_OFF_DIR / env["INVOCATION_ID"]
+    assert hand_off.read_text() == dsn and hand_off.stat().st_mode & 0o777 == 0o600
+    assert hand_off.parent.stat().st_mode & 0o777 == 0o700
+    record = dict(env, MARKET_CLUSTER_DSN_FILE=str(tmp_path / "gone" / "dsn"),
+                  SERVICE_RESULT="success", EXIT_CODE="exited", EXIT_STATUS="0")
+    subprocess.run([*RUNNER, "--record"], env=record, check=True, timeout=30)
+    attempt = pg.PostgresLedger(dsn, "x").attempts(Key("closing-orders", SESSION))[0]
+    assert attempt["result"] == "success"
+    assert not hand_off.exists()

@@ -52,6 +52,12 @@ def test_both_nodes_up_each_fire_runs_exactly_once_on_the_preferred_node(cluster
         assert 0 <= lateness < 2, f"{j.name} ran {lateness:.2f}s after its instant"
     # each job, as its own user with no DSN, asked its supervisor whether its fence holds
     assert cluster.fence_checks() == {j.name: "holds" for j in jobs}
+    # and each run's record step finished it in the cluster ledger (the DSN its start handed
+    # it: systemd's credentials are not there for ExecStopPost=)
+    unfinished = "SELECT count(*) FROM mt_runs WHERE result IS NULL"
+    cluster.pg.wait_for(lambda: cluster.psql(unfinished) == "0", 20,
+                        "every run finished in the cluster ledger", interval=0.5)
+    assert cluster.psql("SELECT string_agg(DISTINCT result, ',') FROM mt_runs") == "success"
 
 
 def test_preferred_node_powered_off_the_standby_runs_on_time_plus_delay(cluster: Cluster):

@@ -207,17 +207,21 @@ class Ledger:
         raise NotImplementedError
 
 
-def open_ledger(env) -> Ledger:
-    """The runner's backend, from the unit's environment."""
+def open_ledger(env, hand_off: bool = False) -> Ledger:
+    """The runner's backend, from the unit's environment. `hand_off`: a start's, which leaves
+    the cluster DSN for its own record step (postgresql.hand_off_dsn)."""
     kind = env.get(environment.LEDGER) or "local"
     if kind == "local":
         from market_timers.ledger.local import LocalLedger
 
         return LocalLedger(env.get(environment.STATE_DIR) or DEFAULT_STATE_DIR)
     if kind == "postgresql":  # libpq through ctypes: a few ms, see ledger/libpq.py
-        from market_timers.ledger.postgresql import PostgresLedger, read_dsn
+        from market_timers.ledger.postgresql import PostgresLedger, hand_off_dsn, read_dsn
 
-        return PostgresLedger(read_dsn(env), env.get(environment.NODE) or os.uname().nodename)
+        dsn = read_dsn(env)
+        if hand_off:
+            hand_off_dsn(env, dsn)
+        return PostgresLedger(dsn, env.get(environment.NODE) or os.uname().nodename)
     raise ValueError(f"MARKET_LEDGER={kind!r}: unknown ledger backend (known: local, postgresql)")
 
 

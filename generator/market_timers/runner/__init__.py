@@ -154,7 +154,7 @@ def run(argv: list[str], env: dict) -> int:
                  "by `market-timers render`")
         return RUNNER_ERROR
     try:
-        book = ledger.open_ledger(env)
+        book = ledger.open_ledger(env, hand_off=True)  # the DSN, for this start's record step
     except ValueError as e:  # an unknown MARKET_LEDGER
         log(ERR, f"{e}; run me from a unit made by `market-timers render`")
         return RUNNER_ERROR

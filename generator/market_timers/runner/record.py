@@ -20,6 +20,16 @@ from market_timers.runner.start import WARNING, local_ledger, log, scheduled_ins
 
 def record(env: dict) -> int:
     """ExecStopPost=: record in the ledger how this invocation's attempt (or refusal) ended."""
+    try:
+        return _record(env)
+    finally:
+        if env.get(environment.LEDGER) == "postgresql":  # the start's hand-off: used, removed
+            from market_timers.ledger.postgresql import drop_hand_off
+
+            drop_hand_off(env)
+
+
+def _record(env: dict) -> int:
     job = env.get(environment.JOB)
     if not job:
         return 0
