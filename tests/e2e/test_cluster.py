@@ -322,3 +322,4 @@ def test_a_small_fault_campaign_no_fire_runs_twice_late_or_untold(cluster: Clust
     assert out.twice() == [], detail
     assert out.late() == [], detail
     assert out.neither() == [], detail
+    print(f"[e2e] {out.summary()}; 'failed with exit status 0' alerts: {out.exit0_failures()}")
