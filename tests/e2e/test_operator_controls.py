@@ -63,12 +63,13 @@ def test_a_paused_job_neither_runs_nor_is_missed_and_a_failure_pauses_its_group(
 ) -> None:
     box = scenario.box
     quick = {"grace": "1s", "timeout": "3s"}
+    # job names no other e2e test uses: a job's journal is read per job and UTC day
     held = Job("held", instant_in(LEAD), ["ok"], quick)
-    failing = Job("opening-orders", instant_in(LEAD + 2), ["fail", "3"],
+    failing = Job("failing-orders", instant_in(LEAD + 2), ["fail", "3"],
                   {**quick, "lock": "held-orders", "pause_on_failure": True})
-    next_one = Job("closing-orders", instant_in(LEAD + 8), ["ok"],
+    next_one = Job("held-after-failure", instant_in(LEAD + 8), ["ok"],
                    {**quick, "lock": "held-orders"})
-    after_resume = Job("statement-orders", instant_in(LEAD + 22), ["ok"],
+    after_resume = Job("after-resume", instant_in(LEAD + 22), ["ok"],
                        {**quick, "lock": "held-orders"})
     jobs = [held, failing, next_one, after_resume]
     for job in jobs:
