@@ -132,3 +132,12 @@ def test_the_other_nodes_metrics_show_the_halt(nodes):
     (nodes["ny4-b"].state_dir / "metrics").mkdir(parents=True)
     halted = {f.name: f for f in collect(nodes["ny4-b"], _now())}["halted"]
     assert halted.samples == [({"scope": "orders", "name": ""}, 1.0)]
+
+
+def test_the_other_nodes_digest_lists_the_halt(nodes, capsys):
+    from market_timers.alerts.commands import digest
+
+    assert halt(nodes["ny4-a"], FakeSystemctl()) == 0
+    capsys.readouterr()
+    assert digest(nodes["ny4-b"], "2025-11-26", now=_now) == 0
+    assert "Halt in force: order jobs (orders = true)" in capsys.readouterr().out

@@ -167,7 +167,12 @@ def digest(config, session: str | None = None, now=None, incidents=None) -> int:
     journal.setup()
     ctx = context_from(config, now=now)
     session = session or ctx.now().date().isoformat()
-    alert = digest_mod.digest_alert(ctx, session, incidents)
+    halts = None
+    if getattr(config, "state_dir", None) is not None and getattr(config, "jobs", None) is not None:
+        from market_timers.ledger.halts import in_force
+
+        halts = in_force(config)  # with [cluster], the halts made on any node
+    alert = digest_mod.digest_alert(ctx, session, incidents, halts)
     if ctx.cfg.email is None:
         print(alert.text)
         print("(no [alerts.email] configured: digest printed, not mailed)", file=sys.stderr)

@@ -53,7 +53,9 @@ def _counted(kinds: list[str]) -> str:
     return ", ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items())
 
 
-def build(ctx, session: str, incidents=None) -> str:
+def build(ctx, session: str, incidents=None, halts=None) -> str:
+    """The digest's text; `halts`: the halts in force (ledger.halts.in_force: with [cluster], the
+    cluster ledger's), else this host's own records."""
     """The digest's text; incidents(state_dir, session): the trading system's incidents as lines
     (events/report.py, handed in by the command layer: events sit above alerts)."""
     events = ctx.state.events(session)
@@ -99,7 +101,7 @@ def build(ctx, session: str, incidents=None) -> str:
         lines.append(f"Halted (not run, not missed): {', '.join(held['halted'])}")
     from market_timers.ledger.halts import current as halts_in_force
 
-    for h in halts_in_force(str(ctx.state_dir)):
+    for h in halts if halts is not None else halts_in_force(str(ctx.state_dir)):
         lines.append(f"Halt in force: {h['what']} by {h.get('by', '?')} on {h.get('host', '?')} "
                      f"since {h.get('since', '?')}: {h.get('reason', '')} (to lift it: "
                      f"{h['resume']})")
@@ -129,9 +131,9 @@ def build(ctx, session: str, incidents=None) -> str:
     return "\n".join(lines)
 
 
-def digest_alert(ctx, session: str, incidents=None) -> Alert:
+def digest_alert(ctx, session: str, incidents=None, halts=None) -> Alert:
     now = ctx.now()
     return Alert(id=make_id("digest", session, now), kind="digest", severity="info",
                  key=f"digest:{session}", title=f"market-timers digest for session {session}",
-                 text=build(ctx, session, incidents), session=session, created=iso(now),
+                 text=build(ctx, session, incidents, halts), session=session, created=iso(now),
                  chain=["email"], channel_since=iso(now))
