@@ -35,7 +35,8 @@ def log(msg: str) -> None:
     print(f"[bench] {time.strftime('%H:%M:%S')} {msg}", flush=True)
 
 
-def campaign(fires: int, seed: int, spacing: int) -> Section:
+def campaign(fires: int, seed: int, spacing: int,
+             on_db_unreachable: str | None = None) -> Section:
     ensure_repo_on_path()
     from tests.e2e.campaign import LEFT_OUT, run_campaign
     from tests.e2e.cluster import booted_cluster
@@ -54,6 +55,7 @@ def campaign(fires: int, seed: int, spacing: int) -> Section:
     try:
         with booted_cluster("bookworm", deb, api) as cluster:
             log("cluster booted")
+            cluster.on_db_unreachable = on_db_unreachable
             out = run_campaign(cluster, n=fires, seed=seed, spacing=spacing, log=log)
     finally:
         api.stop()
@@ -70,7 +72,9 @@ def campaign(fires: int, seed: int, spacing: int) -> Section:
           f"N = **{len(out.fires)}** fires ("
           + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
           + f"; single-fire jobs {spacing} s apart, the periodic job every 10 s in lock group "
-          "ticks; order jobs in lock groups orders and books; grace 10 s), "
+          "ticks; order jobs in lock groups orders and books; grace 10 s; [cluster] "
+          f"on_db_unreachable = {on_db_unreachable or 'skip (the default)'}; nodes connect as "
+          f"{'one role each' if cluster.node_roles else 'the owner role'}), "
           f"**{len(out.faults)}** faults.")
     s.add(table(["fires", "ran", "ran twice", "ran later than grace", "neither ran nor alerted",
                  "refused and alerted", "messages at the fake Telegram API",
@@ -91,10 +95,12 @@ def campaign(fires: int, seed: int, spacing: int) -> Section:
               "carry no journal lines (cause not investigated). These messages count as no "
               "news of a refused fire. Not fixed here (a bug of its own).")
     s.add("Left out: " + "; ".join(f"{k} ({v})" for k, v in LEFT_OUT.items()) + ".")
-    s.add("Not measured: the same campaign on the code before issue 23's fixes (the parent of "
-          "the db-faults merge fd60e7f), which should show the doubles.")
+    s.add("The same campaign on the code before issue 23's fixes (c8a7585, the parent of the "
+          "first db-faults merge 0275a8b): the next section, written by hand.")
     s.commands.append(f".venv/bin/python -m bench.fault_campaign --fires {fires} --seed {seed} "
-                      f"--spacing {spacing} --write")
+                      f"--spacing {spacing}"
+                      + (f" --on-db-unreachable {on_db_unreachable}" if on_db_unreachable
+                         else "") + " --write")
     return s
 
 
@@ -117,10 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=23, help="the RNG seed of the faults (23)")
     p.add_argument("--spacing", type=int, default=2,
                    help="seconds between two single-fire jobs (2)")
+    p.add_argument("--on-db-unreachable", choices=("skip", "run"), default=None,
+                   help="write [cluster] on_db_unreachable into the nodes' config (default: "
+                        "leave it out, i.e. skip)")
     p.add_argument("--write", action="store_true", help="write the section into RESULTS.md")
     args = p.parse_args(argv)
     start = time.monotonic()
-    section = campaign(args.fires, args.seed, args.spacing)
+    section = campaign(args.fires, args.seed, args.spacing, args.on_db_unreachable)
     section.seconds = time.monotonic() - start
     print(section.markdown())
     if args.write:

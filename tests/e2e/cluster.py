@@ -47,9 +47,15 @@ echo "$MARKET_NODE $MARKET_JOB $start $end $MARKET_FENCE $check" >> {LOG_DIR}/ru
 
 class Cluster:
     def __init__(self, pg: Container, nodes: dict[str, Container], port: int, api,
-                 link: VethLink):
+                 link: VethLink, node_roles: bool = True):
         self.pg, self.nodes, self.port, self.api, self.link = pg, nodes, port, api, link
         self.scenes = {name: Scenario(box, api) for name, box in nodes.items()}
+        # False for a package older than `cluster init --node-role` (before issue 23's item 3):
+        # its nodes connect as the owner role, as its README said
+        self.node_roles = node_roles
+        # None: the config leaves [cluster] on_db_unreachable at its default (skip); "run" or
+        # "skip" writes it (bench/fault_campaign.py --on-db-unreachable)
+        self.on_db_unreachable: str | None = None
 
     def dsn(self, role: str, host: str = "127.0.0.1") -> str:
         """The DSN of `role`: the owner's (mt, for `cluster init`) or a node's own role."""
@@ -60,7 +66,8 @@ class Cluster:
         """The node's DSN credential, written in its root directory (running or not)."""
         path = self.nodes[name].root / CREDSTORE.lstrip("/") / "market-timers.cluster-dsn"
         path.parent.mkdir(mode=0o700, exist_ok=True)
-        path.write_text(self.dsn(NODE_ROLE[name], host) + "\n")
+        role = NODE_ROLE[name] if self.node_roles else "mt"
+        path.write_text(self.dsn(role, host) + "\n")
         path.chmod(0o600)
 
     @contextmanager
@@ -113,6 +120,8 @@ class Cluster:
             if not scene.box.running:
                 continue
             cluster = f'\n[cluster]\nnode = "{name}"\nstandby_delay = "{DELAY[name]}s"\n'
+            if self.on_db_unreachable:
+                cluster += f'on_db_unreachable = "{self.on_db_unreachable}"\n'
             scene.schedule(jobs, horizon=horizon, extra=cluster + extra, top=top)
 
     def pg_version(self) -> str:
@@ -135,8 +144,11 @@ class Cluster:
         running = [scene for scene in self.scenes.values() if scene.box.running]
         for scene in running:
             scene.teardown()
-        self.psql("TRUNCATE mt_runs, mt_refusals, mt_locks, mt_misses, mt_tickets, mt_pauses, "
+        tables = ("mt_runs", "mt_refusals", "mt_locks", "mt_misses", "mt_tickets", "mt_pauses",
                   "mt_halts")
+        have = set(self.psql("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+                   .split())  # an older package's schema lacks the later tables
+        self.psql("TRUNCATE " + ", ".join(t for t in tables if t in have))
         for box in self.nodes.values():
             for log in ("runs.log", "starts.log"):
                 (box.root / LOG_DIR.lstrip("/") / log).unlink(missing_ok=True)
@@ -182,15 +194,18 @@ def booted_cluster(suite: str, deb_path: Path, api) -> Iterator[Cluster]:
             box = stack.enter_context(fresh_container(f"mt-{name}", suite=suite))
             install_package(box, box.copy_in(deb_path))
             nodes[name] = box
-        c = Cluster(pg, nodes, port, api, link)
+        usage = nodes["ny4-a"].run(["market-timers", "cluster", "init", "--help"],
+                                   check=False)
+        c = Cluster(pg, nodes, port, api, link,
+                    node_roles="--node-role" in usage.stdout + usage.stderr)
         for name, box in nodes.items():
             c.write_dsn(name)
             box.write_file(CLUSTER_JOB_PATH, CLUSTER_JOB, 0o755)
             box.run(["install", "-d", "-m", "0777", LOG_DIR])
         nodes["ny4-a"].write_file("/root/ledger-owner-dsn", c.dsn("mt") + "\n", 0o600)
+        roles = [f"--node-role={r}" for r in NODE_ROLE.values()] if c.node_roles else []
         out = nodes["ny4-a"].run(["market-timers", "cluster", "init", "--dsn-file",
-                                  "/root/ledger-owner-dsn",
-                                  *(f"--node-role={r}" for r in NODE_ROLE.values())]).stdout
+                                  "/root/ledger-owner-dsn", *roles]).stdout
         assert "created" in out or "up to date" in out, out
         for scene in c.scenes.values():
             scene.install()
