@@ -24,8 +24,9 @@ host=$MARKET_HALT_HOST user=$(id -un)" >> {ON_HALT_LOG}
 
 def test_a_halt_stops_and_refuses_the_order_jobs_and_runs_on_halt_once(scenario: Scenario):
     box = scenario.box
-    running = Job("closing-orders", instant_in(LEAD), ["sleep", "120"], {"orders": True})
-    signal = Job("signal", instant_in(LEAD + 2), ["sleep", "8"])
+    # job names of its own: other e2e tests read a job's journal per job and UTC day
+    running = Job("halted-orders", instant_in(LEAD), ["sleep", "120"], {"orders": True})
+    signal = Job("halt-bystander", instant_in(LEAD + 2), ["sleep", "8"])
     later = Job("late-orders", instant_in(LEAD + 12), ["ok"], {"orders": True})
     jobs = [running, signal, later]
     for job in jobs:
@@ -38,7 +39,7 @@ def test_a_halt_stops_and_refuses_the_order_jobs_and_runs_on_halt_once(scenario:
     try:
         box.wait_for(lambda: box.show(running.service, "ActiveState") == "active" and
                      box.show(signal.service, "ActiveState") == "active", LEAD + 15,
-                     "closing-orders and signal to run")
+                     "halted-orders and halt-bystander to run")
         started = time.monotonic()
         out = box.run(["market-timers", "halt", "--reason", "e2e runaway"]).stdout
         print(out, f"[e2e] halt returned in {time.monotonic() - started:.2f}s")
@@ -84,6 +85,6 @@ def test_a_halt_stops_and_refuses_the_order_jobs_and_runs_on_halt_once(scenario:
         box.wait_for(lambda: (scenario.run_record(later) or {}).get("result") == "success", 30,
                      "the halted session to run once resumed")
         assert not scenario.messages("telegram", "late-orders")  # halted: never alerted
-        assert not scenario.messages("telegram", "closing-orders did not run")
+        assert not scenario.messages("telegram", "halted-orders did not run")
     finally:
         box.run(f"rm -f {STATE_DIR}/controls/halt-* {ON_HALT} {ON_HALT_LOG}", check=False)
