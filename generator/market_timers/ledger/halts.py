@@ -57,10 +57,7 @@ def read(state_dir, scope: str, name: str = "") -> dict | None:
     if not trusted_controls(state_dir):
         return None
     found = read_record(os.path.join(controls_dir(state_dir), record_name(scope, name)))
-    if found is not None:
-        found.update(scope=scope, name=name, what=describe(scope, name),
-                     resume=resume_command(scope, name))
-    return found
+    return labelled(found, scope, name) if found is not None else None
 
 
 def halted(state_dir, job: str, group: str, orders: bool, warn=None, book=None,
@@ -86,9 +83,22 @@ def cluster_halt(records, job: str, group: str, orders: bool) -> dict | None:
     for wanted in ("all", "orders", "group", "job"):
         for scope, name, fields in records:
             if scope == wanted and covers(scope, name, job, group, orders):
-                return dict(fields, scope=scope, name=name, what=describe(scope, name),
-                            resume=resume_command(scope, name), cluster=True)
+                return labelled(fields, scope, name, cluster=True)
     return None
+
+
+def cluster_record(records, scope: str, name: str = "") -> dict | None:
+    """The cluster's record of the halt (scope, name) itself, labelled, or None."""
+    for found_scope, found_name, fields in records:
+        if (found_scope, found_name) == (scope, name or ""):
+            return labelled(fields, scope, name, cluster=True)
+    return None
+
+
+def labelled(fields: dict, scope: str, name: str, cluster: bool = False) -> dict:
+    """A halt record with its scope, name, `what` and `resume` (and `cluster`: the ledger's)."""
+    return dict(fields, scope=scope, name=name, what=describe(scope, name),
+                resume=resume_command(scope, name), **({"cluster": True} if cluster else {}))
 
 
 def _local_halt(state_dir, job: str, group: str, orders: bool, warn) -> dict | None:
@@ -114,8 +124,7 @@ def current(state_dir, cluster=None) -> list[dict]:
     out = _local_current(state_dir)
     for scope, name, fields in cluster or []:
         if not any((h["scope"], h["name"]) == (scope, name) for h in out):
-            out.append(dict(fields, scope=scope, name=name, what=describe(scope, name),
-                            resume=resume_command(scope, name), cluster=True))
+            out.append(labelled(fields, scope, name, cluster=True))
     return out
 
 

@@ -197,9 +197,7 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
         try:
             with _cluster_book(config) as book:
                 new = book.set_halt(scope, name or "", fields)  # True once in the cluster
-                record = halts.cluster_halt(
-                    [r for r in book.halt_list() if r[:2] == (scope, name or "")],
-                    *_covered_probe(scope, name))
+                record = halts.cluster_record(book.halt_list(), scope, name)
         except DatabaseError as e:
             new = None
             problems.append(f"the cluster ledger cannot be reached ({e}): this halt holds on "
@@ -265,11 +263,6 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     return FAILURE if problems else OK
 
 
-def _covered_probe(scope: str, name: str) -> tuple[str, str, bool]:
-    """(job, group, orders) of a job that (scope, name) covers: to pick its own record out of
-    the cluster's with halts.cluster_halt."""
-    return (name if scope == "job" else "", name if scope == "group" else "", scope == "orders")
-
 
 def resume(config, job: str | None, group: str | None, now: datetime,
            as_json: bool = False, all_jobs: bool = False, announce=None) -> int:
@@ -293,9 +286,7 @@ def resume(config, job: str | None, group: str | None, now: datetime,
                     if scope == "group" and book.unpause("failure", name):
                         ended.append(FAILURE_PAUSE_ENDED)
                     cluster = cluster_records(book)
-                lifted = halts.cluster_halt(
-                    [r for r in book.halt_list() if r[:2] == (scope, name or "")],
-                    *_covered_probe(scope, name))
+                lifted = halts.cluster_record(book.halt_list(), scope, name)
                 if book.unhalt(scope, name or ""):
                     ended.append(("halt", f"the halt of {halts.describe(scope, name)}"))
                     if lifted is not None and announce is not None:
