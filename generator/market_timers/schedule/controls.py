@@ -263,7 +263,6 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     return FAILURE if problems else OK
 
 
-
 def resume(config, job: str | None, group: str | None, now: datetime,
            as_json: bool = False, all_jobs: bool = False, announce=None) -> int:
     """`resume JOB|--group G` ends that scope's pause and halt; `resume [--orders]` the halt of
