@@ -4,6 +4,15 @@ The container shares the host's network (a fake server on the host's
 127.0.0.1 is reachable from inside) unless `network_namespace` names one of
 the test's own (tests/e2e/netlink.py); commands enter its namespaces with
 nsenter. It can be powered off and booted again on the same rootfs.
+
+Each container boots from a cgroup of its own (CGROUP_ROOT/<name>): systemd-nspawn --keep-unit
+puts the container's systemd in "<its own cgroup>/payload", and on a host whose init is not
+systemd every nspawn started from the same process is in the same cgroup, so two containers
+booted at once shared one payload: both systemds created, killed and removed the same
+system.slice/<unit> cgroups. Two cluster nodes run units of the same names at the same
+instants: one node's systemd removed the cgroup of the other's unit between its main process
+and its ExecStopPost= ("Failed to attach to cgroup ...: No such file or directory",
+status=219/CGROUP), and the unit failed after a job that exited 0.
 """
 
 from __future__ import annotations
@@ -20,6 +29,9 @@ from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
+
+CGROUP_FS = Path("/sys/fs/cgroup")
+CGROUP_ROOT = "market-timers-e2e"  # each container's own cgroup: CGROUP_ROOT/<name>
 
 # A clean environment for commands inside: nothing from the host (pyenv
 # shims, pip settings, virtualenvs) leaks in.
@@ -101,8 +113,15 @@ class Container:
             log.flush()
             network = ([f"--network-namespace-path={self.network_namespace}"]
                        if self.network_namespace else [])
+            # the shell moves itself into the container's own cgroups, then execs nspawn
+            # (not preexec_fn: the tests' fake servers run threads)
+            cgroups = self._own_cgroups()
+            enter = " && ".join(f"echo $$ > {shlex.quote(str(c / 'cgroup.procs'))}"
+                                for c in cgroups)
             self._nspawn = subprocess.Popen(
                 [
+                    "/bin/sh", "-c", f"{enter} && exec \"$@\"" if cgroups else 'exec "$@"',
+                    "sh",
                     "systemd-nspawn", "--keep-unit", "--register=no", "--quiet",
                     f"--machine={self.name}", "-D", str(self.root), *network, "--boot",
                 ],
@@ -119,6 +138,32 @@ class Container:
         if failed:
             print(f"[e2e] {self.name} booted degraded; failed units:\n{failed}")
         return time.monotonic() - started
+
+    def _cgroups(self) -> list[Path]:
+        """This container's own cgroup in each hierarchy nspawn places its payload in: the
+        unified one (cgroup2: at the root, or at unified/ beside v1's name=systemd)."""
+        if (CGROUP_FS / "cgroup.procs").exists():
+            return [CGROUP_FS / CGROUP_ROOT / self.name]
+        return [CGROUP_FS / h / CGROUP_ROOT / self.name for h in ("systemd", "unified")
+                if (CGROUP_FS / h / "cgroup.procs").exists()]
+
+    def _own_cgroups(self) -> list[Path]:
+        """This container's own cgroups, made (empty) for the next boot."""
+        paths = self._cgroups()
+        for path in paths:
+            path.mkdir(parents=True, exist_ok=True)
+        return paths
+
+    def _remove_cgroups(self) -> None:
+        """After nspawn exited: remove the container's (now empty) cgroups, deepest first."""
+        for top in self._cgroups():
+            if top.is_dir():
+                for path in sorted((p for p in top.rglob("*") if p.is_dir()),
+                                   key=lambda p: len(p.parts), reverse=True) + [top]:
+                    try:
+                        path.rmdir()
+                    except OSError:
+                        pass
 
     def _init_pid(self) -> int | None:
         if not self.running:
@@ -144,12 +189,14 @@ class Container:
             print(f"[e2e] {self.name}: no clean poweroff within {timeout}s, killing nspawn")
             self.kill()
         self.pid = None
+        self._remove_cgroups()
 
     def kill(self) -> None:
         if self._nspawn is None or self._nspawn.poll() is not None:
             return
         os.killpg(self._nspawn.pid, signal.SIGKILL)
         self._nspawn.wait(10)
+        self._remove_cgroups()
 
     # -- commands ----------------------------------------------------------
 
