@@ -13,8 +13,10 @@ seconds after its deadline).
 
 The faults: kill -9 of a running job's main process (the runner or its supervisor), a node
 powered off and booted again, PostgreSQL stopped and started, a stall between ny4-a and the
-database (the veth down, then up), an admin session holding ACCESS EXCLUSIVE on the ledger's
-tables. A clock step on one node is left out: the containers share the host's CLOCK_REALTIME
+database (the veth down, then up: nothing reaches the other side), a stall of ny4-b's
+connections (ny4-b reaches the database through a proxy on 127.0.0.1 that holds every byte, a
+new connection's too, while the TCP connections stay up: "hold"), an admin session holding
+ACCESS EXCLUSIVE on the ledger's tables. A clock step on one node is left out: the containers share the host's CLOCK_REALTIME
 (Linux time namespaces cover CLOCK_MONOTONIC and CLOCK_BOOTTIME only), so a step could not be
 confined to one node without stepping the host's clock.
 """
@@ -30,7 +32,7 @@ from datetime import UTC, datetime
 
 from .cluster import CLUSTER_JOB_PATH, LOG_DIR, NODES, Cluster, ClusterJob
 
-FAULTS = ("kill9", "poweroff", "pg-stop", "stall", "admin-lock")
+FAULTS = ("kill9", "poweroff", "pg-stop", "stall", "hold", "admin-lock")
 LEFT_OUT = {"clock-step": "the containers share the host's clock (CLOCK_REALTIME is not "
                           "namespaced): a step cannot be confined to one node"}
 GROUP_OF = {"single": None, "orders": "orders", "books": "books"}
@@ -146,7 +148,8 @@ def plan_faults(rng: random.Random, start: float, end: float, kinds: tuple[str, 
         kind = order[len(faults) % len(order)]
         seconds = {"kill9": 0.0, "admin-lock": rng.uniform(4, 8)}.get(
             kind, rng.uniform(10, longest))
-        node = {"stall": "ny4-a", "pg-stop": "pg", "admin-lock": "pg"}.get(kind) or rng.choice(
+        node = {"stall": "ny4-a", "hold": "ny4-b", "pg-stop": "pg",
+                "admin-lock": "pg"}.get(kind) or rng.choice(
             NODES)
         faults.append(Fault(t, kind, node, round(seconds, 1)))
         t += seconds + (12 if kind == "poweroff" else 0) + rng.uniform(3, gap)
@@ -205,6 +208,14 @@ def inject(cluster: Cluster, fault: Fault, log: Callable[[str], None]) -> None:
         finally:
             cluster.link.up()
         fault.note = "veth down, then up"
+    elif fault.kind == "hold":
+        cluster.proxy.hold()
+        log(f"fault hold: ny4-b's connections held for {fault.seconds:.0f}s")
+        try:
+            time.sleep(fault.seconds)
+        finally:
+            cluster.proxy.release()
+        fault.note = "every byte held by the proxy, then released"
     elif fault.kind == "admin-lock":
         log(f"fault admin-lock: {fault.seconds:.0f}s")
         cluster.psql("BEGIN; LOCK TABLE mt_runs, mt_locks IN ACCESS EXCLUSIVE MODE; "
@@ -232,7 +243,7 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
                  log: Callable[[str], None] = print) -> Outcome:
     rng = random.Random(seed)
     cluster.reset()
-    with cluster.behind_link("ny4-a"):
+    with cluster.behind_link("ny4-a"), cluster.through_proxy("ny4-b") as cluster.proxy:
         first = math.ceil(time.time() + 15 + 0.1 * n)
         jobs, periodic, fires = plan_fires(n, first, spacing, every, grace, rng)
         cluster.schedule(jobs, extra=periodic, horizon=1)

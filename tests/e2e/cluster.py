@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.fakes.pgserver import free_port
+from tests.fakes.stallproxy import HoldingProxy
 
 from .conftest import install_package
 from .container import Container, fresh_container
@@ -56,19 +57,35 @@ class Cluster:
         # None: the config leaves [cluster] on_db_unreachable at its default (skip); "run" or
         # "skip" writes it (bench/fault_campaign.py --on-db-unreachable)
         self.on_db_unreachable: str | None = None
+        # the proxy ny4-b reaches the database through, inside through_proxy() (the campaign)
+        self.proxy: HoldingProxy | None = None
 
-    def dsn(self, role: str, host: str = "127.0.0.1") -> str:
+    def dsn(self, role: str, host: str = "127.0.0.1", port: int | None = None) -> str:
         """The DSN of `role`: the owner's (mt, for `cluster init`) or a node's own role."""
-        return (f"host={host} port={self.port} dbname=ledger user={role} password={PASSWORD} "
-                "target_session_attrs=read-write")
+        return (f"host={host} port={port or self.port} dbname=ledger user={role} "
+                f"password={PASSWORD} target_session_attrs=read-write")
 
-    def write_dsn(self, name: str, host: str = "127.0.0.1") -> None:
+    def write_dsn(self, name: str, host: str = "127.0.0.1", port: int | None = None) -> None:
         """The node's DSN credential, written in its root directory (running or not)."""
         path = self.nodes[name].root / CREDSTORE.lstrip("/") / "market-timers.cluster-dsn"
         path.parent.mkdir(mode=0o700, exist_ok=True)
         role = NODE_ROLE[name] if self.node_roles else "mt"
-        path.write_text(self.dsn(role, host) + "\n")
+        path.write_text(self.dsn(role, host, port) + "\n")
         path.chmod(0o600)
+
+    @contextmanager
+    def through_proxy(self, name: str) -> Iterator[HoldingProxy]:
+        """Node `name` (on the host's network) reaches PostgreSQL through a proxy on 127.0.0.1
+        that can hold its connections (tests/fakes/stallproxy.py): its DSN names the proxy
+        until the end of the block (each job start reads it)."""
+        proxy = HoldingProxy(self.port)
+        try:
+            self.write_dsn(name, port=proxy.port)
+            yield proxy
+        finally:
+            proxy.release()
+            self.write_dsn(name)
+            proxy.close()
 
     @contextmanager
     def behind_link(self, name: str) -> Iterator[Container]:

@@ -69,3 +69,66 @@ class StallProxy:
     def close(self) -> None:
         self._stop.set()
         self._listener.close()
+
+
+class HoldingProxy:
+    """A TCP proxy on 127.0.0.1 to `upstream_port` that can hold everything on demand: while
+    held, the bytes of every connection, either way, and a new connection's first bytes, are
+    received (the proxy's kernel acknowledges them) and kept until `release()`. A stalled
+    middlebox, not a link down: the client's keepalives and `tcp_user_timeout` see a healthy
+    peer, so only its own deadline on each step ends the wait."""
+
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def hold(self) -> None:
+        self._flowing.clear()
+
+    def release(self) -> None:
+        self._flowing.set()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        self._flowing.wait()  # a connection made while held: nothing reaches the server yet
+        try:
+            server = socket.create_connection(("127.0.0.1", self.upstream_port))
+        except OSError:
+            client.close()
+            return
+        for src, dst in ((client, server), (server, client)):
+            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while not self._stop.is_set():
+                data = src.recv(65536)
+                if not data:
+                    break
+                self._flowing.wait()
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._flowing.set()
+        self._listener.close()
