@@ -193,6 +193,9 @@ class Scenario:
         self.api = api
         self.jobs: list[Job] = []
         self.original_config: str | None = None
+        # journal_of() reads from here on: install() of this test; a job of the same name that
+        # an earlier test ran in the same container and UTC day is not this test's
+        self.since = time.time()
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -206,6 +209,7 @@ class Scenario:
                             f"{self.api.base}{SLACK_PATH}\n", 0o600)
         self.box.run(["chmod", "0700", CREDSTORE])
         self.api.reset()
+        self.since = time.time()
 
     def config_text(self, jobs: list[Job], horizon: int = 2, extra: str = "",
                     top: str = "") -> str:
@@ -283,10 +287,12 @@ calendar_max_age_days = 0
     def journal_of(self, job: Job, *args: str) -> str:
         """The lines of the job's units (its output, the runner's): _TRANSPORT=stdout leaves out
         the package's own lines about the job (the dead-man's, the alerts'), which carry the
-        same MARKET_JOB/MARKET_SESSION fields but are sent to the journal natively."""
+        same MARKET_JOB/MARKET_SESSION fields but are sent to the journal natively. Only since
+        this test's install(): the 24/7 calendar's session is the UTC day, and two tests may
+        name a job alike."""
         return self.box.journal(f"MARKET_JOB={job.name}",
                                 f"MARKET_SESSION={job.session.isoformat()}", "_TRANSPORT=stdout",
-                                "-o", "cat", *args)
+                                f"--since=@{self.since:.6f}", "-o", "cat", *args)
 
     def run_record(self, job: Job) -> dict | None:
         """What status and the deadman read: the run ledger's record of (job, session)."""
