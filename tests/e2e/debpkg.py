@@ -4,6 +4,7 @@ a container of that release), or reuse a fresh one; and the flat apt repository 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import subprocess
 import sys
@@ -33,10 +34,29 @@ def built_deb(repo: Path = REPO, suite: str = SUITE) -> Path | None:
     return debs[-1] if debs else None
 
 
+def sources_digest(repo: Path = REPO) -> str:
+    """SHA-256 over the package's source files, names and contents (deleted files left out)."""
+    digest = hashlib.sha256()
+    for f in sorted(_source_files(repo)):
+        if f.is_file():
+            digest.update(f"{f.relative_to(repo)}\0{f.stat().st_size}\0".encode())
+            digest.update(f.read_bytes())
+    return digest.hexdigest()
+
+
+def _digest_file(deb: Path) -> Path:
+    return deb.parent / ".sources-sha256"
+
+
 def is_fresh(deb: Path, repo: Path = REPO) -> bool:
-    """True if deb is newer than every source file (deleted files are ignored)."""
-    built = deb.stat().st_mtime
-    return all(f.stat().st_mtime < built for f in _source_files(repo) if f.exists())
+    """True if deb was built from the sources as they are now: the digest taken before its
+    build is today's. (Not modification times: a file edited while the build ran is older than
+    the .deb, yet the .deb may not hold the edit.)"""
+    try:
+        built_from = _digest_file(deb).read_text().split()
+    except FileNotFoundError:
+        return False
+    return built_from == [sources_digest(repo), deb.name]
 
 
 def ensure_deb(suite: str = SUITE, repo: Path = REPO) -> Path:
@@ -52,6 +72,7 @@ def _ensure_deb_locked(repo: Path, suite: str) -> Path:
     deb = built_deb(repo, suite)
     if deb is not None and is_fresh(deb, repo):
         return deb
+    digest = sources_digest(repo)  # before the build: an edit during it makes the .deb stale
     env = dict(os.environ, LINTIAN="0")  # lintian has its own test
     result = subprocess.run(["make", "deb", f"DIST={suite}"], cwd=repo, env=env,
                             capture_output=True, text=True, check=False)
@@ -63,6 +84,7 @@ def _ensure_deb_locked(repo: Path, suite: str) -> Path:
     deb = built_deb(repo, suite)
     if deb is None:
         raise RuntimeError(f"make deb succeeded but left no dist/{suite}/market-timers_*.deb")
+    _digest_file(deb).write_text(f"{digest} {deb.name}\n")
     return deb
 
 
