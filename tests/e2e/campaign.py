@@ -192,30 +192,22 @@ def inject(cluster: Cluster, fault: Fault, log: Callable[[str], None]) -> None:
         time.sleep(fault.seconds)
         box.boot(timeout=240)
         fault.note = "powered off, booted again"
-    elif fault.kind == "pg-stop":
-        cluster.pg.systemctl("stop", pg_unit)
-        log(f"fault pg-stop: {fault.seconds:.0f}s")
+    elif fault.kind in ("pg-stop", "stall", "hold"):
+        begin, end, what, fault.note = {
+            "pg-stop": (lambda: cluster.pg.systemctl("stop", pg_unit),
+                        lambda: cluster.pg.systemctl("start", pg_unit),
+                        "PostgreSQL stopped", "stopped, started"),
+            "stall": (cluster.link.down, cluster.link.up, "ny4-a's link down",
+                      "veth down, then up"),
+            "hold": (lambda: cluster.proxy.hold(), lambda: cluster.proxy.release(),
+                     "ny4-b's connections held", "every byte held by the proxy, then released"),
+        }[fault.kind]
+        begin()
+        log(f"fault {fault.kind}: {what} for {fault.seconds:.0f}s")
         try:
             time.sleep(fault.seconds)
         finally:
-            cluster.pg.systemctl("start", pg_unit)
-        fault.note = "stopped, started"
-    elif fault.kind == "stall":
-        cluster.link.down()
-        log(f"fault stall: ny4-a's link down for {fault.seconds:.0f}s")
-        try:
-            time.sleep(fault.seconds)
-        finally:
-            cluster.link.up()
-        fault.note = "veth down, then up"
-    elif fault.kind == "hold":
-        cluster.proxy.hold()
-        log(f"fault hold: ny4-b's connections held for {fault.seconds:.0f}s")
-        try:
-            time.sleep(fault.seconds)
-        finally:
-            cluster.proxy.release()
-        fault.note = "every byte held by the proxy, then released"
+            end()
     elif fault.kind == "admin-lock":
         log(f"fault admin-lock: {fault.seconds:.0f}s")
         cluster.psql("BEGIN; LOCK TABLE mt_runs, mt_locks IN ACCESS EXCLUSIVE MODE; "

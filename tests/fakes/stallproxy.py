@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable, Iterator
 
 
 class StallProxy:
@@ -28,43 +29,29 @@ class StallProxy:
                         for word in dsn.split())
 
     def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
+        for client in _accepted(self._listener, self._stop):
             server = socket.create_connection(("127.0.0.1", self.upstream_port))
             triggered = threading.Event()
-            threading.Thread(target=self._pump, args=(client, server, triggered, True),
-                             daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, triggered, False),
-                             daemon=True).start()
+            for src, dst, from_client in ((client, server, True), (server, client, False)):
+                threading.Thread(target=_pump, daemon=True, args=(
+                    src, dst, self._stop, self._watch(triggered, from_client))).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, triggered: threading.Event,
-              from_client: bool) -> None:
+    def _watch(self, triggered: threading.Event, from_client: bool) -> Callable[[bytes], None]:
+        """What one direction does with each chunk before forwarding it: the client's side
+        looks for the trigger, the server's holds its first chunk after it `stall` s."""
         seen, held = b"", False
-        try:
-            while not self._stop.is_set():
-                data = src.recv(65536)
-                if not data:
-                    break
-                if from_client and not triggered.is_set():
-                    seen = (seen + data)[-(len(data) + len(self.trigger)):]
-                    if self.trigger in seen:
-                        triggered.set()
-                if not from_client and triggered.is_set() and not held:
-                    held = True
-                    self.stalled += 1
-                    self._stop.wait(self.stall)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+
+        def on_data(data: bytes) -> None:
+            nonlocal seen, held
+            if from_client and not triggered.is_set():
+                seen = (seen + data)[-(len(data) + len(self.trigger)):]
+                if self.trigger in seen:
+                    triggered.set()
+            if not from_client and triggered.is_set() and not held:
+                held = True
+                self.stalled += 1
+                self._stop.wait(self.stall)
+        return on_data
 
     def close(self) -> None:
         self._stop.set()
@@ -94,11 +81,7 @@ class HoldingProxy:
         self._flowing.set()
 
     def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
+        for client in _accepted(self._listener, self._stop):
             threading.Thread(target=self._connect, args=(client,), daemon=True).start()
 
     def _connect(self, client: socket.socket) -> None:
@@ -109,26 +92,44 @@ class HoldingProxy:
             client.close()
             return
         for src, dst in ((client, server), (server, client)):
-            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while not self._stop.is_set():
-                data = src.recv(65536)
-                if not data:
-                    break
-                self._flowing.wait()
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            threading.Thread(target=_pump, daemon=True, args=(
+                src, dst, self._stop, lambda _data: self._flowing.wait())).start()
 
     def close(self) -> None:
         self._stop.set()
         self._flowing.set()
         self._listener.close()
+
+
+def _shut_down(*sockets: socket.socket) -> None:
+    """Both ends of a pumped connection: the peer of a closed side sees it closed too."""
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _pump(src: socket.socket, dst: socket.socket, stop: threading.Event,
+          on_data: Callable[[bytes], object]) -> None:
+    """Forward src's bytes to dst, each chunk after on_data(chunk) returned."""
+    try:
+        while not stop.is_set():
+            data = src.recv(65536)
+            if not data:
+                break
+            on_data(data)
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        _shut_down(src, dst)
+
+
+def _accepted(listener: socket.socket, stop: threading.Event) -> Iterator[socket.socket]:
+    """Each connection to listener, until stop (or the listener closed)."""
+    while not stop.is_set():
+        try:
+            yield listener.accept()[0]
+        except OSError:
+            return
