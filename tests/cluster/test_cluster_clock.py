@@ -172,3 +172,25 @@ def test_exit_179_is_a_critical_clock_skew_alert_and_never_retried():
     assert DEFAULT_KIND_SEVERITY["clock-skew"] == "critical"
     assert outcomes.result_text("exit-code", "179") == "clock skew (exit 179)"
     assert "179" in REFUSALS.split()
+
+
+def test_cluster_status_shows_each_nodes_last_measured_skew(tmp_path, dsn, clockshift, capsys):
+    import json
+
+    from market_timers.cli import cluster
+
+    proc = start(shifted(node_env(tmp_path, dsn, "ny4-a"), clockshift, -30000), "true")
+    assert proc.wait(timeout=30) == exitcodes.CLOCK_SKEW
+    proc = start(node_env(tmp_path, dsn, "ny4-b", job="report", group="report"), "true")
+    assert proc.wait(timeout=30) == 0
+    dsn_file = tmp_path / "dsn"
+    dsn_file.write_text(dsn)
+    assert cluster.status(None, str(dsn_file), True) == 0
+    nodes = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert 29000 < nodes["ny4-a"]["clock_skew_ms"] < 31000
+    assert abs(nodes["ny4-b"]["clock_skew_ms"]) < 1000
+    assert cluster.status(None, str(dsn_file), False) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "CLOCK" in lines[0]
+    (a,) = [line for line in lines if line.startswith("ny4-a ")]
+    assert "30.0 s behind" in a, a
