@@ -1,7 +1,10 @@
 """Fault campaign (issue 23): two nodes and PostgreSQL (containers, Debian 12), N fires of single,
 order (shared lock groups) and periodic jobs, faults injected at random times from a seeded RNG
 (kill -9 of a runner, a node powered off and booted again, PostgreSQL stopped and started, a
-10-30 s stall between a node and the database, an admin lock on the ledger's tables). Counts:
+10-30 s stall between a node and the database, an admin lock on the ledger's tables, a clock step
+of 10-60 s either way on one node's job units: the LD_PRELOAD shim tests/fakes/clockshift.c, as
+the containers share the host's clock, so that node's systemd timers still fire by the host's
+clock). Counts:
 fires run twice, fires neither run nor alerted, fires run later than their grace (all three must
 be 0), and fires refused and alerted. The campaign itself: tests/e2e/campaign.py (a smaller N is
 the e2e test tests/e2e/test_cluster.py::test_a_small_fault_campaign...).
