@@ -305,6 +305,11 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
         starts = _starts(cluster)
         if "clock-step" in kinds:
             _clock_shim(cluster, [j.name for j in jobs] + [PERIODIC], remove=True)
+            skewed = cluster.psql("SELECT count(*) FROM mt_refusals WHERE "
+                                  "fields LIKE '%refused=clock-skew%'")
+            for fault in faults:
+                if fault.kind == "clock-step":
+                    fault.note += f"; {skewed} starts in the campaign refused it (exit 179)"
     out = Outcome(seed, fires, faults, messages=[m["text"] for m in messages])
     # "X failed with exit status 0" is about a run that happened (its record step failed), not
     # news that a fire did not run: it tells no one about a refused fire
