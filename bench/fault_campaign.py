@@ -2,9 +2,12 @@
 order (shared lock groups) and periodic jobs, faults injected at random times from a seeded RNG
 (kill -9 of a runner, a node powered off and booted again, PostgreSQL stopped and started, a
 10-30 s stall between a node and the database: its link down, or its connections held by a proxy
-that keeps them up, an admin lock on the ledger's tables). Counts: fires run twice, fires neither
-run nor alerted, fires run later than their grace, alerts that a job failed (every job exits 0;
-all four must be 0), and fires refused and alerted. The campaign itself: tests/e2e/campaign.py (a smaller N is
+that keeps them up, an admin lock on the ledger's tables, a clock step of 10-60 s either way on
+one node's job units: the LD_PRELOAD shim tests/fakes/clockshift.c, as the containers share the
+host's clock, so that node's systemd timers still fire by the host's clock). Counts: fires run
+twice, fires neither run nor alerted, fires run later than their grace, alerts that a job failed
+(every job exits 0; all four must be 0), and fires refused and alerted. The campaign itself:
+tests/e2e/campaign.py (a smaller N is
 the e2e test tests/e2e/test_cluster.py::test_a_small_fault_campaign...).
 
 Not part of `bench/run.py` (it takes about N x 2 s plus the boots): run it alone, as root,

@@ -49,10 +49,25 @@ def test_defaults_node_is_the_hostname(write_config):
     ('standby_delay = "-2s"\n', "cluster.standby_delay", "-2s"),
     ('on_db_unreachable = "maybe"\n', "cluster.on_db_unreachable", "maybe"),
     ('node = "ny4 a"\n', "cluster.node", "ny4 a"),
+    ('max_clock_skew_ms = 0\n', "cluster.max_clock_skew_ms", "0"),
+    ('max_clock_skew_ms = -5\n', "cluster.max_clock_skew_ms", "-5"),
+    ('max_clock_skew_ms = 90000\n', "cluster.max_clock_skew_ms", "90000"),
+    ('max_clock_skew_ms = "1s"\n', "cluster.max_clock_skew_ms", "1s"),
+    ('max_clock_skew_ms = 2.5\n', "cluster.max_clock_skew_ms", "2.5"),
 ])
 def test_bad_values_name_file_key_and_value(write_config, cluster, key, value):
     (line,) = problems(write_config, cluster)
     assert f": {key}: " in line and value in line, line
+
+
+def test_max_clock_skew_ms_defaults_to_a_second_and_reaches_the_units(write_config):
+    assert load(write_config, "").cluster.max_clock_skew_ms == 1000
+    cfg = load(write_config, 'node = "ny4-b"\nmax_clock_skew_ms = 250\n')
+    assert cfg.cluster.max_clock_skew_ms == 250
+    day = dt.date(2025, 11, 26)
+    (service,) = [u for u in render.render_all(cfg, plan.plan_between(cfg, day, day))
+                  if u.name.endswith(".service")]
+    assert "Environment=MARKET_MAX_CLOCK_SKEW_MS=250" in service.text.splitlines()
 
 
 def test_the_dsn_is_a_credential_never_a_config_key(write_config):

@@ -16,9 +16,14 @@ powered off and booted again, PostgreSQL stopped and started, a stall between ny
 database (the veth down, then up: nothing reaches the other side), a stall of ny4-b's
 connections (ny4-b reaches the database through a proxy on 127.0.0.1 that holds every byte, a
 new connection's too, while the TCP connections stay up: "hold"), an admin session holding
-ACCESS EXCLUSIVE on the ledger's tables. A clock step on one node is left out: the containers share the host's CLOCK_REALTIME
-(Linux time namespaces cover CLOCK_MONOTONIC and CLOCK_BOOTTIME only), so a step could not be
-confined to one node without stepping the host's clock.
+ACCESS EXCLUSIVE on the ledger's tables, and a clock step on one node: for its duration, that
+node's job units (the runner, the job, the record step) see their clock stepped by 10 to 60 s
+either way. The containers share the host's CLOCK_REALTIME (Linux time namespaces cover
+CLOCK_MONOTONIC and CLOCK_BOOTTIME only), so the step is made by the LD_PRELOAD shim
+tests/fakes/clockshift.c in every job unit's drop-in, reading its offset from a file of the node
+that the fault writes and empties: systemd's own timers on that node (PID 1) still fire by the
+host's clock, so the campaign tests the runner's defence (the ledger refuses a skewed node's
+claim), not timers firing at the wrong time.
 """
 
 from __future__ import annotations
@@ -30,11 +35,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from .cluster import CLUSTER_JOB_PATH, LOG_DIR, NODES, Cluster, ClusterJob
+from .cluster import (
+    CLOCKSHIFT_FILE,
+    CLUSTER_JOB_PATH,
+    LOG_DIR,
+    NODES,
+    Cluster,
+    ClusterJob,
+    clock_dropin,
+    install_clockshift,
+    shift_clock,
+)
 
-FAULTS = ("kill9", "poweroff", "pg-stop", "stall", "hold", "admin-lock")
-LEFT_OUT = {"clock-step": "the containers share the host's clock (CLOCK_REALTIME is not "
-                          "namespaced): a step cannot be confined to one node"}
+FAULTS = ("kill9", "poweroff", "pg-stop", "stall", "hold", "admin-lock", "clock-step")
+LEFT_OUT = {"a clock step of PID 1": "the containers share the host's CLOCK_REALTIME (not "
+                                     "namespaced): the clock-step fault steps the clock of the "
+                                     "node's job units (runner, job, record step) with an "
+                                     "LD_PRELOAD shim, but systemd's own timers on that node "
+                                     "still fire by the host's clock"}
 GROUP_OF = {"single": None, "orders": "orders", "books": "books"}
 PERIODIC = "tick"
 
@@ -57,6 +75,7 @@ class Fault:
     node: str
     seconds: float
     note: str = ""
+    step: float = 0.0  # a clock-step's offset, seconds (+ ahead, - behind)
 
 
 @dataclass
@@ -151,7 +170,10 @@ def plan_faults(rng: random.Random, start: float, end: float, kinds: tuple[str, 
         node = {"stall": "ny4-a", "hold": "ny4-b", "pg-stop": "pg",
                 "admin-lock": "pg"}.get(kind) or rng.choice(
             NODES)
-        faults.append(Fault(t, kind, node, round(seconds, 1)))
+        fault = Fault(t, kind, node, round(seconds, 1))
+        if kind == "clock-step":
+            fault.step = round(rng.choice((-1, 1)) * rng.uniform(10, 60), 1)
+        faults.append(fault)
         t += seconds + (12 if kind == "poweroff" else 0) + rng.uniform(3, gap)
     return faults
 
@@ -192,7 +214,14 @@ def inject(cluster: Cluster, fault: Fault, log: Callable[[str], None]) -> None:
         time.sleep(fault.seconds)
         box.boot(timeout=240)
         fault.note = "powered off, booted again"
-    elif fault.kind in ("pg-stop", "stall", "hold"):
+    elif fault.kind == "admin-lock":
+        log(f"fault admin-lock: {fault.seconds:.0f}s")
+        cluster.psql("BEGIN; LOCK TABLE mt_runs, mt_locks IN ACCESS EXCLUSIVE MODE; "
+                     f"SELECT pg_sleep({fault.seconds}); COMMIT")
+        fault.note = "LOCK TABLE mt_runs, mt_locks IN ACCESS EXCLUSIVE MODE"
+    elif fault.kind in ("pg-stop", "stall", "hold", "clock-step"):
+        shift = cluster.nodes[fault.node].root / CLOCKSHIFT_FILE.lstrip("/") \
+            if fault.kind == "clock-step" else None
         begin, end, what, fault.note = {
             "pg-stop": (lambda: cluster.pg.systemctl("stop", pg_unit),
                         lambda: cluster.pg.systemctl("start", pg_unit),
@@ -201,6 +230,11 @@ def inject(cluster: Cluster, fault: Fault, log: Callable[[str], None]) -> None:
                       "veth down, then up"),
             "hold": (lambda: cluster.proxy.hold(), lambda: cluster.proxy.release(),
                      "ny4-b's connections held", "every byte held by the proxy, then released"),
+            "clock-step": (lambda: shift.write_text(f"{int(fault.step * 1000)}\n"),
+                           lambda: shift.write_text(""),
+                           f"{fault.node}'s job units {fault.step:+.1f}s",
+                           f"job units' clock {fault.step:+.1f} s (LD_PRELOAD shim; PID 1's "
+                           "timers on the host's clock)"),
         }[fault.kind]
         begin()
         log(f"fault {fault.kind}: {what} for {fault.seconds:.0f}s")
@@ -208,13 +242,24 @@ def inject(cluster: Cluster, fault: Fault, log: Callable[[str], None]) -> None:
             time.sleep(fault.seconds)
         finally:
             end()
-    elif fault.kind == "admin-lock":
-        log(f"fault admin-lock: {fault.seconds:.0f}s")
-        cluster.psql("BEGIN; LOCK TABLE mt_runs, mt_locks IN ACCESS EXCLUSIVE MODE; "
-                     f"SELECT pg_sleep({fault.seconds}); COMMIT")
-        fault.note = "LOCK TABLE mt_runs, mt_locks IN ACCESS EXCLUSIVE MODE"
     else:
         raise ValueError(f"unknown fault {fault.kind!r}")
+
+
+def _clock_shim(cluster: Cluster, names: list[str], remove: bool = False) -> None:
+    """The clock shim in every unit of the campaign's jobs on both nodes, its offset file empty
+    (no step until a clock-step fault writes it); or, `remove`, taken out again."""
+    for box in cluster.nodes.values():
+        shift = box.root / CLOCKSHIFT_FILE.lstrip("/")
+        shift.write_text("")
+        shift.chmod(0o644)
+        if remove:
+            box.run(["rm", "-f", *map(clock_dropin, names)], check=False)
+        else:
+            install_clockshift(box)
+            for name in names:
+                shift_clock(box, name, f"MT_CLOCK_SHIFT_FILE={CLOCKSHIFT_FILE}")
+        box.run(["systemctl", "daemon-reload"], check=False)
 
 
 def _starts(cluster: Cluster) -> list[tuple[str, str, float, float]]:
@@ -239,6 +284,8 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
         first = math.ceil(time.time() + 15 + 0.1 * n)
         jobs, periodic, fires = plan_fires(n, first, spacing, every, grace, rng)
         cluster.schedule(jobs, extra=periodic, horizon=1)
+        if "clock-step" in kinds:  # every job unit on both nodes reads the (empty) offset file
+            _clock_shim(cluster, [j.name for j in jobs] + [PERIODIC])
         end = fires[-1].scheduled
         faults = plan_faults(rng, first, end - 5, kinds, longest, most, gap)
         log(f"campaign: {len(fires)} fires from {datetime.fromtimestamp(first, UTC):%H:%M:%S} "
@@ -256,6 +303,13 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
             scene.flush_outbox()
         messages = cluster.api.received("telegram")
         starts = _starts(cluster)
+        if "clock-step" in kinds:
+            _clock_shim(cluster, [j.name for j in jobs] + [PERIODIC], remove=True)
+            skewed = cluster.psql("SELECT count(*) FROM mt_refusals WHERE "
+                                  "fields LIKE '%refused=clock-skew%'")
+            for fault in faults:
+                if fault.kind == "clock-step":
+                    fault.note += f"; {skewed} starts in the campaign refused it (exit 179)"
     out = Outcome(seed, fires, faults, messages=[m["text"] for m in messages])
     # "X failed with exit status 0" is about a run that happened (its record step failed), not
     # news that a fire did not run: it tells no one about a refused fire

@@ -14,6 +14,8 @@ logs (from their root directories on the host) for what ran where and when.
 
 from __future__ import annotations
 
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
@@ -44,6 +46,42 @@ end=$(date +%s.%N)
 check=$(market-timers fence check >/dev/null 2>&1 && echo holds || echo lost)
 echo "$MARKET_NODE $MARKET_JOB $start $end $MARKET_FENCE $check" >> {LOG_DIR}/runs.log
 """
+
+
+# A clock step of one node's job units (the containers share the host's CLOCK_REALTIME): the
+# LD_PRELOAD shim tests/fakes/clockshift.c, built on the host (Debian 12's glibc, the oldest of
+# the releases under test; it needs nothing newer), shifts the runner's, the job's and the record
+# step's clock by MT_CLOCK_SHIFT_MS, or by the milliseconds in the file MT_CLOCK_SHIFT_FILE, read
+# at every call (a step at run time). systemd's own timers on the node still fire by the host's
+# clock: the step reaches the runner and the job, not PID 1.
+CLOCKSHIFT_SO = "/usr/local/lib/e2e-jobs/clockshift.so"
+CLOCKSHIFT_FILE = f"{LOG_DIR}/clockshift"  # empty: no shift
+_CLOCKSHIFT_SOURCE = Path(__file__).resolve().parent.parent / "fakes" / "clockshift.c"
+
+
+def install_clockshift(box: Container) -> None:
+    """The shim in the node's root directory (built on the host)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "clockshift.so"
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out),
+                        str(_CLOCKSHIFT_SOURCE)], check=True)
+        target = box.root / CLOCKSHIFT_SO.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(out.read_bytes())
+        target.chmod(0o755)
+
+
+def clock_dropin(job: str) -> str:
+    """The drop-in of every unit of `job` (its template's .d directory)."""
+    return f"/etc/systemd/system/market-{job}@.service.d/e2e-clockshift.conf"
+
+
+def shift_clock(box: Container, job: str, shift: str) -> None:
+    """Every service unit of `job` on the node runs with the shim: `shift` is its environment,
+    MT_CLOCK_SHIFT_MS=-30000 or MT_CLOCK_SHIFT_FILE=PATH. Takes effect at the next sync or
+    daemon-reload."""
+    box.write_file(clock_dropin(job), f"[Service]\nEnvironment=LD_PRELOAD={CLOCKSHIFT_SO} "
+                                      f"{shift}\n")
 
 
 class Cluster:

@@ -18,7 +18,18 @@ import pytest
 from market_timers.ledger.postgresql import HOLDER_DEATH_BOUND_SEC
 
 from .campaign import run_campaign
-from .cluster import DELAY, LOG_DIR, NODES, Cluster, ClusterJob, booted_cluster, later
+from .cluster import (
+    DELAY,
+    LOG_DIR,
+    NODES,
+    Cluster,
+    ClusterJob,
+    booted_cluster,
+    clock_dropin,
+    install_clockshift,
+    later,
+    shift_clock,
+)
 from .conftest import require_e2e
 from .scenario import instant_in
 from .test_watch import start_deadman
@@ -306,6 +317,40 @@ def test_an_admin_lock_on_the_ledger_across_a_fire_one_node_runs_never_both(clus
     # released at once, both nodes retry: the other one finds the fire run (already-ran) or
     # its group being taken by the winner's start (overlap-skipped); either way it refused
     assert "refused=" in refused, f"{other} recorded no refusal of the fire: {refused!r}"
+
+
+def test_a_node_whose_clock_is_30s_behind_refuses_and_the_other_node_runs_the_fire_once(
+        cluster: Cluster):
+    """Issue 23, a clock step on one node: ny4-a's (the preferred node's) job units run with
+    their clock 30 s behind (the LD_PRELOAD shim; its timers still fire by the host's clock).
+    Its claim is refused by the ledger (exit 179, a critical alert saying by how much), nothing
+    is claimed, and ny4-b claims and runs the order job at its standby delay: one run."""
+    cluster.reset()
+    a = cluster.nodes["ny4-a"]
+    install_clockshift(a)
+    j = ClusterJob("skewed-orders", instant_in(20), orders=True)
+    shift_clock(a, j.name, "MT_CLOCK_SHIFT_MS=-30000")
+    try:
+        cluster.schedule([j])  # its daemon-reload loads the drop-in
+        (run,) = cluster.wait_runs(1, timeout=60)
+        assert run[:2] == ("ny4-b", "skewed-orders"), run
+        late = run[2] - j.instant.timestamp()
+        assert DELAY["ny4-b"] <= late < DELAY["ny4-b"] + 3, f"ny4-b ran {late:.2f}s late"
+        refused = "SELECT fields FROM mt_refusals WHERE node = 'ny4-a' AND job = 'skewed-orders'"
+        fields = cluster.pg.wait_for(lambda: cluster.psql(refused), 30, "ny4-a's refusal")
+        assert "refused=clock-skew" in fields, fields
+        assert cluster.psql("SELECT string_agg(node, ',') FROM mt_runs WHERE "
+                            "job = 'skewed-orders'") == "ny4-b"
+        journal = cluster.scenes["ny4-a"].journal_of(j)
+        assert "this node's clock is 30.0 s behind the cluster ledger's" in journal, journal
+        scene = cluster.scenes["ny4-a"]
+        scene.wait_message("telegram", "skewed-orders", "its clock disagrees", timeout=60,
+                           poll=scene.flush_outbox)
+        time.sleep(2)
+        assert [r[:2] for r in cluster.runs()] == [("ny4-b", "skewed-orders")]
+    finally:
+        a.run(["rm", "-f", clock_dropin(j.name)], check=False)
+        a.run(["systemctl", "daemon-reload"], check=False)
 
 
 def test_a_small_fault_campaign_no_fire_runs_twice_late_or_untold(cluster: Cluster):

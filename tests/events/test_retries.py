@@ -156,7 +156,7 @@ def test_units_of_a_job_with_retries(tmp_path, write_config):
     fire = plan_between(cfg, day, day)[0]
     service = render.job_units(cfg, cfg.job("prices"), fire, "/usr/bin/market-timers-run")[1].text
     for line in ("Restart=on-failure", "RestartSec=10s",
-                 "RestartPreventExitStatus=170 171 172 173 174 175 176 177 178", "StartLimitBurst=4",
+                 "RestartPreventExitStatus=170 171 172 173 174 175 176 177 178 179", "StartLimitBurst=4",
                  f"StartLimitIntervalSec={60 + 3 * 300 + 10 + 20 + 30 + 60}s",
                  "Environment=MARKET_RETRIES=2", "Environment=MARKET_TIMEOUT_SEC=300"):
         assert line in service.splitlines(), line

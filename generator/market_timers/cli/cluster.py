@@ -84,9 +84,10 @@ def status(cfg, dsn_file: str | None, as_json: bool, limit: int = 50) -> int:
     if as_json:
         print(json.dumps({"nodes": nodes, "runs": runs}, indent=2))
         return OK
-    print("NODE                 LAST SEEN                      LAST ACTION")
+    print("NODE                 LAST SEEN                      CLOCK (LAST CLAIM)   LAST ACTION")
     for n in nodes:
-        print(f"{n['node']:<20} {n['last_seen']:<30} {n['what']}")
+        print(f"{n['node']:<20} {n['last_seen']:<30} {_skew_text(n['clock_skew_ms']):<20} "
+              f"{n['what']}")
     print()
     print("JOB                  SESSION      ATTEMPT NODE                 STARTED"
           "                        RESULT")
@@ -95,6 +96,14 @@ def status(cfg, dsn_file: str | None, as_json: bool, limit: int = 50) -> int:
         print(f"{r['job']:<20} {session:<12} {r['attempt']:>7} {r['node']:<20} "
               f"{r['claimed_at']:<30} {r['result'] or 'running or unrecorded'}")
     return OK
+
+
+def _skew_text(skew_ms: int | None) -> str:
+    """A node's clock against the ledger's, as its last claim measured it."""
+    if skew_ms is None:
+        return "-"
+    side = "behind" if skew_ms > 0 else "ahead"
+    return f"{abs(skew_ms) / 1000:.1f} s {side}" if abs(skew_ms) >= 100 else f"{skew_ms:+d} ms"
 
 
 FENCE_WAIT_SEC = 10  # the supervisor's own ledger query is bounded by 5 s (runner/start.py)

@@ -22,7 +22,7 @@ DIGEST = "digest"  # pseudo-channel: collected for the session's email digest, n
 KINDS = (
     "failed", "killed", "watchdog", "timeout", "stale-start", "overlap-skipped", "runner-error",
     "missed", "not-scheduled", "calendar-changed", "recovery", "already-ran", "ledger-unreachable",
-    "requires-unmet", "paused",
+    "requires-unmet", "paused", "clock-skew",
 )
 # "job" = the job's own severity (MARKET_SEVERITY, default critical). A fixed severity is capped at
 # the job's severity: a kind can lower a job's alerts, never raise them.
@@ -30,7 +30,7 @@ DEFAULT_KIND_SEVERITY = {
     "failed": "job", "killed": "job", "watchdog": "job", "timeout": "job", "stale-start": "job",
     "runner-error": "job", "missed": "job", "not-scheduled": "job", "overlap-skipped": "warning",
     "calendar-changed": "warning", "already-ran": "warning", "ledger-unreachable": "critical",
-    "requires-unmet": "job", "paused": "info",
+    "requires-unmet": "job", "paused": "info", "clock-skew": "critical",
 }
 DEFAULT_ROUTES = {"critical": "telegram", "warning": "slack", "info": DIGEST}
 

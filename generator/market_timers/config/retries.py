@@ -12,7 +12,7 @@ runner's, runner/retry.py; the final alert's text is alerts/handler.py).
     orders = true            # sends orders: never retried, nor any job sharing its lock group
 
 How (systemd 252): the job's unit gets `Restart=on-failure`, `RestartSec=<retry_delay>`,
-`RestartPreventExitStatus=170 171 172 173 174 175 176 177 178` (the runner's refusals are never retried) and, as a
+`RestartPreventExitStatus=170 171 172 173 174 175 176 177 178 179` (the runner's refusals are never retried) and, as a
 backstop, `StartLimitBurst=retries+2` within `StartLimitIntervalSec=` the retry window. systemd
 252 does not run OnFailure= while a restart is pending; 254 and later do (RestartMode=direct, which
 252 does not know, would stop it), so the failure handler itself stays quiet while the unit waits
@@ -50,7 +50,7 @@ Import-light (the runner uses `backoff`): nothing at the top.
 from __future__ import annotations
 
 MAX_RETRIES = 10
-REFUSALS = "170 171 172 173 174 175 176 177 178"  # the runner's own exit codes: never retried
+REFUSALS = "170 171 172 173 174 175 176 177 178 179"  # the runner's own exit codes: never retried
 
 
 def backoff(attempt: int, delay: int, cap: int) -> int:

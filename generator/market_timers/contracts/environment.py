@@ -81,6 +81,7 @@ LEDGER = "MARKET_LEDGER"
 NODE = "MARKET_NODE"
 STANDBY_DELAY_SEC = "MARKET_STANDBY_DELAY_SEC"
 ON_DB_UNREACHABLE = "MARKET_ON_DB_UNREACHABLE"
+MAX_CLOCK_SKEW_MS = "MARKET_MAX_CLOCK_SKEW_MS"  # the claim's clock bound (ledger/postgresql.py)
 CLUSTER_DSN_FILE = "MARKET_CLUSTER_DSN_FILE"
 
 # Set by `market-timers run` (the ticket: its one-off unit's name; the nonce comes as the credential

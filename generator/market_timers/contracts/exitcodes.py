@@ -3,7 +3,7 @@
 The runner's own refusals use codes from the range LSB reserves for applications (150-199), so
 that they never collide with a job's own exit status (the runner execs the job, so a job's status
 passes through unchanged) nor with systemd's own 200-243. The alert layer maps them to kinds
-(contracts/outcomes.py: "stale-start", "overlap-skipped", "already-ran", "requires-unmet", "paused", "halted"...; 174
+(contracts/outcomes.py: "stale-start", "overlap-skipped", "already-ran", "requires-unmet", "paused", "halted", "clock-skew"...; 174
 goes through retries.final_failure); they are documented in market-timers(1) and
 market-timers-run(1).
 """
@@ -20,3 +20,4 @@ LEDGER_UNREACHABLE = 175  # runner: the cluster ledger (PostgreSQL) cannot be re
 REQUIRES_UNMET = 176  # runner: a job it `requires` did not succeed in this session; not run
 PAUSED = 177  # runner: the job or its lock group is paused (`market-timers pause`); not run
 HALTED = 178  # runner: a halt (`market-timers halt`, the kill switch) covers the job; not run
+CLOCK_SKEW = 179  # runner: this node's clock disagrees with the cluster ledger's; not run

@@ -2,7 +2,7 @@
 
 MONITOR_SERVICE_RESULT is the unit's Result: `exit-code` (then MONITOR_EXIT_STATUS is the status:
 170 stale start, 171 overlap skip, 173 already ran, 175 ledger unreachable 176 requires unmet, 177
-paused and 178 halted come from the runner, 172 is a runner error,
+paused, 178 halted and 179 clock skew come from the runner, 172 is a runner error,
 anything else is the job's own), `signal` / `core-dump` (killed: MONITOR_EXIT_STATUS is the signal name),
 `watchdog` (hang: killed with SIGABRT), `timeout` (RuntimeMaxSec), `oom-kill`, and a few
 start-up failures. A success handler still checks the status in case 170/171 were declared
@@ -14,7 +14,7 @@ from __future__ import annotations
 from market_timers.contracts import exitcodes
 
 FAILURE_KINDS = ("failed", "killed", "watchdog", "timeout", "stale-start", "runner-error",
-                 "ledger-unreachable")
+                 "ledger-unreachable", "clock-skew")
 
 TITLES = {
     "failed": "{job} failed with exit status {status}",
@@ -27,6 +27,8 @@ TITLES = {
     "already-ran": "{job} already ran for session {session}: this second start was refused",
     "ledger-unreachable": "{job} did not run for session {session}: the cluster ledger "
                           "(PostgreSQL) cannot be reached (on_db_unreachable = skip)",
+    "clock-skew": "{job} did not run for session {session} on this node: its clock disagrees "
+                  "with the cluster ledger's (max_clock_skew_ms)",
     "requires-unmet": "{job} did not run for session {session}: a job it requires did not "
                       "succeed",
     "paused": "{job} is paused: session {session} did not run",
@@ -39,7 +41,7 @@ TITLES = {
 
 
 def classify(result: str, exit_code: str, exit_status: str, success: bool = False) -> str:
-    """One of FAILURE_KINDS, "overlap-skipped", "already-ran", "requires-unmet", "paused",
+    """One of FAILURE_KINDS (clock-skew among them), "overlap-skipped", "already-ran", "requires-unmet", "paused",
     "halted", or "ok"."""
     status = exit_status.strip()
     if status.isdigit():
@@ -60,6 +62,8 @@ def classify(result: str, exit_code: str, exit_status: str, success: bool = Fals
             return "paused"
         if code == exitcodes.HALTED:
             return "halted"
+        if code == exitcodes.CLOCK_SKEW:
+            return "clock-skew"
     if success or result == "success":
         return "ok"
     if result == "watchdog":
@@ -86,7 +90,7 @@ _RUNNER_EXITS = {exitcodes.STALE_START: "stale start", exitcodes.OVERLAP_SKIPPED
                  exitcodes.RUNNER_ERROR: "runner error", exitcodes.ALREADY_RAN: "already ran",
                  exitcodes.LEDGER_UNREACHABLE: "ledger unreachable",
                  exitcodes.REQUIRES_UNMET: "requires unmet", exitcodes.PAUSED: "paused",
-                 exitcodes.HALTED: "halted"}
+                 exitcodes.HALTED: "halted", exitcodes.CLOCK_SKEW: "clock skew"}
 
 
 def result_text(result: str, exit_status: str | None) -> str:

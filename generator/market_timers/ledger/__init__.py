@@ -132,6 +132,18 @@ class DeadlinePassed(DatabaseError):
         self.reason = reason
 
 
+class ClockSkewed(DatabaseError):
+    """The cluster ledger refused the claim: this node's clock differs from the server's by more
+    than the bound (ledger/postgresql.py). `skew_ms`: the ledger's clock minus this node's at the
+    claim (positive: this node is behind); `bound_ms`: the bound. No claim was taken."""
+
+    def __init__(self, skew_ms: int, bound_ms: int):
+        side = "behind" if skew_ms > 0 else "ahead of"
+        super().__init__(f"this node's clock is {abs(skew_ms) / 1000:.1f} s {side} the cluster "
+                         f"ledger's (more than max_clock_skew_ms = {bound_ms})")
+        self.skew_ms, self.bound_ms = skew_ms, bound_ms
+
+
 class Key:
     """(job, session[, slot]): what runs exactly once."""
 
@@ -221,7 +233,14 @@ def open_ledger(env, hand_off: bool = False) -> Ledger:
         dsn = read_dsn(env)
         if hand_off:
             hand_off_dsn(env, dsn)
-        return PostgresLedger(dsn, env.get(environment.NODE) or os.uname().nodename)
+        book = PostgresLedger(dsn, env.get(environment.NODE) or os.uname().nodename)
+        bound = env.get(environment.MAX_CLOCK_SKEW_MS)
+        if bound:
+            if not bound.isdigit():
+                raise ValueError(f"{environment.MAX_CLOCK_SKEW_MS}={bound!r} is not a whole "
+                                 "number of milliseconds")
+            book.max_clock_skew_ms = int(bound)
+        return book
     raise ValueError(f"MARKET_LEDGER={kind!r}: unknown ledger backend (known: local, postgresql)")
 
 

@@ -46,9 +46,27 @@ What a node role can still do to itself: end its own backends (its own runs' loc
 fence then says superseded), and take lock groups or claims under its own name (a refusal seen
 by the operator, never a second run of a claimed session).
 
+Clocks (issue 23, "a clock step on one node"). The ledger's clock is the cluster's reference: a
+node's timers fire by its own clock, and its runner judges the grace by it, so a node 30 s behind
+would run an order job 30 s late and one ahead would run it early. The claim carries the node's
+clock reading (time.time() as the statement is sent) and the bound ([cluster] max_clock_skew_ms,
+MARKET_MAX_CLOCK_SKEW_MS, default 1000); mt_claim compares the reading with the server's
+clock_timestamp() in the same statement and, more than the bound apart, refuses it (no row
+written, so the session stays runnable: the node whose clock is right claims it at its standby
+delay) and answers the measured skew (the ledger's clock minus the node's; positive: the node is
+behind), which it also keeps in mt_nodes for `market-timers cluster status`. The runner then
+refuses the start (ClockSkewed, exit 179, a critical alert). One round trip, as before.
+The reading is measured on arrival, so the statement's one-way time counts in it: a claim held
+up on its way (a stalled link) looks "behind". When the answer's round trip explains the skew
+(the ledger's clock lies between the reading and the answer's arrival, within the bound), the
+clock is not to blame: the claim is sent again with a new reading (CLAIM_RESENDS times, until the
+deadline). A node ahead cannot be explained so (the way only adds time): refused at once.
+
 Schema: versioned in mt_schema, created or migrated by `market-timers cluster init` (MIGRATIONS:
 version 1 the tables, version 2 the claiming role's columns, version 3 the pauses, version 4 the
-halts; the functions
+halts, version 5 the nodes' clock skew (and mt_claim's signature with the clock reading: the
+version-4 signature is kept, without the check, so that a node not yet upgraded still claims
+during a rolling upgrade; upgrade the schema first, then the nodes); the functions
 are (re)created by every init after the migrations; idempotent,
 serialised by a transaction-level advisory lock, one transaction: a failed init changes nothing).
 """
@@ -61,6 +79,7 @@ import time
 from market_timers.contracts import environment
 from market_timers.ledger import (
     Claim,
+    ClockSkewed,
     ConnectionLost,
     DatabaseError,
     DeadlinePassed,
@@ -101,6 +120,9 @@ RETRY_PAUSE_SEC = 0.2
 # A step that decides nothing (the peek at the holder, a refusal's note, taking back a claim) may
 # take this long past the start's deadline: the peek still says "already ran" for a late start.
 AFTER_DEADLINE_SEC = 3
+# A claim refused for a skew that its own round trip explains (see the module doc) is sent again
+# with a new reading, at most this many times (and never past the start's deadline).
+CLAIM_RESENDS = 5
 INIT_LOCK = 7305210  # pg_advisory_xact_lock key serialising `cluster init`
 LOCK_NAMESPACE = "market-timers lock group "
 HALT_CHANNEL = "market_timers_halt"  # NOTIFY channel of every halt and resume
@@ -185,6 +207,35 @@ BEGIN
     END IF;
     RETURN f;
 END $$"""),
+    # Version 5: the claim with the node's clock reading ($10, epoch seconds) and the bound
+    # ($11, ms). Refused (nothing written but the node's measured skew) when the server's
+    # clock_timestamp() is more than the bound away; the version-4 signature above is kept for a
+    # runner not yet upgraded.
+    ("mt_claim(text, text, text, integer, text, text, text, text, text, double precision, "
+     "integer)", """
+RETURNS TABLE (fence_token bigint, skew_ms integer, skew_refused boolean)
+LANGUAGE plpgsql {definer} AS $$
+DECLARE f bigint; skew integer;
+BEGIN
+    skew := round((extract(epoch FROM clock_timestamp()) - $10) * 1000);
+    IF abs(skew) <= $11 THEN
+        INSERT INTO mt_runs (job, session, slot, attempt, how, node, fence, invocation, fields,
+                             claimed_by)
+        VALUES ($1, $2, $3, $4, $5, $6, nextval('mt_fence'), $7, $8, session_user)
+        ON CONFLICT DO NOTHING RETURNING fence INTO f;
+    END IF;
+    IF f IS NOT NULL OR abs(skew) > $11 THEN  -- a won claim or a refused clock: noted
+        INSERT INTO mt_nodes AS n (node, last_seen, what, clock_skew_ms, clock_checked_at)
+        VALUES ($6, now(), CASE WHEN f IS NULL THEN '' ELSE $9 END, skew, now())
+        ON CONFLICT (node) DO UPDATE SET last_seen = now(), clock_skew_ms = skew,
+            clock_checked_at = now(), what = CASE WHEN f IS NULL THEN n.what ELSE $9 END;
+    END IF;
+    RETURN QUERY SELECT f, skew, abs(skew) > $11;
+END $$"""),
+    ("mt_node_clocks()", """
+RETURNS TABLE (node text, clock_skew_ms integer, clock_checked_at timestamptz)
+LANGUAGE sql STABLE {definer} AS $$
+    SELECT node, clock_skew_ms, clock_checked_at FROM mt_nodes ORDER BY node $$"""),
     ("mt_holder(text, text, text)", """
 RETURNS TABLE (fields text, node text, fence bigint) LANGUAGE sql STABLE {definer} AS $$
     SELECT fields, node, fence FROM mt_runs WHERE job = $1 AND session = $2 AND slot = $3
@@ -376,6 +427,12 @@ def _v4(schema: str) -> list[str]:
         PRIMARY KEY (scope, name))"""]
 
 
+def _v5(schema: str) -> list[str]:
+    """Each node's clock skew as its last claim measured it (see the module doc)."""
+    return ["ALTER TABLE mt_nodes ADD COLUMN IF NOT EXISTS clock_skew_ms integer, "
+            "ADD COLUMN IF NOT EXISTS clock_checked_at timestamptz"]
+
+
 def _functions(schema: str) -> list[str]:
     """Every function, (re)created by each init after the migrations: the tables they read
     exist by then (a LANGUAGE sql body is checked against them when it is created)."""
@@ -393,6 +450,7 @@ MIGRATIONS = [
     (2, _v2),
     (3, _v3),
     (4, _v4),
+    (5, _v5),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -600,6 +658,9 @@ class PostgresLedger(Ledger):
         self.committed = False  # a lock group taken or a claim sent: no reconnect from here on
         self.claim_sent = False  # a claim statement was sent (its answer may have been lost)
         self._tags: list[str] = []  # application_name of each connection it opened
+        self.max_clock_skew_ms = 1000  # the runner sets [cluster] max_clock_skew_ms
+        self.clock = time.time  # the reading a claim carries (see the module doc)
+        self.clock_skew_ms: int | None = None  # as the last claim measured it
 
     @property
     def conn(self) -> Connection:
@@ -630,7 +691,9 @@ class PostgresLedger(Ledger):
                     raise TimedOut("the deadline passed before the statement was sent")
                 if self._conn is None:
                     self._connect(deadline)
-                return self._conn.execute(sql, *params, deadline=deadline)
+                # a callable parameter is read as the statement is sent (the claim's clock)
+                return self._conn.execute(sql, *(p() if callable(p) else p for p in params),
+                                          deadline=deadline)
             except Unreachable as e:
                 if not self.committed:
                     raise  # no connection could be made: on_db_unreachable decides
@@ -658,7 +721,7 @@ class PostgresLedger(Ledger):
     def _read(self, sql: str, *params) -> list[tuple]:
         """A statement of the readers (status, deadman, sync): no deadline, no retry."""
         try:
-            return self.conn.execute(sql, *params)
+            return self.conn.execute(sql, *(p() if callable(p) else p for p in params))
         except DatabaseError as e:
             raise _schema_hint(e) from None
 
@@ -691,13 +754,11 @@ class PostgresLedger(Ledger):
             text = format_fields({"job": key.job, "session": key.session,
                                   "slot": key.slot or None, "attempt": attempt, "how": how,
                                   **fields})
-            # One round trip: the claim, and this node's "last seen" when it won.
+            # One round trip: the claim, the clock check, and this node's "last seen".
             self.committed = self.claim_sent = True  # its outcome is known from its answer only
-            rows = self._execute(
-                "SELECT mt_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)", key.job, key.session, key.slot, attempt, how, self.node,
-                fields.get("invocation"), text, f"ran {key.job} {key.name}")
-            if rows[0][0] is not None:
-                return Claim(True, attempt, fence=rows[0][0])
+            fence = self._claim_checked(key, attempt, how, fields.get("invocation"), text)
+            if fence is not None:
+                return Claim(True, attempt, fence=fence)
             if how in ("timer", "operator"):
                 holder = self.holder(key) or {}
                 if fields.get("invocation") and holder.get("invocation") == \
@@ -706,6 +767,37 @@ class PostgresLedger(Ledger):
                     return Claim(True, 1, fence=holder.get("fence"))
                 return Claim(False, holder=holder)
         raise DatabaseError(f"no free attempt number for {key!r}")
+
+    def _claim_checked(self, key: Key, attempt: int, how: str, invocation, text: str):
+        """mt_claim with this node's clock reading: the fence, or None (another holds the key);
+        ClockSkewed when the ledger refused the reading and its round trip does not explain
+        the skew (see the module doc)."""
+        bound = self.max_clock_skew_ms
+        sent: list[float] = []
+
+        def reading() -> str:  # taken as the statement is sent, each time it is sent
+            sent.append(self.clock())
+            return repr(sent[-1])
+
+        for _ in range(CLAIM_RESENDS + 1):
+            rows = self._execute(
+                "SELECT * FROM mt_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)", key.job,
+                key.session, key.slot, attempt, how, self.node, invocation, text,
+                f"ran {key.job} {key.name}", reading, bound)
+            received = time.time()
+            fence, skew, refused = rows[0]
+            self.clock_skew_ms = int(skew)
+            if refused != "t":
+                return fence
+            ledger_at = sent[-1] + self.clock_skew_ms / 1000
+            if self.clock_skew_ms < 0 or ledger_at > received + bound / 1000:
+                raise ClockSkewed(self.clock_skew_ms, bound)
+            # the statement was held up on its way: the clock may be right; once more
+            if self.deadline is not None and time.time() + RETRY_PAUSE_SEC >= self.deadline:
+                break
+        why = (f"each claim took more than max_clock_skew_ms = {bound} to reach the ledger (last "
+               f"{self.clock_skew_ms} ms), so this node's clock could not be checked")
+        raise DeadlinePassed(f"the cluster ledger could not check this node's clock: {why}", why)
 
     def refuse(self, key: Key, fields: dict) -> None:
         """The refusal's note (the deadman reads it), given AFTER_DEADLINE_SEC past the
@@ -844,8 +936,14 @@ class PostgresLedger(Ledger):
         return rows[0][0] == "t"
 
     def nodes(self) -> list[dict]:
+        """Each node: last seen, what it did, and its clock skew as its last claim measured it
+        (the ledger's clock minus the node's, ms; None before its first claim)."""
         rows = self._read("SELECT * FROM mt_node_list()")
-        return [{"node": n, "last_seen": s, "what": w} for n, s, w in rows]
+        clocks = {n: (None if skew is None else int(skew), at)
+                  for n, skew, at in self._read("SELECT * FROM mt_node_clocks()")}
+        return [{"node": n, "last_seen": s, "what": w,
+                 "clock_skew_ms": clocks.get(n, (None, None))[0],
+                 "clock_checked_at": clocks.get(n, (None, None))[1]} for n, s, w in rows]
 
     def runs(self, limit: int = 200) -> list[dict]:
         rows = self._read("SELECT * FROM mt_recent_runs($1)", limit)

@@ -18,7 +18,8 @@ In this order:
    a start that missed it is small; noted, no claim);
 5. claims the (job, session) in the ledger: atomic and durable, *after* the lock and *before*
    the exec (and after checking that the program is executable); a start that lost the race
-   exits 173 too;
+   exits 173 too; on the cluster ledger the claim carries this node's clock, and a clock more
+   than max_clock_skew_ms off the ledger's is refused there (exit 179, "clock skew", no claim);
 6. starts the job as its own user (MARKET_JOB_USER, jobuser.py): a child execs it through
    setpriv with no capability and none of the runner's descriptors, and the runner supervises it,
    holding the lock for exactly as long as the job runs and ending with its status (a unit of an
@@ -81,6 +82,7 @@ from datetime import UTC, datetime
 from market_timers import ledger
 from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import (
+    CLOCK_SKEW,
     HALTED,
     LEDGER_UNREACHABLE,
     OVERLAP_SKIPPED,
@@ -89,7 +91,7 @@ from market_timers.contracts.exitcodes import (
     RUNNER_ERROR,
     STALE_START,
 )
-from market_timers.ledger import DatabaseError, DeadlinePassed, Unreachable
+from market_timers.ledger import ClockSkewed, DatabaseError, DeadlinePassed, Unreachable
 from market_timers.runner.jobuser import JobUserError
 from market_timers.runner.jobuser import resolve as resolve_user
 from market_timers.runner.start import (
@@ -124,7 +126,8 @@ job's context in its environment (MARKET_JOB, MARKET_SESSION, MARKET_SCHEDULED_U
 refuses a session that already ran (exit 173), a start later than the grace (170), a busy lock
 group (171), a start whose `requires` did not succeed in the session (176), a paused job or lock
 group (177), a job a halt covers (178, `market-timers halt`; every start, the operator's too),
-and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit
+a start on a node whose clock is more than [cluster] max_clock_skew_ms off the cluster ledger's
+(179), and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit
 status passes through. --record (ExecStopPost=) records how the run ended.
 See market-timers-run(1).
 """
@@ -164,6 +167,8 @@ def run(argv: list[str], env: dict) -> int:
         return _start(argv, env, book, key, now, scheduled, grace, slot)
     except Unreachable as e:  # no connection could be made
         return _unreachable(argv, env, e, key, now, scheduled, grace, slot)
+    except ClockSkewed as e:  # the ledger refused the claim: this node's clock is off
+        return _refuse_clock_skew(env, book, e, key, scheduled, slot)
     except DeadlinePassed as e:  # connected, but busy or silent until instant + grace
         return _refuse_past_deadline(env, book, e, key, scheduled, grace, slot)
     except DatabaseError as e:  # connected, and the ledger failed: never run locally
@@ -197,6 +202,23 @@ def _refuse_past_deadline(env, book, error, key, scheduled, grace, slot) -> int:
     if slot:
         slot.note(refused="stale-start", late_sec=late)
     return STALE_START
+
+
+def _refuse_clock_skew(env, book, error, key, scheduled, slot) -> int:
+    """The cluster ledger refused the claim: this node's clock is more than max_clock_skew_ms
+    off the ledger's, so its timers fired at the wrong real time and its grace check cannot be
+    trusted. No claim was taken: a node whose clock agrees claims the session (at its standby
+    delay). CLOCK_SKEW (179), a critical alert."""
+    what = slot.what if slot else f"{key.job} for session {key.session}"
+    book.close()  # the lock group's connection: released for the node that will run it
+    log(ERR, f"clock skew: {error}; not running {what}: no claim was taken, so a node whose "
+             "clock agrees with the ledger's runs it. Fix this node's time sync (chrony or "
+             "systemd-timesyncd: `timedatectl timesync-status`, `chronyc tracking`)")
+    note_refusal(book, key, _base(env, scheduled), "clock-skew", clock_skew_ms=error.skew_ms,
+                 max_clock_skew_ms=error.bound_ms)
+    if slot:
+        slot.note(refused="clock-skew", clock_skew_ms=error.skew_ms)
+    return CLOCK_SKEW
 
 
 def _base(env: dict, scheduled: datetime) -> dict:

@@ -189,7 +189,8 @@ def _cluster_environment(config: Config) -> list[tuple[str, str]]:
         return []
     return [(environment.LEDGER, "postgresql"), (environment.NODE, config.cluster.node),
             (environment.STANDBY_DELAY_SEC, str(config.cluster.standby_delay)),
-            (environment.ON_DB_UNREACHABLE, config.cluster.on_db_unreachable)]
+            (environment.ON_DB_UNREACHABLE, config.cluster.on_db_unreachable),
+            (environment.MAX_CLOCK_SKEW_MS, str(config.cluster.max_clock_skew_ms))]
 
 
 def _periodic(job: Job, fire: Fire, local) -> tuple[str, list, dict]:

@@ -35,7 +35,7 @@ STATES = (
     ("scheduled", "planned, instant ahead"),
 )
 REFUSED = {"stale-start", "overlap-skipped", "lock-busy", "already-ran", "runner-error",
-           "requires-unmet"}
+           "requires-unmet", "clock-skew"}
 
 
 def cell_state(row: dict) -> str:
