@@ -21,6 +21,14 @@
  * without it), before the spin: lowering a running task's priority makes the kernel reschedule
  * it at once.
  *
+ * For the job, and for bench/alternatives.py's per-fire attribution, it exports two variables
+ * (contracts/environment.py): MARKET_EXEC_AT_WOKE, the realtime clock's reading that ended its
+ * wait (SEC.NSEC: the first one at or past the instant), and MARKET_EXEC_AT_RUSAGE, its process's
+ * "MINFLT MAJFLT NVCSW NIVCSW" (getrusage: the runner's and its own, since the unit started) just
+ * before the exec, so that a job's own getrusage() minus these is the exec's share and its own.
+ * Their buffers are put in the environment before the sleep: at the instant they are only
+ * written (no allocation), at the cost of one getrusage().
+ *
  * It never execs before the instant, and refuses one it cannot represent (past year 2262). A
  * past instant execs at once. Just before the exec it sends WATCHDOG=1 when the unit has a
  * watchdog (notify_watchdog), so the wait never shortens the job's first interval. When the exec fails it
@@ -87,6 +95,27 @@ static void notify_watchdog(void) {
     close(fd);
 }
 
+/* MARKET_EXEC_AT_WOKE=SEC.NSEC and MARKET_EXEC_AT_RUSAGE=MINFLT MAJFLT NVCSW NIVCSW (the names:
+ * contracts/environment.py). Static, put in the environment by reference (putenv) before the
+ * wait, filled after it: no allocation at the instant. */
+#define WOKE_VAR "MARKET_EXEC_AT_WOKE="
+#define RUSAGE_VAR "MARKET_EXEC_AT_RUSAGE="
+static char woke_env[sizeof WOKE_VAR + 32] = WOKE_VAR;
+static char rusage_env[sizeof RUSAGE_VAR + 96] = RUSAGE_VAR;
+
+static void export_woke(long long woke) {
+    snprintf(woke_env + sizeof WOKE_VAR - 1, sizeof woke_env - (sizeof WOKE_VAR - 1),
+             "%lld.%09lld", woke / NS, woke % NS);
+}
+
+static void export_rusage(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return;
+    snprintf(rusage_env + sizeof RUSAGE_VAR - 1, sizeof rusage_env - (sizeof RUSAGE_VAR - 1),
+             "%ld %ld %ld %ld", ru.ru_minflt, ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw);
+}
+
 #define USAGE "usage: market-timers-exec-at [--nice N] EPOCH /PROGRAM [ARG...]"
 
 int main(int argc, char **argv) {
@@ -119,9 +148,12 @@ int main(int argc, char **argv) {
         fail("market-timers-exec-at: not an instant in whole seconds: ", argv[first]);
         return RUNNER_ERROR;
     }
-    long long target = epoch * NS;
+    long long target = epoch * NS, now;
+    putenv(woke_env); /* empty values until the wait ends */
+    putenv(rusage_env);
     for (;;) {
-        long long left = target - now_ns();
+        now = now_ns();
+        long long left = target - now;
         if (left <= 0)
             break;
         if (left > SPIN_NS) { /* also after a step back of the clock during the spin */
@@ -133,10 +165,12 @@ int main(int argc, char **argv) {
             reniced = 1;
         }
     }
+    export_woke(now);
     if (!reniced)
         set_nice(nice);
     char **job = argv + first + 1;
     notify_watchdog();
+    export_rusage();
     execv(job[0], job);
     int e = errno;
     char what[4200];
