@@ -106,6 +106,17 @@ def test_the_names_exec_at_exports_are_the_contracts():
     assert f'"{environment.EXEC_AT_RUSAGE}="' in source
 
 
+def test_the_read_ahead_of_the_job_never_blocks_on_what_is_not_a_file(tmp_path):
+    """exec-at asks for the job's file to be read into the page cache during the lead; a path
+    that is a FIFO (opening it for reading would wait for a writer) is left to the exec, which
+    refuses it at once, named."""
+    fifo = tmp_path / "job"
+    os.mkfifo(fifo, 0o755)
+    out = exec_at(str(math.ceil(time.time()) + 1), str(fifo))
+    assert out.returncode == RUNNER_ERROR
+    assert f"cannot run {fifo}: Permission denied" in out.stderr
+
+
 def test_a_past_instant_execs_at_once(stamp):
     started = time.time()
     out = exec_at(str(int(started) - 3600), str(stamp))
