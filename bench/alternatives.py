@@ -580,8 +580,18 @@ def run(box, per_approach: int = FIRES) -> Section:
                      _ratio(ours, st, "p50"), _ratio(ours, st, "p99")])
     s.add(table(["approach", "fired", "p50 ms", "p95 ms", "p99 ms", "max ms",
                  "ours ÷ this, p50", "ours ÷ this, p99"], rows))
-    s.add(attribution_text({a: attribute(a, fires[a], got[a], extras[a], forks, steals, events)
-                            for a in (OURS, "systemd timer")}))
+    attributed = {a: attribute(a, fires[a], got[a], extras[a], forks, steals, events)
+                  for a in (OURS, "systemd timer")}
+    s.add(attribution_text(attributed))
+    late = [r for r in attributed[OURS] if r["late"] > LATE_MS]
+    outside = [r for r in late if (r["steal"] or 0) > 0]
+    s.checks.append(Check(
+        f"every market-timers fire later than {LATE_MS:g} ms has the host's steal in its "
+        f"±{AROUND_S * 1000:.0f} ms (a cause outside the guest)",
+        len(outside) == len(late) if attributed[OURS] else None,
+        f"{len(outside)} of {len(late)} late fires" + (
+            ": not " + ", ".join(r["fire"] for r in late if r not in outside)
+            if len(outside) < len(late) else "")))
     if got[WARM]:
         s.add(warm_diagnosis(got[WARM], warm_diag))
     try:
