@@ -443,8 +443,10 @@ def attribute(approach: str, fires: list[tuple[str, int]], late: dict[str, float
 
 
 def neighbours(records: list[dict], n: int = 6) -> str:
-    """The commonest of PID 1's actions near the fires (unit and verb, offsets dropped)."""
-    seen = Counter(e.rsplit(" ", 1)[0] for r in records for e in r["pid1"])
+    """The commonest of PID 1's actions near the fires (unit and verb, offsets dropped; the
+    bench's job units counted together: market-altNN@….service)."""
+    seen = Counter(re.sub(r"^(market-[a-z]+|bench-[a-z]+)\d+", r"\1NN", e.rsplit(" ", 1)[0])
+                   for r in records for e in r["pid1"])
     return ", ".join(f"{what} ×{k}" for what, k in seen.most_common(n)) or "none"
 
 
