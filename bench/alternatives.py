@@ -610,7 +610,7 @@ def run(box, per_approach: int = FIRES) -> Section:
           "instant. market-timers: its rendered timer + service (sandbox, `User=`), the runner "
           "(Python: claim, lock, escort), then `market-timers-exec-at` (C: waits for the "
           "instant, execs the stamp), real-time (SCHED_FIFO 1) from 50 ms before the instant "
-          "to 100 ms after (instant_escort.py). systemd timer: `OnCalendar=` + `AccuracySec=1us`, "
+          "to 100 ms after, or to the end of a slower exec (runner/realtime.py). systemd timer: `OnCalendar=` + `AccuracySec=1us`, "
           "`Type=exec`, `ExecStart=` the stamp, no sandbox, no runner. cron: one line per whole "
           f"minute of the same {(last - first) / 60:.1f}-minute window, so only "
           f"{len(fires['cron'])} fires (cron cannot do seconds). The set-up took {setup_s:.0f} s.")
