@@ -25,7 +25,7 @@ JOBS = 3
 SPACING_S = 20  # deadlines at three phases of the deadman's minute
 LEAD_S = 25
 GRACE_S, TIMEOUT_S, SLACK_S = 5, 5, 5
-INTERVAL_S = 60  # market-deadman.timer: OnCalendar=*-*-* *:*:00
+INTERVAL_S = 60  # market-deadman.timer: OnCalendar=*-*-* *:*:30
 
 
 def config_text(first_fire: float, base: str) -> str:
@@ -82,7 +82,7 @@ def run(box) -> Section:
                  "alert − (instant + grace) s"], rows))
     s.add(f"Jobs with grace {GRACE_S} s, timeout {TIMEOUT_S} s, `[watch] slack_sec = {SLACK_S}`: "
           "the deadman calls a run missed once instant + grace + timeout + slack has passed, and "
-          "it runs at second :00 of each minute, so the expected latency after the deadline is "
+          "it runs at second :30 of each minute, so the expected latency after the deadline is "
           f"0–{INTERVAL_S} s plus the pass itself. The timers were stopped right after the sync "
           f"(a stop never fires). market-deadman.timer: {deadman.stdout.strip()}. "
           f"Telegram messages received in all: {len(messages)} ("

@@ -1,6 +1,7 @@
 """`make bench`: run every benchmark and write bench/RESULTS.md.
 
-    .venv/bin/python bench/run.py                 # all of them (~15-20 min)
+    .venv/bin/python bench/run.py                 # all of them (~35-40 min: the alternatives'
+                                                  # 6 x 100 fires take 26 min of it)
     .venv/bin/python bench/run.py --only NAME     # one (NAME: see --list); RESULTS.md is rewritten
                                                   # with that section only
 

@@ -21,6 +21,20 @@
  * without it), before the spin: lowering a running task's priority makes the kernel reschedule
  * it at once.
  *
+ * For the job, and for bench/alternatives.py's per-fire attribution, it exports two variables
+ * (contracts/environment.py): MARKET_EXEC_AT_WOKE, the realtime clock's reading that ended its
+ * wait (SEC.NSEC: the first one at or past the instant), and MARKET_EXEC_AT_RUSAGE, its process's
+ * "MINFLT MAJFLT NVCSW NIVCSW" (getrusage: the runner's and its own, since the unit started) just
+ * before the exec, so that a job's own getrusage() minus these is the exec's share and its own.
+ * Their buffers are put in the environment before the sleep: at the instant they are only
+ * written (no allocation), at the cost of one getrusage().
+ *
+ * During the lead, before its sleep, it asks for the job's file to be read into the page cache
+ * (prefetch): a job run once a day may have been evicted since, and a major fault in the exec at
+ * the instant is a disk read. (Its timer slack is left alone: the sleep ends SPIN_NS early and
+ * the spin covers the default 50 us; bench/alternatives.py measures instant -> end of the wait
+ * at a few us.)
+ *
  * It never execs before the instant, and refuses one it cannot represent (past year 2262). A
  * past instant execs at once. Just before the exec it sends WATCHDOG=1 when the unit has a
  * watchdog (notify_watchdog), so the wait never shortens the job's first interval. When the exec fails it
@@ -34,8 +48,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,6 +103,40 @@ static void notify_watchdog(void) {
     close(fd);
 }
 
+/* MARKET_EXEC_AT_WOKE=SEC.NSEC and MARKET_EXEC_AT_RUSAGE=MINFLT MAJFLT NVCSW NIVCSW (the names:
+ * contracts/environment.py). Static, put in the environment by reference (putenv) before the
+ * wait, filled after it: no allocation at the instant. */
+#define WOKE_VAR "MARKET_EXEC_AT_WOKE="
+#define RUSAGE_VAR "MARKET_EXEC_AT_RUSAGE="
+static char woke_env[sizeof WOKE_VAR + 32] = WOKE_VAR;
+static char rusage_env[sizeof RUSAGE_VAR + 96] = RUSAGE_VAR;
+
+static void export_woke(long long woke) {
+    snprintf(woke_env + sizeof WOKE_VAR - 1, sizeof woke_env - (sizeof WOKE_VAR - 1),
+             "%lld.%09lld", woke / NS, woke % NS);
+}
+
+static void export_rusage(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return;
+    snprintf(rusage_env + sizeof RUSAGE_VAR - 1, sizeof rusage_env - (sizeof RUSAGE_VAR - 1),
+             "%ld %ld %ld %ld", ru.ru_minflt, ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw);
+}
+
+/* Read the job's file into the page cache during the lead (asynchronous: posix_fadvise WILLNEED
+ * starts the reads and returns). A file it cannot open or that is not a regular file is left to
+ * the exec, which says what is wrong with it. */
+static void prefetch(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    close(fd);
+}
+
 #define USAGE "usage: market-timers-exec-at [--nice N] EPOCH /PROGRAM [ARG...]"
 
 int main(int argc, char **argv) {
@@ -119,9 +169,13 @@ int main(int argc, char **argv) {
         fail("market-timers-exec-at: not an instant in whole seconds: ", argv[first]);
         return RUNNER_ERROR;
     }
-    long long target = epoch * NS;
+    long long target = epoch * NS, now;
+    prefetch(argv[first + 1]);
+    putenv(woke_env); /* empty values until the wait ends */
+    putenv(rusage_env);
     for (;;) {
-        long long left = target - now_ns();
+        now = now_ns();
+        long long left = target - now;
         if (left <= 0)
             break;
         if (left > SPIN_NS) { /* also after a step back of the clock during the spin */
@@ -133,10 +187,12 @@ int main(int argc, char **argv) {
             reniced = 1;
         }
     }
+    export_woke(now);
     if (!reniced)
         set_nice(nice);
     char **job = argv + first + 1;
     notify_watchdog();
+    export_rusage();
     execv(job[0], job);
     int e = errno;
     char what[4200];

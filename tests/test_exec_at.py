@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,8 +24,27 @@ from market_timers.runner import prefire
 from market_timers.runner import realtime as instant_escort
 
 EXEC_AT = Path(sys.executable).parent / prefire.EXEC_AT
-pytestmark = pytest.mark.skipif(not os.access(EXEC_AT, os.X_OK) and os.environ.get("CI") != "true",
-                                reason=f"{EXEC_AT} not built: run `make venv`")
+SOURCE = Path(__file__).resolve().parents[1] / "generator" / "exec_at.c"
+
+
+def tree_build() -> Path:
+    """The program the C tests run: this tree's exec_at.c, built with the Makefile's flags into
+    build/ when a compiler is at hand (the venv's copy, which the runner-side tests name, may
+    come from another checkout or an older source), else the venv's."""
+    out = SOURCE.parents[1] / "build" / "test-exec-at" / prefire.EXEC_AT
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        return EXEC_AT
+    if not out.exists() or out.stat().st_mtime < SOURCE.stat().st_mtime:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out), str(SOURCE)],
+                       check=True)
+    return out
+
+
+PROGRAM = tree_build()
+pytestmark = pytest.mark.skipif(not os.access(PROGRAM, os.X_OK) and os.environ.get("CI") != "true",
+                                reason=f"{PROGRAM} not built: run `make venv`")
 
 STAMP = f"""#!{sys.executable}
 import os, sys, time
@@ -32,6 +52,7 @@ t = time.time()
 fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
 print(t, os.getpid(), os.getpriority(os.PRIO_PROCESS, 0), " ".join(sys.argv[1:]), fds,
       os.environ.get("MARKET_JOB"), flush=True)
+print(os.environ.get("MARKET_EXEC_AT_WOKE"), os.environ.get("MARKET_EXEC_AT_RUSAGE"), flush=True)
 """
 
 
@@ -45,7 +66,7 @@ def stamp(tmp_path: Path) -> Path:
 
 def exec_at(*args: str, nice: int | None = None, **kw) -> subprocess.CompletedProcess:
     """market-timers-exec-at started at `nice` (as systemd applies the unit's Nice=)."""
-    return subprocess.run([str(EXEC_AT), *args], capture_output=True, text=True, timeout=20,
+    return subprocess.run([str(PROGRAM), *args], capture_output=True, text=True, timeout=20,
                           env=dict(os.environ, MARKET_JOB="signal"),
                           preexec_fn=None if nice is None else
                           (lambda: os.setpriority(os.PRIO_PROCESS, 0, nice)), **kw)
@@ -55,10 +76,45 @@ def test_the_job_is_execd_at_its_instant_never_before(stamp):
     instant = math.ceil(time.time()) + 1
     out = exec_at(str(instant), str(stamp), "a b", "c")
     assert out.returncode == 0, out.stderr
-    t, _, _, rest = out.stdout.split(maxsplit=3)
+    first, _ = out.stdout.split("\n", 1)
+    t, _, _, rest = (first + "\n").split(maxsplit=3)
     assert float(t) >= instant
     assert rest.startswith("a b c ")  # its arguments (one of them with a space)
     assert rest.endswith(" signal\n")  # and the environment
+
+
+def test_the_job_is_told_when_the_wait_ended_and_what_the_process_had_cost(stamp):
+    """MARKET_EXEC_AT_WOKE: the clock reading that ended the wait, at or past the instant and
+    before the job's own; MARKET_EXEC_AT_RUSAGE: four counters that the job's own getrusage()
+    (which counts the whole process, across the execs) can only have grown from."""
+    instant = math.ceil(time.time()) + 1
+    out = exec_at(str(instant), str(stamp))
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()[:2]
+    woke, *rusage = second.split()
+    assert instant <= float(woke) <= float(first.split()[0])
+    assert len(rusage) == 4 and all(int(x) >= 0 for x in rusage)
+    minflt, majflt, nvcsw, nivcsw = map(int, rusage)
+    assert minflt > 0  # the runner's and exec-at's start faulted their pages in
+
+
+def test_the_names_exec_at_exports_are_the_contracts():
+    from market_timers.contracts import environment
+
+    source = SOURCE.read_text()
+    assert f'"{environment.EXEC_AT_WOKE}="' in source
+    assert f'"{environment.EXEC_AT_RUSAGE}="' in source
+
+
+def test_the_read_ahead_of_the_job_never_blocks_on_what_is_not_a_file(tmp_path):
+    """exec-at asks for the job's file to be read into the page cache during the lead; a path
+    that is a FIFO (opening it for reading would wait for a writer) is left to the exec, which
+    refuses it at once, named."""
+    fifo = tmp_path / "job"
+    os.mkfifo(fifo, 0o755)
+    out = exec_at(str(math.ceil(time.time()) + 1), str(fifo))
+    assert out.returncode == RUNNER_ERROR
+    assert f"cannot run {fifo}: Permission denied" in out.stderr
 
 
 def test_a_past_instant_execs_at_once(stamp):
@@ -91,7 +147,7 @@ def test_the_pid_and_an_inherited_file_descriptor_pass_through(stamp, tmp_path):
     """The runner's lock is an inherited fd: it must reach the job (it dies with the job)."""
     lock = os.open(tmp_path / "orders.lock", os.O_RDWR | os.O_CREAT)
     try:
-        p = subprocess.Popen([str(EXEC_AT), str(int(time.time())), str(stamp)],
+        p = subprocess.Popen([str(PROGRAM), str(int(time.time())), str(stamp)],
                              stdout=subprocess.PIPE, text=True, pass_fds=(lock,))
         out, _ = p.communicate(timeout=20)
     finally:
@@ -123,7 +179,7 @@ def test_every_failure_is_named_and_exits_172(args, words):
 
 
 def test_under_journald_the_line_carries_its_priority():
-    out = subprocess.run([str(EXEC_AT), "0", "/nonexistent/job"], capture_output=True,
+    out = subprocess.run([str(PROGRAM), "0", "/nonexistent/job"], capture_output=True,
                          text=True, env=dict(os.environ, JOURNAL_STREAM="8:1"))
     assert out.stderr.startswith("<3>market-timers-run: cannot run /nonexistent/job")
 

@@ -63,6 +63,47 @@ def test_the_job_is_real_time_around_its_instant_and_normal_before_and_after(tar
 
 
 @ROOT
+def test_the_hold_lasts_until_a_slow_exec_has_completed(tmp_path):
+    """Still market-timers-exec-at when the hold ends (its exec of the job has not completed):
+    real-time until it has, then the policy it had."""
+    instant = time.time() + 1.0
+    code = ("import time\n"
+            "open('/proc/self/comm', 'w').write('market-timers-exec-at')\n"
+            f"time.sleep(max(0, {instant} + 0.6 - time.time()))\n"
+            "open('/proc/self/comm', 'w').write('the-job')\n"  # the exec completed
+            "time.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.2)
+        escort = run_escort(p.pid, instant_escort.start_time(p.pid), instant, before=0.3,
+                            hold=0.1)
+        assert policy_at(p.pid, instant + 0.4) == FIFO  # past the hold, before the exec
+        assert escort.wait(timeout=10) == 0
+        assert os.sched_getscheduler(p.pid) == os.SCHED_OTHER
+        assert Path(f"/proc/{p.pid}/comm").read_text() == "the-job\n"
+    finally:
+        p.kill()
+        p.wait()
+
+
+@ROOT
+def test_the_hold_of_an_exec_that_never_completes_ends_at_its_limit():
+    instant = time.time() + 0.6
+    code = ("import time\nopen('/proc/self/comm', 'w').write('market-timers-exec-at')\n"
+            "time.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.2)
+        escort = run_escort(p.pid, instant_escort.start_time(p.pid), instant, before=0.2,
+                            hold=0.1, hold_max=0.3)
+        assert escort.wait(timeout=10) == 0
+        assert os.sched_getscheduler(p.pid) == os.SCHED_OTHER
+    finally:
+        p.kill()
+        p.wait()
+
+
+@ROOT
 @pytest.mark.parametrize("policy", [os.SCHED_BATCH, os.SCHED_IDLE,
                                     os.SCHED_OTHER | os.SCHED_RESET_ON_FORK])
 def test_after_the_instant_the_job_gets_back_the_policy_a_drop_in_gave_it(policy):

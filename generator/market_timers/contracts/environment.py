@@ -4,8 +4,8 @@ default paths. One name each, here; nothing else spells them. Import-light: the 
 path loads this, so it holds constants and nothing that imports.
 
 What a job reads (documented in market-timers-run(1)): JOB, SESSION, SCHEDULED_UTC, CALENDAR,
-CALENDARS, EVENT, SEVERITY, ATTEMPT, FENCE, SLOT_UTC and the EVENTS_DIR of jobnotify.event(). The rest is the
-runner's context.
+CALENDARS, EVENT, SEVERITY, ATTEMPT, FENCE, SLOT_UTC, the EVENTS_DIR of jobnotify.event() and, after a
+pre-fired wait, EXEC_AT_WOKE and EXEC_AT_RUSAGE. The rest is the runner's context.
 """
 
 # Default paths (the config's state_dir, spool_dir and runtime_dir, market-timers.toml(5)).
@@ -60,6 +60,12 @@ DAILY_UTC = "MARKET_DAILY_UTC"
 # Pre-fire (`lead`) and warm jobs.
 LEAD_SEC = "MARKET_LEAD_SEC"
 WARM_SEC = "MARKET_WARM_SEC"
+# Set by market-timers-exec-at (generator/exec_at.c, which spells them too: C) for the job it
+# execs after a pre-fired wait: the realtime clock's reading that ended the wait (SEC.NSEC), and
+# the process's "MINFLT MAJFLT NVCSW NIVCSW" (getrusage) just before the exec: a job's own
+# getrusage() minus these is the exec's share (bench/alternatives.py's per-fire attribution).
+EXEC_AT_WOKE = "MARKET_EXEC_AT_WOKE"
+EXEC_AT_RUSAGE = "MARKET_EXEC_AT_RUSAGE"
 # Retries.
 RETRIES = "MARKET_RETRIES"
 RETRY_DELAY_SEC = "MARKET_RETRY_DELAY_SEC"

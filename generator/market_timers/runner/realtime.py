@@ -19,7 +19,8 @@ sleeps to BEFORE seconds before the instant, raises the run's main thread (pid =
 for market-timers-exec-at and the job, exec'd in place of it; the runner's own pid for a unit of
 an older version, which execs them in place, or the child it supervises: jobuser.py) to
 SCHED_FIFO 1 with SCHED_RESET_ON_FORK (children the job starts run normally), sleeps to HOLD
-seconds after the instant, puts it back to the policy it had (SCHED_OTHER, or the one a drop-in's
+seconds after the instant (and on while the run is still market-timers-exec-at, its exec of the
+job not completed, up to HOLD_MAX), puts it back to the policy it had (SCHED_OTHER, or the one a drop-in's
 CPUSchedulingPolicy= set; a job real-time by such a drop-in is left alone) and exits. If the job
 ends first, systemd stops the escort with the unit (it is in the unit's cgroup).
 
@@ -44,6 +45,11 @@ from market_timers.runner.start import WARNING, log
 
 BEFORE = 0.05  # seconds before the instant: the run is still asleep, before its last-ms spin
 HOLD = 0.1  # seconds after it: the exec, and a warm job's action (e.g. its orders), real-time
+# An exec not completed by then (the job's file read from disk, a stalled host): the hold goes on
+# while the run is still market-timers-exec-at, until the job's first instruction, at most this
+# long after the instant.
+HOLD_MAX = 1.0
+EXEC_AT_COMM = "market-timers-exec-at"[:15]  # prefire.EXEC_AT as /proc/PID/comm shows it
 CAP_SYS_NICE = 23
 PRIORITY = 1
 
@@ -64,6 +70,15 @@ def start_time(pid: int) -> str | None:
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[19]  # fields after "(comm)" start at field 3
+
+
+def still_exec_at(pid: int) -> bool:
+    """Whether the process is still market-timers-exec-at: the exec of the job not completed."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().rstrip("\n") == EXEC_AT_COMM
+    except OSError:
+        return False
 
 
 def start(instant: float, job: str, target: int | None = None) -> bool:
@@ -96,10 +111,11 @@ def start(instant: float, job: str, target: int | None = None) -> bool:
 
 
 def escort(target: int, born: str | None, instant: float, job: str, *,
-           before: float = BEFORE, hold: float = HOLD) -> int:
+           before: float = BEFORE, hold: float = HOLD, hold_max: float = HOLD_MAX) -> int:
     """Raise target to SCHED_FIFO `before` s before instant, back to the policy it had `hold` s
     after (SCHED_OTHER, or a drop-in's CPUSchedulingPolicy=; one that is real-time already is
-    left alone). 0 when done or the job has gone; 1 when the priority could not be raised
+    left alone), or once its exec has completed, if it had not by then (at most `hold_max` s
+    after the instant). 0 when done or the job has gone; 1 when the priority could not be raised
     (logged). Its sleeps do not spin: its own wake-up may be late without harm, and a spin
     would take the CPU the job is about to need."""
     from market_timers.runner.instant_wait import sleep_until
@@ -121,6 +137,9 @@ def escort(target: int, born: str | None, instant: float, job: str, *,
                      "ms late")
         return 1
     sleep_until(instant + hold, spin=0)
+    while time.time() < instant + hold_max and still_exec_at(target) \
+            and start_time(target) == born:
+        time.sleep(0.005)
     if start_time(target) == born:
         try:
             os.sched_setscheduler(target, policy, param)
