@@ -36,7 +36,8 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "p50": statistics.median(values), "p95": percentile(values, 95),
+    return {"n": len(values), "p50": statistics.median(values), "p90": percentile(values, 90),
+            "p95": percentile(values, 95),
             "p99": percentile(values, 99), "max": max(values), "min": min(values)}
 
 
