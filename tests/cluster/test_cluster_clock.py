@@ -16,20 +16,18 @@ from pathlib import Path
 
 import pytest
 from tests.cluster.test_cluster_runner import SESSION, node_env, start
+from tests.fakes.clockshift import build as build_clockshift
 
 from market_timers.contracts import exitcodes
 from market_timers.ledger import Key
 from market_timers.ledger import postgresql as pg
 
-SHIM = Path(__file__).resolve().parent.parent / "fakes" / "clockshift.c"
 KEY = Key("closing-orders", SESSION)
 
 
 @pytest.fixture(scope="session")
 def clockshift(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("clockshift") / "clockshift.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out), str(SHIM)], check=True)
-    return out
+    return build_clockshift(tmp_path_factory.mktemp("clockshift") / "clockshift.so")
 
 
 def shifted(env: dict, shim: Path, ms: int) -> dict:

@@ -14,13 +14,13 @@ logs (from their root directories on the host) for what ran where and when.
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tests.fakes.clockshift import build as build_clockshift
 from tests.fakes.pgserver import free_port
 from tests.fakes.stallproxy import HoldingProxy
 
@@ -56,15 +56,12 @@ echo "$MARKET_NODE $MARKET_JOB $start $end $MARKET_FENCE $check" >> {LOG_DIR}/ru
 # clock: the step reaches the runner and the job, not PID 1.
 CLOCKSHIFT_SO = "/usr/local/lib/e2e-jobs/clockshift.so"
 CLOCKSHIFT_FILE = f"{LOG_DIR}/clockshift"  # empty: no shift
-_CLOCKSHIFT_SOURCE = Path(__file__).resolve().parent.parent / "fakes" / "clockshift.c"
 
 
 def install_clockshift(box: Container) -> None:
     """The shim in the node's root directory (built on the host)."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "clockshift.so"
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out),
-                        str(_CLOCKSHIFT_SOURCE)], check=True)
+        out = build_clockshift(Path(tmp) / "clockshift.so")
         target = box.root / CLOCKSHIFT_SO.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(out.read_bytes())
