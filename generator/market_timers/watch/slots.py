@@ -16,6 +16,7 @@ from pathlib import Path
 
 from market_timers.config.watch import WatchConfig
 from market_timers.contracts.instants import iso
+from market_timers.contracts.slotcount import SlotCount
 from market_timers.watch.findings import Finding, PassResult
 
 
@@ -52,8 +53,8 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
         kw.pop("details", None)
         return alert(cfg, **kw)
 
-    warn_once(config, entry["job"], entry["session"], summary, entry.get("severity"), state_dir,
-              now=now, raise_alert=raise_)
+    warn_once(config, entry["job"], entry["session"], SlotCount.of(summary, entry["job"]),
+              entry.get("severity"), state_dir, now=now, raise_alert=raise_)
     if not summary.ran and not summary.ahead \
             and now > schedule.last + timedelta(seconds=grace + watch.slack_sec):
         # the same key as the stall's "has not run at all": said once, whichever came first
