@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from market_timers.config.loader import Config
 from market_timers.contracts import planfile
 from market_timers.schedule import plan as planning
-from market_timers.schedule.render import last_elapse
+from market_timers.schedule.installed import last_elapse
 
 
 def previous_plan(config: Config, now: datetime, dry_run: bool

@@ -11,7 +11,7 @@ from market_timers import ledger
 from market_timers.contracts import unitname
 from market_timers.contracts.instants import iso
 from market_timers.schedule import plan as planning
-from market_timers.schedule.render import Installed
+from market_timers.schedule.installed import Installed
 
 
 @dataclass
