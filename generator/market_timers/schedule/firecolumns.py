@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 from market_timers.config.loader import Job
-from market_timers.schedule import calendars
+from market_timers.schedule import calendar_sessions
 from market_timers.schedule.fire import Fire
 
 
@@ -51,19 +51,21 @@ class FireColumns:
                 name, cal, event, offset = jobs[j]
                 why = whys[j].get(day, "") if j in whys else ""
                 yield Fire(datetime.fromtimestamp(sec, UTC), name, cal,
-                           date.fromordinal(calendars.EPOCH_DAY + day), event, offset, why=why)
+                           date.fromordinal(calendar_sessions.EPOCH_DAY + day), event, offset,
+                           why=why)
 
 
-def session_columns(index: int, job: Job, table: calendars.SessionTable,
-                   chosen: dict[int, str] | None = None) -> tuple:
+def session_columns(index: int, job: Job, table: calendar_sessions.SessionTable,
+                    chosen: dict[int, str] | None = None) -> tuple:
     import numpy as np
 
     instant = table.seconds[job.event]
-    keep = instant != calendars.NO_TIME  # no break that day
+    keep = instant != calendar_sessions.NO_TIME  # no break that day
     if chosen is not None:  # the sessions the job's rule chose (selection.py)
         keep &= np.isin(table.days, np.array(list(chosen), dtype=np.int64))
     if job.skip:
-        keep &= ~np.isin(table.days, [d.toordinal() - calendars.EPOCH_DAY for d in job.skip])
+        skipped = [d.toordinal() - calendar_sessions.EPOCH_DAY for d in job.skip]
+        keep &= ~np.isin(table.days, skipped)
     seconds = instant[keep] + job.offset
     return np.full(len(seconds), index, dtype=np.int64), seconds, table.days[keep]
 
@@ -71,7 +73,7 @@ def session_columns(index: int, job: Job, table: calendars.SessionTable,
 def daily_columns(index: int, job: Job, start: date, end: date) -> tuple:
     import numpy as np
 
-    first = start.toordinal() - calendars.EPOCH_DAY
+    first = start.toordinal() - calendar_sessions.EPOCH_DAY
     day = np.arange(first, first + max((end - start).days + 1, 0), dtype=np.int64)
     at = job.at_utc.hour * 3600 + job.at_utc.minute * 60 + job.at_utc.second
     return np.full(len(day), index, dtype=np.int64), day * 86400 + at, day

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 
 from market_timers.config.loader import Config, Job
-from market_timers.schedule import calendars, periodic, selection
+from market_timers.schedule import calendar_sessions, calendars, periodic, selection
 from market_timers.schedule.fire import DAILY, Fire, fire_order
 from market_timers.schedule.firecolumns import FireColumns, daily_columns, session_columns
 
@@ -128,15 +128,15 @@ def plan_between_columns(config: Config, start: date, end: date
 
     def fires_of(cal: str, cal_jobs: list[Job]) -> list[tuple]:
         override = calendar_overrides(config, cal)
-        table = calendars.session_table(cal, start, end, override)
+        table = calendar_sessions.session_table(cal, start, end, override)
         out = []
         for job in cal_jobs:
             chosen = selection.chosen(job, cal, start, end, override)
             if chosen is not None:
                 chosen = why[index[job.name]] = {
-                    d.toordinal() - calendars.EPOCH_DAY: text for d, text in chosen.items()}
+                    d.toordinal() - calendar_sessions.EPOCH_DAY: text for d, text in chosen.items()}
             out.append(session_columns(index[job.name], job, table, chosen))
-        stop = calendars.covered_until(cal, end)
+        stop = calendar_sessions.covered_until(cal, end)
         if stop is not None:
             missing.append(CalendarFailure(cal, tuple(j.name for j in cal_jobs), (
                 f"exchange_calendars {calendars.version()} records {cal}'s holidays up to "
@@ -185,7 +185,7 @@ def _job_sessions(config: Config, job: Job, start: date, end: date) -> list[cale
     if job.calendars:
         return selection.joint_sessions(job, start, end, job_overrides(config, job))
     cal = calendars.resolve(job.calendar)
-    return calendars.sessions(cal, start, end, calendar_overrides(config, cal))
+    return calendar_sessions.sessions(cal, start, end, calendar_overrides(config, cal))
 
 
 def _follower(config: Config, job: Job):
@@ -194,7 +194,7 @@ def _follower(config: Config, job: Job):
     if job.calendars:
         return None
     cal = calendars.resolve(job.calendar)
-    return calendars.follower(cal, calendar_overrides(config, cal))
+    return calendar_sessions.follower(cal, calendar_overrides(config, cal))
 
 
 def job_overrides(config: Config, job: Job):
@@ -218,18 +218,18 @@ def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None
     def fires_of(cal: str, jobs: list[Job]) -> list[Fire]:
         _, last = calendars.data_limits(cal)
         if last is not None and last < now.date():  # its data has ended (named with now)
-            raise calendars.none_after(cal, now, last)
+            raise calendar_sessions.none_after(cal, now, last)
         # Look back a day so that a job after the close of the current session is kept.
         override = calendar_overrides(config, cal)
-        sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1, override)
+        sess = calendar_sessions.next_sessions(cal, now - timedelta(days=1), horizon + 1, override)
         # last_utc: a periodic job's session stays planned until its last slot has passed
-        after = calendars.follower(cal, override)
+        after = calendar_sessions.follower(cal, override)
         fires = [f for job in jobs for f in fires_for_sessions(job, sess, override, after)
                  if f.last_utc > now]
         if not fires and last is not None and not any(s.close > now for s in sess):
             # its data ran out today: said, never an empty plan (a rule that chooses none of
             # the sessions left is not that)
-            raise calendars.none_after(cal, now, last)
+            raise calendar_sessions.none_after(cal, now, last)
         return fires
 
     result = _plan_each(config, fires_of)
@@ -251,7 +251,7 @@ def _several_ahead(config: Config, job: Job, now: datetime, horizon: int) -> lis
     """A job on several calendars: its fires on the days they trade in the next `horizon`
     sessions of any of them (the horizon then keeps the first `horizon`)."""
     overrides = job_overrides(config, job)
-    ends = [calendars.next_sessions(c, now - timedelta(days=1), horizon + 1, o)[-1].label
+    ends = [calendar_sessions.next_sessions(c, now - timedelta(days=1), horizon + 1, o)[-1].label
             for c, o in overrides.items()]
     sess = selection.joint_sessions(job, (now - timedelta(days=2)).date(), max(ends), overrides)
     return [f for f in fires_for_sessions(job, sess, overrides) if f.last_utc > now]

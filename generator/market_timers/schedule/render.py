@@ -25,7 +25,7 @@ from market_timers.contracts.environment import PRE_FIRE_NICE  # the unit's Nice
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile
 from market_timers.schedule.calendars import resolve
-from market_timers.schedule.installed import (  # noqa: F401  (render.read_installed... for callers and tests)
+from market_timers.schedule.installed import (  # noqa: F401  (render.read_installed...)
     GENERATED_MARK,
     LAST_SLOT_MARK,
     Installed,

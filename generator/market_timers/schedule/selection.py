@@ -17,7 +17,7 @@ from datetime import date, datetime, timedelta
 
 from market_timers.config.loader import Config, Job, Override
 from market_timers.config.sessionrules import SessionRule, attribute_text, date_rule_text, describe
-from market_timers.schedule import calendars
+from market_timers.schedule import calendar_sessions, calendars
 
 # Days looked at around a window: a moved weekday's previous or next session, the neighbours that
 # tell a closure of three days or more.
@@ -72,12 +72,12 @@ def _wide(rule: SessionRule | None, start: date, end: date) -> tuple[date, date]
 
 
 def _view(calendar: str, start: date, end: date, override: Override | None) -> _View:
-    table = calendars.session_table(calendar, start, end, override)
-    return _View([date.fromordinal(calendars.EPOCH_DAY + d) for d in table.days.tolist()],
-                 [b != calendars.NO_TIME for b in table.seconds["break_start"].tolist()],
+    table = calendar_sessions.session_table(calendar, start, end, override)
+    return _View([date.fromordinal(calendar_sessions.EPOCH_DAY + d) for d in table.days.tolist()],
+                 [b != calendar_sessions.NO_TIME for b in table.seconds["break_start"].tolist()],
                  _covered(calendar, start, end),
-                 lambda: calendars.week_starts_on(calendar, start, end),
-                 lambda: calendars.special_days(calendar, start, end, override))
+                 lambda: calendar_sessions.week_starts_on(calendar, start, end),
+                 lambda: calendar_sessions.special_days(calendar, start, end, override))
 
 
 def _joint_view(job: Job, start: date, end: date, overrides: dict) -> _View:
@@ -86,13 +86,13 @@ def _joint_view(job: Job, start: date, end: date, overrides: dict) -> _View:
     spans = [_covered(c, start, end) for c in cals]
 
     def special():
-        per = {c: calendars.special_days(c, start, end, overrides.get(c)) for c in cals}
+        per = {c: calendar_sessions.special_days(c, start, end, overrides.get(c)) for c in cals}
         return (frozenset(s.label for s in sessions if s.label in per[s.calendar][0]),
                 frozenset(s.label for s in sessions if s.label in per[s.calendar][1]))
 
     return _View([s.label for s in sessions], [s.break_start is not None for s in sessions],
                  (max(a for a, _ in spans), min(b for _, b in spans)),
-                 lambda: calendars.week_starts_on(cals[0], start, end), special)
+                 lambda: calendar_sessions.week_starts_on(cals[0], start, end), special)
 
 
 def joint_sessions(job: Job, start: date, end: date, overrides: dict
@@ -101,7 +101,7 @@ def joint_sessions(job: Job, start: date, end: date, overrides: dict
     any) of them trade: the session of the calendar whose event the job takes that day
     (`event_from`: a calendar, or the earliest / latest of the open ones' events)."""
     cals = [calendars.resolve(c) for c in job.calendars]
-    per = {c: {s.label: s for s in calendars.sessions(c, start, end, overrides.get(c))}
+    per = {c: {s.label: s for s in calendar_sessions.sessions(c, start, end, overrides.get(c))}
            for c in cals}
     days = set.intersection(*(set(p) for p in per.values())) if job.open_on == "all" else \
         set.union(*(set(p) for p in per.values()))
