@@ -13,6 +13,7 @@ from market_timers import __version__
 from market_timers.cli.argtypes import session_date, utc_instant, whole_seconds
 from market_timers.cli.operatorargs import add_controls, add_run
 from market_timers.contracts import environment
+from market_timers.contracts.channelnames import NAMES as CHANNELS
 from market_timers.contracts.severities import SEVERITIES
 
 EPILOG = """\
@@ -130,8 +131,6 @@ def _add_check_cron(command) -> None:
 def _add_alert_commands(command) -> None:
     """alert, alert-handler, outbox, ack, digest and deadman: the alert layer."""
     s = command("alert", "send a test alert through a channel")
-    from market_timers.contracts.channelnames import NAMES as CHANNELS
-
     s.add_argument("--test", required=True, metavar="CHANNEL", help=" | ".join(CHANNELS))
 
     s = command("alert-handler", "OnFailure=/OnSuccess= handler (used by units)")

@@ -27,6 +27,8 @@ from market_timers.schedule.calendars import (
     supported_range,
     utc_instant,
 )
+from market_timers.schedule.plan import job_overrides
+from market_timers.schedule.selection import joint_sessions
 from market_timers.schema.problems import ConfigError, Problems
 
 
@@ -192,9 +194,6 @@ def check_extra(config: Config, job, key: str, problems: Problems) -> None:
     except CalendarError:
         return
     if job.calendars:  # several exchanges: a day they trade (all of them, or any)
-        from market_timers.schedule.plan import job_overrides
-        from market_timers.schedule.selection import joint_sessions
-
         try:
             open_days = {x.label for x in joint_sessions(job, days[0], days[-1],
                                                          job_overrides(config, job))}

@@ -12,6 +12,8 @@ wrong session.
 
 from __future__ import annotations
 
+import bisect
+import sys
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
@@ -189,8 +191,6 @@ def nth_weekday(year: int, month: int, weekday: int, nth: int) -> date | None:
 
 def _nth_weekday(rule: SessionRule, labels: list[date], covered: tuple[date, date]
                  ) -> dict[date, str]:
-    import bisect
-
     sessions = set(labels)
     text = date_rule_text(rule)
     out: dict[date, str] = {}
@@ -286,7 +286,5 @@ def warnings(config: Config, now: datetime) -> list[str]:
 
 
 def print_warnings(config: Config, now: datetime, stream=None) -> None:
-    import sys
-
     for line in warnings(config, now):
         print(f"{config.source}: warning: {line}", file=stream or sys.stderr)
