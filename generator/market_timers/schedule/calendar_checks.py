@@ -228,7 +228,7 @@ def _hm(at: time) -> str:
 
 
 def _label(day: date):
-    import pandas as pd
+    import pandas as pd  # heavy: only for a date the calendar refuses
 
     return pd.Timestamp(day)
 
@@ -248,7 +248,7 @@ def _weekend_days(cal) -> set[int]:
 
 
 def _holiday_name(cal, day: date) -> str | None:
-    import pandas as pd
+    import pandas as pd  # heavy: only for a date the calendar refuses
 
     try:
         rules = cal.regular_holidays

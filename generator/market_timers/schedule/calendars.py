@@ -50,7 +50,7 @@ class CalendarError(ValueError):
 
 
 def _xc():
-    import exchange_calendars
+    import exchange_calendars  # heavy: loaded on the first calendar asked for
 
     return exchange_calendars
 
@@ -108,7 +108,7 @@ _classes: dict[str, type] = {}
 
 @lru_cache(maxsize=64)
 def _build(canonical: str, start: date, end: date):
-    import pandas as pd
+    import pandas as pd  # heavy: only when a calendar is built
 
     # exchange_calendars 4.x trips pandas deprecation warnings in its own code while it builds a
     # calendar: nothing a user can act on.
@@ -246,7 +246,7 @@ def local_instant(day: date, t: time, zone: ZoneInfo) -> datetime:
 
 
 def utc_instant(value) -> datetime | None:
-    import pandas as pd
+    import pandas as pd  # heavy: loaded by the checks that compare instants
 
     if value is None or pd.isna(value):
         return None

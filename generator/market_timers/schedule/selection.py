@@ -254,6 +254,7 @@ def _attributes(rule: SessionRule, picks: dict[date, str], view: _View) -> dict[
 def warnings(config: Config, now: datetime) -> list[str]:
     """A rule that chooses no session in the year from `now` (the job would never run): one line
     naming the rule's key. A calendar that cannot be planned is the planner's to report."""
+    # plan imports selection: a cycle at the top
     from market_timers.schedule.plan import job_overrides
 
     raw_jobs = config.raw.get("job", []) if isinstance(config.raw.get("job"), list) else []
