@@ -71,7 +71,7 @@ def cfg(write_config):
 def systemd(monkeypatch):
     fake = FakeSystemctl(["market-closing-orders@2025-11-28-205000.service",
                           "market-statement@2025-11-28-213000.service"])
-    from market_timers.schedule import systemctl
+    from market_timers.host import systemctl
 
     monkeypatch.setattr(systemctl, "Systemctl", lambda: fake)
     return fake

@@ -161,9 +161,9 @@ def cmd_verify(args) -> int:
 
 
 def cmd_sync(args) -> int:
+    from market_timers.host.systemctl import SystemctlError
     from market_timers.schedule import sync
     from market_timers.schedule.plan import utcnow
-    from market_timers.schedule.systemctl import SystemctlError
 
     cfg = _config(args)
     try:
@@ -185,8 +185,8 @@ def cmd_sync(args) -> int:
 
 
 def cmd_try(args) -> int:
+    from market_timers.host.systemctl import Systemctl, SystemctlError
     from market_timers.schedule import trial
-    from market_timers.schedule.systemctl import Systemctl, SystemctlError
 
     cfg = _config(args)
     try:

@@ -203,8 +203,8 @@ def command(config, job_name: str, start: date, end: date | None, *, dry_run: bo
             keep_going: bool = False, downstream: bool = False, as_json: bool = False,
             now: datetime | None = None, systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR,
             sleep=time.sleep, clock=time.monotonic) -> int:
+    from market_timers.host.systemctl import Systemctl
     from market_timers.schedule import plan
-    from market_timers.schedule.systemctl import Systemctl
 
     jobs = {j.name: j for j in config.jobs}
     if job_name not in jobs:

@@ -215,7 +215,7 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     covered = [j.name for j in config.jobs
                if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
     if systemctl is None:
-        from market_timers.schedule.systemctl import Systemctl
+        from market_timers.host.systemctl import Systemctl
 
         systemctl = Systemctl()
     stopped = systemctl.running([unitname.job_services_glob(j) for j in covered])

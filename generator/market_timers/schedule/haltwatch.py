@@ -60,7 +60,7 @@ def watch(config, *, systemctl=None, passes: int | None = None,
              "its runs itself)")
         return OK
     if systemctl is None:
-        from market_timers.schedule.systemctl import Systemctl
+        from market_timers.host.systemctl import Systemctl
 
         systemctl = Systemctl()
     looks = 0

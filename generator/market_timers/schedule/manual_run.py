@@ -79,8 +79,8 @@ def start_ticketed(config, job, fire, *, force: bool, now: datetime, systemctl=N
     session exist, did it run, has its instant come) are the caller's."""
     from market_timers.config.loader import default_runner
     from market_timers.files import atomicfile
+    from market_timers.host.systemctl import Systemctl, SystemctlError
     from market_timers.schedule import render
-    from market_timers.schedule.systemctl import Systemctl, SystemctlError
 
     job_name, session = job.name, fire.session
     book = ledger.for_config(config) if book is None else book

@@ -29,6 +29,7 @@ from market_timers.config.loader import Config
 from market_timers.contracts import planfile, unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
+from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import runrecord
 from market_timers.schedule import credunits
 from market_timers.schedule import plan as planning
@@ -41,7 +42,6 @@ from market_timers.schedule.render import (
     write_atomic,
 )
 from market_timers.schedule.syncreport import Change, Dropped, SyncResult
-from market_timers.schedule.systemctl import Systemctl
 
 STAMP_DIR = Path("/var/lib/systemd/timers")
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written

@@ -41,8 +41,8 @@ from market_timers.config.watch import WatchConfig, watch_of
 from market_timers.contracts import journal, unitname
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
+from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import DatabaseError, Key, runrecord
-from market_timers.schedule.systemctl import Systemctl
 from market_timers.watch import findings, reported, slots
 from market_timers.watch.alert import send_alert
 from market_timers.watch.findings import UNREACHABLE_KEY, PassResult

@@ -47,8 +47,8 @@ from market_timers.config.watch import watch_of
 from market_timers.contracts import planfile
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.contracts.outcomes import result_text
+from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import runrecord
-from market_timers.schedule.systemctl import Systemctl
 from market_timers.watch.calendar_warnings import status_warnings
 from market_timers.watch.fires import deadline, read_plan, timer_state
 
