@@ -33,7 +33,7 @@ def _config(args, check_calendars: bool = True):
 
 
 def _now(args) -> datetime:
-    from market_timers.schedule.plan import utcnow
+    from market_timers.host.clock import utcnow
 
     return args.now or utcnow()
 
@@ -161,9 +161,9 @@ def cmd_verify(args) -> int:
 
 
 def cmd_sync(args) -> int:
+    from market_timers.host.clock import utcnow
     from market_timers.host.systemctl import SystemctlError
     from market_timers.schedule import sync
-    from market_timers.schedule.plan import utcnow
 
     cfg = _config(args)
     try:
@@ -320,7 +320,7 @@ def _alert_commands():
 
 def cmd_deadman(args) -> int:
     from market_timers import metrics
-    from market_timers.schedule.plan import utcnow
+    from market_timers.host.clock import utcnow
     from market_timers.watch import deadman
 
     cfg = _as_service_user(_alert_config(args))

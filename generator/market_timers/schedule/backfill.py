@@ -152,9 +152,9 @@ class Backfill:
 
     def now_for_unit(self) -> datetime:
         """The instant that names the one-off unit: the real one, unless --now pretends."""
-        from market_timers.schedule import plan
+        from market_timers.host.clock import utcnow
 
-        return self.now or plan.utcnow()
+        return self.now or utcnow()
 
     def _wait(self, unit: str, key: ledger.Key, before: int, deadline: float) -> str | None:
         """None once the run of `unit` has ended and the ledger holds it; else why it is over
@@ -203,8 +203,8 @@ def command(config, job_name: str, start: date, end: date | None, *, dry_run: bo
             keep_going: bool = False, downstream: bool = False, as_json: bool = False,
             now: datetime | None = None, systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR,
             sleep=time.sleep, clock=time.monotonic) -> int:
+    from market_timers.host.clock import utcnow
     from market_timers.host.systemctl import Systemctl
-    from market_timers.schedule import plan
 
     jobs = {j.name: j for j in config.jobs}
     if job_name not in jobs:
@@ -217,7 +217,7 @@ def command(config, job_name: str, start: date, end: date | None, *, dry_run: bo
                      "(event + offset); run one of its days with --session DATE")
     if end is not None and end < start:
         return _fail(f"--to {end} is before --from {start}")
-    pretend, now = now, now or plan.utcnow()
+    pretend, now = now, now or utcnow()
     if start > now.date():
         return _fail(f"--from {start} is in the future: a backfill covers past sessions")
     found = _sessions(config, job, start, end, now)

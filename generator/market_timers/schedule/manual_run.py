@@ -116,6 +116,7 @@ def start_ticketed(config, job, fire, *, force: bool, now: datetime, systemctl=N
 
 def command(config, job_name: str, session: date, force: bool, *, now: datetime | None = None,
             systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR, yes: bool = False) -> int:
+    from market_timers.host.clock import utcnow
     from market_timers.schedule import plan
     from market_timers.schedule.calendars import CalendarError
 
@@ -140,7 +141,7 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
         return _fail(f"{job_name} already ran for session {session}: started "
                      f"{ledger.describe(holder)}. Add --force to run it again (a second run: "
                      "be sure the job can take it, e.g. no orders sent twice).")
-    now = now or plan.utcnow()
+    now = now or utcnow()
     if holder is None and fire.fire_utc > now and not yes:  # its timer's start would be refused
         return _fail(f"{job_name}'s run for session {session} is planned for "
                      f"{fire.fire_utc:%a %Y-%m-%d %H:%M:%S} UTC, still to come: its timer starts "

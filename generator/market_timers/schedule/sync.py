@@ -29,6 +29,7 @@ from market_timers.config.loader import Config
 from market_timers.contracts import planfile, unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
+from market_timers.host.clock import utcnow
 from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import runrecord
 from market_timers.schedule import credunits
@@ -61,7 +62,7 @@ def _existing(unit_dir: Path) -> dict[str, str]:
 
 def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
          systemctl: Systemctl | None = None, stamp_dir: Path = STAMP_DIR) -> SyncResult:
-    now = now or planning.utcnow()
+    now = now or utcnow()
     systemctl = systemctl or Systemctl()
     unit_dir = config.unit_dir
     planned = planning.plan_ahead_partial(config, now)

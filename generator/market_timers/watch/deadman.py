@@ -254,7 +254,7 @@ def command(config, now: datetime | None = None) -> int:
     """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
     journal.setup()
     from market_timers.alerts.snapshot import announce
-    from market_timers.schedule.plan import utcnow
+    from market_timers.host.clock import utcnow
 
     now = now or utcnow()
     try:  # a broken live config is a critical alert of its own (once per content)

@@ -64,7 +64,7 @@ def collect(config, session=None, now: datetime | None = None, *,
     last) dates (either None: open) instead of the default sessions. `calendar_warnings`:
     False leaves them out (they build the exchange calendars: pandas, about a second, which the
     dead-man's page refresh every minute must not pay; the refresh warns of a data end)."""
-    from market_timers.schedule.plan import utcnow
+    from market_timers.host.clock import utcnow
 
     now = now or utcnow()
     state_dir = Path(config.state_dir)
@@ -372,6 +372,6 @@ def command(config, session=None, as_json: bool = False, now: datetime | None = 
 
 
 def _now() -> datetime:
-    from market_timers.schedule.plan import utcnow
+    from market_timers.host.clock import utcnow
 
     return utcnow()
