@@ -193,7 +193,7 @@ def test_a_member_of_the_operator_group_may_pause_and_others_may_not(write_confi
     import grp
     from types import SimpleNamespace
 
-    from market_timers.schedule import controls
+    from market_timers.controls import pause_halt as controls
 
     path = write_config(CONFIG.replace('calendar = "XNYS"',
                                        'calendar = "XNYS"\noperator_group = "market-ops"'))

@@ -77,7 +77,7 @@ def test_status_shows_the_pause_in_force_and_the_paused_session(make_config, fak
 
 def test_status_shows_the_halt_in_force_and_the_halted_session(make_config, fake_systemctl,
                                                                tmp_path, capsys):
-    from market_timers.schedule import controls
+    from market_timers.controls import pause_halt as controls
 
     class NothingRuns:
         def running(self, patterns):

@@ -365,7 +365,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_pause(args) -> int:
-    from market_timers.schedule import controls
+    from market_timers.controls import pause_halt as controls
 
     return controls.pause(_config(args, check_calendars=False), args.job, args.group, args.until,
                           args.note, _now(args), as_json=args.json)
@@ -373,7 +373,7 @@ def cmd_pause(args) -> int:
 
 def cmd_halt(args) -> int:
     from market_timers import metrics
-    from market_timers.schedule import controls
+    from market_timers.controls import pause_halt as controls
 
     config = _config(args, check_calendars=False)
     announce = _halt_alerts(config)
@@ -395,7 +395,7 @@ def cmd_halt_watch(args) -> int:
 
 def cmd_resume(args) -> int:
     from market_timers import metrics
-    from market_timers.schedule import controls
+    from market_timers.controls import pause_halt as controls
 
     config = _config(args, check_calendars=False)
     announce = _halt_alerts(config, lifted=True)

@@ -142,8 +142,8 @@ def collect(config, session=None, now: datetime | None = None, *,
 def _pauses(config, book=None) -> list[dict]:
     """The pauses in force (`market-timers pause`, pause_on_failure); in a cluster, the cluster
     ledger's too (this node's alone when it cannot be reached: the ledger error says so)."""
+    from market_timers.controls.pause_halt import current
     from market_timers.ledger import DatabaseError
-    from market_timers.schedule.controls import current
 
     try:
         return current(config, book)
