@@ -11,10 +11,10 @@ from tests.test_halt import FakeSystemctl
 
 from market_timers.config.loader import load
 from market_timers.contracts import exitcodes
+from market_timers.controls import haltwatch
 from market_timers.controls import pause_halt as controls
 from market_timers.ledger import halts
 from market_timers.ledger import postgresql as pg
-from market_timers.schedule import haltwatch
 
 from .test_cluster_pause import CONFIG as PAUSE_CONFIG
 from .test_cluster_pause import node_configs

@@ -385,7 +385,7 @@ def cmd_halt(args) -> int:
 
 
 def cmd_halt_watch(args) -> int:
-    from market_timers.schedule import haltwatch
+    from market_timers.controls import haltwatch
 
     def load():
         return _config(args, check_calendars=False)

@@ -148,7 +148,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.reset_failed([unitname.service_of(n) for n in result.expired])
         systemctl.start(result.started)
         if getattr(config, "cluster", None) is not None:
-            # the kill switch's listener (schedule/haltwatch.py): once [cluster] is configured,
+            # the kill switch's listener (controls/haltwatch.py): once [cluster] is configured,
             # this node stops the runs a halt made anywhere covers (started unless running; its
             # condition: the DSN credential in /etc/credstore)
             systemctl.start([HALT_WATCH])
