@@ -225,8 +225,8 @@ def test_slots_after_a_run_that_ended_are_recorded_not_started(tmp_path):
 def test_try_refuses_when_any_slot_of_a_periodic_job_of_its_lock_group_falls_within_it(
         write_config, tmp_path, monkeypatch, capsys):
     from market_timers import cli
+    from market_timers.controls import trial
     from market_timers.host import systemctl
-    from market_timers.schedule import trial
 
     monkeypatch.setattr(trial, "RUNTIME_UNIT_DIR", tmp_path / "run-systemd")
     monkeypatch.setattr(systemctl, "Systemctl", lambda: type("S", (), {"start": print})())

@@ -7,8 +7,8 @@ from tests.test_render import parse_unit, values
 
 from market_timers import cli
 from market_timers.config import loader as config
+from market_timers.controls import trial
 from market_timers.host import systemctl
-from market_timers.schedule import trial
 
 CONFIG = """
 calendar = "XNYS"

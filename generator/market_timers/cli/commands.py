@@ -185,8 +185,8 @@ def cmd_sync(args) -> int:
 
 
 def cmd_try(args) -> int:
+    from market_timers.controls import trial
     from market_timers.host.systemctl import Systemctl, SystemctlError
-    from market_timers.schedule import trial
 
     cfg = _config(args)
     try:
