@@ -10,8 +10,8 @@ import pytest
 from market_timers import cli, ledger
 from market_timers.config import loader as config
 from market_timers.contracts import exitcodes, unitname
+from market_timers.controls import backfill
 from market_timers.ledger.local import LocalLedger
-from market_timers.schedule import backfill
 
 CONFIG = """
 calendar = "XNYS"

@@ -10,7 +10,7 @@ import pytest
 from market_timers import cli
 from market_timers.alerts import commands as alert_commands
 from market_timers.contracts import exitcodes
-from market_timers.schedule import manual_run
+from market_timers.controls import manual_run
 
 CONFIG = """
 calendar = "XNYS"

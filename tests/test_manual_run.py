@@ -14,9 +14,9 @@ import pytest
 from market_timers import cli, ledger
 from market_timers.config import loader as config
 from market_timers.contracts import exitcodes
+from market_timers.controls import manual_run
 from market_timers.ledger import runrecord
 from market_timers.ledger.local import LocalLedger
-from market_timers.schedule import manual_run
 
 CONFIG = """
 calendar = "XNYS"

@@ -258,7 +258,7 @@ def test_plan_prints_the_warning_on_stderr(write_config, capsys):
 
 def test_run_by_hand_on_a_session_the_rule_does_not_choose_says_so(write_config, capsys,
                                                                    tmp_path):
-    from market_timers.schedule import manual_run
+    from market_timers.controls import manual_run
 
     cfg = calendar_checks.load(write_config(job('period = "month"')))
     assert manual_run.command(cfg, "rule", date(2025, 11, 26), False,

@@ -337,7 +337,7 @@ def _status():
 
 
 def _manual_run():
-    from market_timers.schedule import manual_run
+    from market_timers.controls import manual_run
 
     return manual_run
 
@@ -357,7 +357,7 @@ def cmd_run(args) -> int:
     if args.force or args.yes:
         raise UsageError(f"{'--force' if args.force else '--yes'}: only with --session; a "
                          "backfill runs the sessions that did not run, and none still to come")
-    from market_timers.schedule import backfill
+    from market_timers.controls import backfill
 
     return backfill.command(_config(args), args.job, args.since, args.until,
                             dry_run=args.dry_run, keep_going=args.keep_going,

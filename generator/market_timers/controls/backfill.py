@@ -30,8 +30,8 @@ from pathlib import Path
 
 from market_timers import ledger
 from market_timers.contracts.exitcodes import FAILURE, USAGE
+from market_timers.controls.manual_run import RUNTIME_UNIT_DIR, StartFailed, start_ticketed
 from market_timers.ledger.sessionstate import SUCCEEDED, state
-from market_timers.schedule.manual_run import RUNTIME_UNIT_DIR, StartFailed, start_ticketed
 
 POLL_SEC = 1.0
 START_MARGIN_SEC = 120  # systemd's queue, the unit's start, the runner's claim, the record step
