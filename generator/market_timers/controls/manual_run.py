@@ -29,6 +29,7 @@ from market_timers import ledger
 from market_timers.contracts import environment, unitname
 from market_timers.contracts.exitcodes import FAILURE, USAGE
 from market_timers.contracts.instants import iso
+from market_timers.controls.operator import operator_name
 
 RUNTIME_UNIT_DIR = Path("/run/systemd/system")
 
@@ -36,15 +37,6 @@ RUNTIME_UNIT_DIR = Path("/run/systemd/system")
 def _fail(message: str, code: int = USAGE) -> int:
     print(f"market-timers run: {message}", file=sys.stderr)
     return code
-
-
-def _operator() -> str:
-    if os.environ.get("SUDO_USER"):
-        return os.environ["SUDO_USER"]
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return f"uid {os.getuid()}"
 
 
 def _owner(config) -> tuple[int, int] | None:
@@ -89,7 +81,7 @@ def start_ticketed(config, job, fire, *, force: bool, now: datetime, systemctl=N
                  if u.name.endswith(".service")]
     name = unitname.manual_run(job_name, session, now).service()
     nonce = secrets.token_hex(16)
-    by = _operator()
+    by = operator_name()
     source = Path(ledger.ticket_source(config.state_dir, name))
     # The nonce is in no unit (`systemctl show` is anyone's) and in no file a job or the
     # package's user could write: systemd loads root's 0600 copy into the unit's credentials.

@@ -25,13 +25,13 @@ from __future__ import annotations
 import grp
 import json
 import os
-import pwd
 import sys
 from datetime import date, datetime
 
 from market_timers.contracts import unitname
 from market_timers.contracts.exitcodes import FAILURE, OK, USAGE
 from market_timers.contracts.instants import iso
+from market_timers.controls.operator import operator_name
 from market_timers.files import atomicfile
 from market_timers.ledger import DatabaseError, format_fields, halts
 from market_timers.ledger.pauses import (
@@ -41,15 +41,6 @@ from market_timers.ledger.pauses import (
     paused,
     record_name,
 )
-
-
-def _operator() -> str:
-    if os.environ.get("SUDO_USER"):
-        return os.environ["SUDO_USER"]
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return f"uid {os.getuid()}"
 
 
 def _allowed(config) -> str | None:
@@ -131,7 +122,7 @@ def pause(config, job: str | None, group: str | None, until: date | None, note: 
         print("market-timers pause: --note must say why (it is shown with every paused start)",
               file=sys.stderr)
         return USAGE
-    fields = {"by": _operator(), "since": iso(now), "host": os.uname().nodename,
+    fields = {"by": operator_name(), "since": iso(now), "host": os.uname().nodename,
               "note": " ".join(note.split()), "until": until.isoformat() if until else None}
     cluster = getattr(config, "cluster", None) is not None
     try:
@@ -189,7 +180,7 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
         print("market-timers halt: --reason must say why (it is in the alert and the record)",
               file=sys.stderr)
         return USAGE
-    fields = {"scope": scope, "name": name or None, "by": _operator(), "since": iso(now),
+    fields = {"scope": scope, "name": name or None, "by": operator_name(), "since": iso(now),
               "host": os.uname().nodename, "reason": " ".join(reason.split())}
     problems = []
     new, record = None, None
@@ -355,7 +346,7 @@ def _resume_local(config, directory: str, scope: str, name: str, now: datetime,
         if FAILURE_PAUSE_ENDED not in ended:
             ended.append(FAILURE_PAUSE_ENDED)
         atomicfile.write(os.path.join(directory, f"resumed-group-{name}"),
-                         format_fields({"by": _operator(), "since": iso(now)}), mode=0o644)
+                         format_fields({"by": operator_name(), "since": iso(now)}), mode=0o644)
         if os.geteuid() == 0:
             os.unlink(failure)
 
