@@ -16,8 +16,8 @@ after the unit's TimeoutStopSec) and, when the scope was not already halted, sta
 `on_halt` once, as a transient unit (systemd-run) of the jobs' user (`user`): like a job, it is
 the firm's own program, given no more than an order job has (never root: the config is root's,
 but nothing in it runs as root). Its environment says why: MARKET_HALT_REASON, MARKET_HALT_BY,
-MARKET_HALT_SCOPE, MARKET_HALT_HOST. The alert is the command line's to raise (cli/commands.py:
-`announce`), as this layer sends none.
+MARKET_HALT_SCOPE, MARKET_HALT_HOST. The alert is halt_alerts.py's `announce`, which the command
+line passes in and sends once this module's work is done; this module sends none.
 """
 
 from __future__ import annotations
