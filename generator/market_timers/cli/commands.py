@@ -202,7 +202,7 @@ def cmd_try(args) -> int:
 
 
 def cmd_check_cron(args) -> int:
-    from market_timers.schedule import cron_check
+    from market_timers.cron import check as cron_check
 
     config = _config(args, check_calendars=False) if getattr(args, "job", None) else None
     try:
