@@ -1,6 +1,6 @@
 """What the plan says about an instant: which session it belongs to, and when a job ran or was due.
 
-`Schedule.from_state(state_dir)` reads plan.json (written by sync: every planned fire) and the run
+`PlanLookup.from_state(state_dir)` reads plan.json (written by sync: every planned fire) and the run
 records (runrecord.all_records: when a run actually started); a replay builds one from a list of
 fires. Both answer the two questions the rules ask.
 
@@ -33,7 +33,7 @@ def parse_at(text: str) -> datetime:
     return value
 
 
-class Schedule:
+class PlanLookup:
     def __init__(self, fires: list[tuple[str, str, datetime]] | None = None,
                  calendar: str | None = None, override=None):
         """fires: (job, session, instant) — planned fires and actual starts alike; calendar:
@@ -45,7 +45,7 @@ class Schedule:
 
     @classmethod
     def from_state(cls, state_dir: str | Path, jobs: set[str] | None = None,
-                   calendar: str | None = None, override=None) -> Schedule:
+                   calendar: str | None = None, override=None) -> PlanLookup:
         state_dir = Path(state_dir)
         fires: list[tuple[str, str, datetime]] = []
         from market_timers.contracts import planfile
