@@ -14,7 +14,7 @@ import pytest
 
 from market_timers.contracts import exitcodes
 from market_timers.runner import record, slotaccount, slotclock, slotrecords
-from market_timers.runner.slotclock import Schedule
+from market_timers.runner.slotclock import PeriodicSlots
 
 RUNNER = [sys.executable, "-m", "market_timers.run"]
 SESSION = "2026-12-23"
@@ -26,9 +26,9 @@ def utc(text: str) -> datetime:
 
 # The slot a start belongs to -----------------------------------------------------------------
 
-NYSE = Schedule(utc("2026-12-23 14:35"), 60, utc("2026-12-23 20:50"))
-HKEX = Schedule(utc("2026-12-23 01:35"), 60, utc("2026-12-23 07:50"),
-                (utc("2026-12-23 04:00"), utc("2026-12-23 05:00")))
+NYSE = PeriodicSlots(utc("2026-12-23 14:35"), 60, utc("2026-12-23 20:50"))
+HKEX = PeriodicSlots(utc("2026-12-23 01:35"), 60, utc("2026-12-23 07:50"),
+                     (utc("2026-12-23 04:00"), utc("2026-12-23 05:00")))
 
 
 @pytest.mark.parametrize(("schedule", "now", "slot"), [
@@ -51,8 +51,8 @@ def test_slots_rebuilt_from_the_units_context_match_the_plans_count():
     env = {"MARKET_SLOT_FIRST_UTC": "2026-12-23T01:35:00Z", "MARKET_SLOT_EVERY_SEC": "60",
            "MARKET_SLOT_LAST_UTC": "2026-12-23T07:50:00Z",
            "MARKET_SLOT_PAUSE_UTC": "2026-12-23T04:00:00Z/2026-12-23T05:00:00Z"}
-    assert Schedule.from_env(env).slots() == HKEX.slots()
-    assert Schedule.from_env({}) is None
+    assert PeriodicSlots.from_env(env).slots() == HKEX.slots()
+    assert PeriodicSlots.from_env({}) is None
 
 
 # The runner ------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def context(tmp_path: Path, slot_ago: float, every: int = 60, grace: int = 20, *
 
 
 def slot_of(env: dict) -> str:
-    return slotclock.z(Schedule.from_env(env).current(datetime.now(UTC)))
+    return slotclock.z(PeriodicSlots.from_env(env).current(datetime.now(UTC)))
 
 
 def run(env: dict, *command: str) -> subprocess.CompletedProcess:
@@ -140,7 +140,7 @@ def test_the_ledger_claims_each_slot_once_a_second_start_is_already_ran_173(tmp_
     assert proc.returncode == exitcodes.ALREADY_RAN == 173
     assert not marker.exists()
     assert "already ran" in proc.stderr
-    slot = Schedule.from_env(env).current(datetime.now(UTC))
+    slot = PeriodicSlots.from_env(env).current(datetime.now(UTC))
     book = ledger.open_ledger(env)
     [attempt] = book.attempts(ledger.Key("cycle", SESSION, slotclock.slot_name(slot)))
     assert attempt["how"] == "timer"
@@ -201,7 +201,7 @@ def test_record_completes_the_runs_slot_and_records_the_slots_that_came_during_i
     assert slotclock.z(first + timedelta(seconds=50)) not in records  # may still start
     assert not list((state / "runs" / "cycle" / SESSION).glob(".invocation-*"))
     # Counting them: 4 of 11 skipped so far, the run took 45 s against a 10 s period.
-    summary = slotaccount.account(state, "cycle", SESSION, Schedule.from_env(env), 2, now)
+    summary = slotaccount.account(state, "cycle", SESSION, PeriodicSlots.from_env(env), 2, now)
     assert (summary.total, summary.ran, summary.skipped, summary.overlap, summary.ahead) == (
         11, 1, 4, 4, 6)
     assert summary.text("cycle").startswith(
@@ -215,7 +215,7 @@ def test_slots_after_a_run_that_ended_are_recorded_not_started(tmp_path):
     key = started_record(state, first, first)
     slotrecords.update_slot(state, "cycle", key, result="success",
                      finished_utc=(first + timedelta(seconds=3)).isoformat(), duration_sec=3.0)
-    schedule = Schedule(first, 10, first + timedelta(seconds=100))
+    schedule = PeriodicSlots(first, 10, first + timedelta(seconds=100))
     summary = slotaccount.account(state, "cycle", SESSION, schedule, 2, now)
     assert (summary.ran, summary.not_started, summary.overlap) == (1, 4, 0)
     records = slotrecords.read_slots(state, "cycle", SESSION)

@@ -186,10 +186,10 @@ def _read(state_dir: Path, entry: dict, book):
 def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
     """`slots`: total, ran, skipped (by cause), ahead; `result` says it in a few words."""
     from market_timers.runner.slotaccount import account
-    from market_timers.runner.slotclock import Schedule
+    from market_timers.runner.slotclock import PeriodicSlots
 
     try:
-        s = account(state_dir, entry["job"], entry["session"], Schedule.from_plan(entry),
+        s = account(state_dir, entry["job"], entry["session"], PeriodicSlots.from_plan(entry),
                     int(entry.get("grace_sec", 0)), now, write=False)
     except (OSError, ValueError, KeyError):
         return {}
