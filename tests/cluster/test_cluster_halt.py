@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from tests.test_halt import FakeSystemctl
+from tests.controls.test_halt import FakeSystemctl
 
 from market_timers.config.loader import load
 from market_timers.contracts import exitcodes

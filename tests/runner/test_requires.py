@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.test_runner import context, record, run
+from tests.runner.test_runner import context, record, run
 
 from market_timers.alerts import handler
 from market_timers.config import loader as config

@@ -10,9 +10,9 @@ import signal
 import subprocess
 
 import pytest
+from tests.runner.test_runner import RUNNER, context, record, run
 
 from market_timers.contracts import exitcodes
-from test_runner import RUNNER, context, record, run  # tests/ is on sys.path
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
 NOBODY = pwd.getpwnam("nobody")

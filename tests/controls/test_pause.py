@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from tests.test_runner import context, record, run
+from tests.runner.test_runner import context, record, run
 
 from market_timers import cli
 from market_timers.contracts import exitcodes, outcomes

@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from tests.test_sync import SIGNAL, WED, RecordingSystemctl, names
+from tests.schedule.test_sync import SIGNAL, WED, RecordingSystemctl, names
 
 from market_timers.config import loader as config
 from market_timers.contracts import planfile

@@ -447,8 +447,9 @@ def test_unknown_metrics_keys_and_bad_enabled_are_refused(write_config, capsys):
 
 
 def test_the_metrics_keys_are_in_the_man_page():
+    from tests.project.test_docs import MAN5, source, tags
+
     from market_timers.config import metrics as metrics_config
-    from test_docs import MAN5, source, tags
 
     missing = sorted(set(metrics_config.KEYS) - set(tags(source(MAN5))))
     assert not missing

@@ -21,7 +21,7 @@ from market_timers import cli
 from market_timers.config import loader as config
 from market_timers.schedule import calendars, plan, planview
 
-FIXTURES = Path(__file__).parent / "fixtures" / "plan_scale"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "plan_scale"
 CONFIG = FIXTURES / "config.toml"
 # The fixtures hold exchange_calendars 4.13.2's data; another release may move a session.
 PINNED = "4.13.2"

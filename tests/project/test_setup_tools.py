@@ -14,7 +14,7 @@ import pytest
 from market_timers import cli
 from market_timers.contracts import exitcodes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_verify_without_systemd_analyze_names_the_package(tmp_path, monkeypatch, capsys):

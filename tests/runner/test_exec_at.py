@@ -24,7 +24,7 @@ from market_timers.runner import prefire
 from market_timers.runner import realtime as instant_escort
 
 EXEC_AT = Path(sys.executable).parent / prefire.EXEC_AT
-SOURCE = Path(__file__).resolve().parents[1] / "generator" / "exec_at.c"
+SOURCE = Path(__file__).resolve().parents[2] / "generator" / "exec_at.c"
 
 
 def tree_build() -> Path:

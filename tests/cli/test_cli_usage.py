@@ -13,7 +13,7 @@ import pytest
 
 from market_timers import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 JOB = """
 calendar = "XNYS"
 horizon = 2

@@ -9,7 +9,7 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _norm(name: str) -> str:

@@ -79,7 +79,7 @@ def test_commands_without_a_clock_do_not_offer_now(write_config, capsys, argv):
     path = write_config(CONFIG)
     assert cli.main(["--config", str(path), "--now", NOW, *argv]) == exitcodes.USAGE
     assert f"--now does not apply to {argv[0]}" in capsys.readouterr().err
-    from tests.test_cli_usage import subparsers
+    from tests.cli.test_cli_usage import subparsers
 
     assert "--now" not in subparsers()[argv[0]].format_help()
 

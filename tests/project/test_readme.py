@@ -7,7 +7,7 @@ from pathlib import Path
 
 from market_timers.config import loader as config
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def toml_blocks() -> list[str]:

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from tests.test_runner import context, record, run, ticket
+from tests.runner.test_runner import context, record, run, ticket
 
 from market_timers import cli
 from market_timers.contracts import exitcodes, outcomes

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.test_render import parse_unit, values
+from tests.schedule.test_render import parse_unit, values
 
 from market_timers import cli
 from market_timers.config import loader as config

@@ -288,7 +288,7 @@ def test_the_module_is_import_light():
     code = ("import sys\nfrom market_timers.files import atomicfile\n"
             "print(sorted(m for m in ('json', 'fcntl', 'contextlib', 'tempfile', 'pathlib', "
             "'ctypes') if m in sys.modules))\n")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(root / "generator")}, check=True)
     assert out.stdout.strip() == "[]"
@@ -301,7 +301,7 @@ def test_the_runners_start_path_does_not_import_it():
             "market_timers.runner.retry, market_timers.config.retries, market_timers.runner.slotclock\n"
             "print([m for m in ('market_timers.files.atomicfile', 'market_timers.files.safefs') "
             "if m in sys.modules])\n")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(root / "generator")}, check=True)
     assert out.stdout.strip() == "[]"

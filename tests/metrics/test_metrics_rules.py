@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-RULES = Path(__file__).resolve().parents[1] / "scripts" / "examples" / "market-timers.rules.yml"
+RULES = Path(__file__).resolve().parents[2] / "scripts" / "examples" / "market-timers.rules.yml"
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from market_timers.config import loader as config
 from market_timers.contracts import exitcodes
 from market_timers.schema.problems import Problems
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAN1 = ROOT / "man" / "market-timers.1"
 MAN5 = ROOT / "man" / "market-timers.toml.5"
 PACKAGE = ROOT / "generator" / "market_timers"

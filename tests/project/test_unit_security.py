@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-UNITS = Path(__file__).resolve().parents[1] / "units"
+UNITS = Path(__file__).resolve().parents[2] / "units"
 SERVICES = sorted(p.name for p in UNITS.glob("*.service"))
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from market_timers import cli
 
-CASES = sorted((Path(__file__).parent / "render_cases").glob("*.toml"))
-GOLDEN = Path(__file__).parent / "golden"
+CASES = sorted((Path(__file__).parents[1] / "render_cases").glob("*.toml"))
+GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 def parse_unit(text: str) -> list[tuple[str, str, str]]:

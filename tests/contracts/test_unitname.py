@@ -11,7 +11,7 @@ import pytest
 from market_timers.config import jobs as job_config
 from market_timers.contracts import unitname
 
-GOLDEN = Path(__file__).parent / "golden" / "units"
+GOLDEN = Path(__file__).parents[1] / "golden" / "units"
 AT = datetime(2025, 11, 26, 20, 45, 0, tzinfo=UTC)
 
 
