@@ -193,12 +193,12 @@ def test_a_member_of_the_operator_group_may_pause_and_others_may_not(write_confi
     import grp
     from types import SimpleNamespace
 
-    from market_timers.controls import pause_halt as controls
+    from market_timers.controls import access
 
     path = write_config(CONFIG.replace('calendar = "XNYS"',
                                        'calendar = "XNYS"\noperator_group = "market-ops"'))
     real = grp.getgrnam
-    monkeypatch.setattr(controls.grp, "getgrnam", lambda name: SimpleNamespace(gr_gid=4242)
+    monkeypatch.setattr(access.grp, "getgrnam", lambda name: SimpleNamespace(gr_gid=4242)
                         if name == "market-ops" else real(name))
     assert main(path, "pause", "signal", "--note", "made by root") == 0  # root makes controls/
     st = os.stat(tmp_path / "state" / "controls")

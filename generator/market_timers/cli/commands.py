@@ -365,21 +365,21 @@ def cmd_run(args) -> int:
 
 
 def cmd_pause(args) -> int:
-    from market_timers.controls import pause_halt as controls
+    from market_timers.controls import pause
 
-    return controls.pause(_config(args, check_calendars=False), args.job, args.group, args.until,
-                          args.note, _now(args), as_json=args.json)
+    return pause.pause(_config(args, check_calendars=False), args.job, args.group, args.until,
+                       args.note, _now(args), as_json=args.json)
 
 
 def cmd_halt(args) -> int:
     from market_timers import metrics
-    from market_timers.controls import pause_halt as controls
+    from market_timers.controls import halt
     from market_timers.controls.halt_alerts import halt_alerts
 
     config = _config(args, check_calendars=False)
     announce = halt_alerts(config)
-    code = controls.halt(config, args.job, args.group, args.all_jobs, args.reason, _now(args),
-                         as_json=args.json, announce=announce)
+    code = halt.halt(config, args.job, args.group, args.all_jobs, args.reason, _now(args),
+                     as_json=args.json, announce=announce)
     announce.send()
     metrics.after_control(config)
     return code
@@ -396,13 +396,13 @@ def cmd_halt_watch(args) -> int:
 
 def cmd_resume(args) -> int:
     from market_timers import metrics
-    from market_timers.controls import pause_halt as controls
+    from market_timers.controls import resume
     from market_timers.controls.halt_alerts import halt_alerts
 
     config = _config(args, check_calendars=False)
     announce = halt_alerts(config, lifted=True)
-    code = controls.resume(config, args.job, args.group, _now(args), as_json=args.json,
-                           all_jobs=args.all_jobs, announce=announce)
+    code = resume.resume(config, args.job, args.group, _now(args), as_json=args.json,
+                         all_jobs=args.all_jobs, announce=announce)
     announce.send()
     metrics.after_control(config)
     return code

@@ -1,6 +1,6 @@
 """The halt alert policy: a halt's alert (critical) and its lifting's (warning), one per configured
-channel, raised once the halt's own work is done (cli/ composes it with pause_halt's halt and
-resume, which send none)."""
+channel, raised once the halt's own work is done (cli/ composes it with halt.py and resume.py,
+which send none)."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def collect(config, session=None, now: datetime | None = None, *,
 def _pauses(config, book=None) -> list[dict]:
     """The pauses in force (`market-timers pause`, pause_on_failure); in a cluster, the cluster
     ledger's too (this node's alone when it cannot be reached: the ledger error says so)."""
-    from market_timers.controls.pause_halt import current
+    from market_timers.controls.pause import current
     from market_timers.ledger import DatabaseError
 
     try:
