@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from market_timers.contracts import environment
 from market_timers.runner.slotaccount import Summary, account
-from market_timers.runner.slotclock import Schedule
+from market_timers.runner.slotclock import PeriodicSlots
 from market_timers.runner.slotrecords import WARNED, session_dir
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def on_handler(config, info: dict, kind: str, now=None, raise_alert=None) -> boo
     """Alert handler hook for a periodic job's unit. True: the run was a skip (counted, no alert
     of its own); False: handle the run as usual (success, failure)."""
     try:
-        schedule = Schedule.from_env(info)
+        schedule = PeriodicSlots.from_env(info)
         job, session = info[environment.JOB], info[environment.SESSION]
     except (KeyError, ValueError):
         return False

@@ -98,9 +98,9 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
                 stamp_dir: Path | None = None, data_vintage=None,
                 last_session_of=None) -> RefreshResult:
     from market_timers.cli.synced import after_sync
+    from market_timers.host.clock import utcnow
     from market_timers.schedule import calendar_checks
     from market_timers.schedule import sync as sync_mod
-    from market_timers.schedule.plan import utcnow
 
     now = now or utcnow()
     result = RefreshResult()

@@ -60,7 +60,7 @@ class Config:
     spool_dir: Path = Path(environment.DEFAULT_SPOOL_DIR)
     runtime_dir: Path = Path(environment.DEFAULT_RUNTIME_DIR)
     runner: str | None = None
-    operator_group: str = ""  # besides root, may pause, halt and resume (schedule/controls.py)
+    operator_group: str = ""  # besides root, may pause, halt and resume (controls/access.py)
     on_halt: list[str] = field(default_factory=list)  # run once per `market-timers halt`
     jobs: list[Job] = field(default_factory=list)
     overrides: dict[str, Override] = field(default_factory=dict)
@@ -98,7 +98,7 @@ def _runner(value: object) -> str:
 
 
 def _operator_group(value: object) -> str:
-    """`operator_group`: besides root, its members may pause and resume (schedule/controls.py).
+    """`operator_group`: besides root, its members may pause and resume (controls/access.py).
     Never the package's own group nor the jobs' default user's: a job must not be able to."""
     from market_timers.config.jobs import USER_NAME
 

@@ -31,7 +31,7 @@ from market_timers.alerts.api import raise_alert
 from market_timers.config.events import KIND, EventsConfig
 from market_timers.events import spool
 from market_timers.events.engine import Engine, ms
-from market_timers.events.schedule import Schedule, parse_at
+from market_timers.events.plan_lookup import PlanLookup, parse_at
 from market_timers.events.store import Store, read_open
 
 log = logging.getLogger("market_timers.events")
@@ -187,7 +187,7 @@ def _sweep_temp(dirs: list[str], now: float) -> None:
 
 
 def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
-          schedule: Schedule | None = None, calendar: str | None = None,
+          schedule: PlanLookup | None = None, calendar: str | None = None,
           override=None) -> Engine:
     """Route every spooled event, then tick to `now`. Returns the engine (outcomes, deadlines).
     `calendar` (and its `override`): the exchange calendar whose sessions events belong to."""
@@ -195,8 +195,8 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
     with store.locked():
         files = pending(dirs)
         if schedule is None:  # plan.json and run records: read only when there is an event
-            schedule = Schedule.from_state(state_dir, {r.after_job for r in ecfg.expected},
-                                           calendar, override) if files else Schedule()
+            schedule = PlanLookup.from_state(state_dir, {r.after_job for r in ecfg.expected},
+                                             calendar, override) if files else PlanLookup()
         engine = Engine(ctx, ecfg, store, schedule)
         bad: list[tuple[Path, str, str]] = []
         ready: list[tuple[Path, dict]] = []

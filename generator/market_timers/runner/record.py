@@ -121,13 +121,13 @@ def complete_slot(env: dict, state_dir: str, job: str, now: datetime) -> int:
     """`market-timers-run --record` for a periodic job: complete the slot this invocation judged
     (the runner left a pointer named by $INVOCATION_ID), then record the slots skipped meanwhile."""
     from market_timers.runner.slotaccount import account
-    from market_timers.runner.slotclock import Schedule, pointer_path
+    from market_timers.runner.slotclock import PeriodicSlots, pointer_path
     from market_timers.runner.slotrecords import read_slot, update_slot
 
     session = env.get(environment.SESSION, "")
     invocation = env.get("INVOCATION_ID", "")
     try:
-        schedule = Schedule.from_env(env)
+        schedule = PeriodicSlots.from_env(env)
         if invocation.isalnum() and session:
             pointer = pointer_path(state_dir, job, session, invocation)
             try:

@@ -29,6 +29,8 @@ from market_timers.config.loader import Config
 from market_timers.contracts import planfile, unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
+from market_timers.host.clock import utcnow
+from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import runrecord
 from market_timers.schedule import credunits
 from market_timers.schedule import plan as planning
@@ -41,7 +43,6 @@ from market_timers.schedule.render import (
     write_atomic,
 )
 from market_timers.schedule.syncreport import Change, Dropped, SyncResult
-from market_timers.schedule.systemctl import Systemctl
 
 STAMP_DIR = Path("/var/lib/systemd/timers")
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written
@@ -61,7 +62,7 @@ def _existing(unit_dir: Path) -> dict[str, str]:
 
 def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
          systemctl: Systemctl | None = None, stamp_dir: Path = STAMP_DIR) -> SyncResult:
-    now = now or planning.utcnow()
+    now = now or utcnow()
     systemctl = systemctl or Systemctl()
     unit_dir = config.unit_dir
     planned = planning.plan_ahead_partial(config, now)
@@ -147,7 +148,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         systemctl.reset_failed([unitname.service_of(n) for n in result.expired])
         systemctl.start(result.started)
         if getattr(config, "cluster", None) is not None:
-            # the kill switch's listener (schedule/haltwatch.py): once [cluster] is configured,
+            # the kill switch's listener (controls/haltwatch.py): once [cluster] is configured,
             # this node stops the runs a halt made anywhere covers (started unless running; its
             # condition: the DSN credential in /etc/credstore)
             systemctl.start([HALT_WATCH])

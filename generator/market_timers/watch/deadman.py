@@ -41,8 +41,8 @@ from market_timers.config.watch import WatchConfig, watch_of
 from market_timers.contracts import journal, unitname
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
+from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import DatabaseError, Key, runrecord
-from market_timers.schedule.systemctl import Systemctl
 from market_timers.watch import findings, reported, slots
 from market_timers.watch.alert import send_alert
 from market_timers.watch.findings import UNREACHABLE_KEY, PassResult
@@ -254,7 +254,7 @@ def command(config, now: datetime | None = None) -> int:
     """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
     journal.setup()
     from market_timers.alerts.snapshot import announce
-    from market_timers.schedule.plan import utcnow
+    from market_timers.host.clock import utcnow
 
     now = now or utcnow()
     try:  # a broken live config is a critical alert of its own (once per content)

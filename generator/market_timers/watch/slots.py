@@ -32,9 +32,9 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
     deadman.json's reported keys (the judged mark of an old session is kept there)."""
     from market_timers.alerts.skipped_slots import warn_once
     from market_timers.runner.slotaccount import account, stall
-    from market_timers.runner.slotclock import Schedule
+    from market_timers.runner.slotclock import PeriodicSlots
 
-    schedule = Schedule.from_plan(entry)
+    schedule = PeriodicSlots.from_plan(entry)
     job = next((j for j in config.jobs if j.name == entry["job"]), None)
     periodic = getattr(job, "periodic", None)
     stall_after = periodic.stall_after if periodic else 5 * schedule.every

@@ -47,8 +47,8 @@ from market_timers.config.watch import watch_of
 from market_timers.contracts import planfile
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.contracts.outcomes import result_text
+from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import runrecord
-from market_timers.schedule.systemctl import Systemctl
 from market_timers.watch.calendar_warnings import status_warnings
 from market_timers.watch.fires import deadline, read_plan, timer_state
 
@@ -64,7 +64,7 @@ def collect(config, session=None, now: datetime | None = None, *,
     last) dates (either None: open) instead of the default sessions. `calendar_warnings`:
     False leaves them out (they build the exchange calendars: pandas, about a second, which the
     dead-man's page refresh every minute must not pay; the refresh warns of a data end)."""
-    from market_timers.schedule.plan import utcnow
+    from market_timers.host.clock import utcnow
 
     now = now or utcnow()
     state_dir = Path(config.state_dir)
@@ -142,8 +142,8 @@ def collect(config, session=None, now: datetime | None = None, *,
 def _pauses(config, book=None) -> list[dict]:
     """The pauses in force (`market-timers pause`, pause_on_failure); in a cluster, the cluster
     ledger's too (this node's alone when it cannot be reached: the ledger error says so)."""
+    from market_timers.controls.pause import current
     from market_timers.ledger import DatabaseError
-    from market_timers.schedule.controls import current
 
     try:
         return current(config, book)
@@ -186,10 +186,10 @@ def _read(state_dir: Path, entry: dict, book):
 def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
     """`slots`: total, ran, skipped (by cause), ahead; `result` says it in a few words."""
     from market_timers.runner.slotaccount import account
-    from market_timers.runner.slotclock import Schedule
+    from market_timers.runner.slotclock import PeriodicSlots
 
     try:
-        s = account(state_dir, entry["job"], entry["session"], Schedule.from_plan(entry),
+        s = account(state_dir, entry["job"], entry["session"], PeriodicSlots.from_plan(entry),
                     int(entry.get("grace_sec", 0)), now, write=False)
     except (OSError, ValueError, KeyError):
         return {}
@@ -372,6 +372,6 @@ def command(config, session=None, as_json: bool = False, now: datetime | None = 
 
 
 def _now() -> datetime:
-    from market_timers.schedule.plan import utcnow
+    from market_timers.host.clock import utcnow
 
     return utcnow()
