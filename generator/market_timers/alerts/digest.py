@@ -54,6 +54,23 @@ def _counted(kinds: list[str]) -> str:
     return ", ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items())
 
 
+def _job_lines(results: dict[str, list[str]], durations: dict[str, dict[str, float]],
+               session: str) -> list[str]:
+    """Each job's results in the session and its duration against its recent median."""
+    if not results:
+        return ["  (no run recorded for this session)"]
+    lines = []
+    for job in sorted(results):
+        mine = durations.get(job, {})
+        now_d = mine.get(session)
+        history = [d for s, d in sorted(mine.items()) if s < session][-RECENT:]
+        shown = f"{now_d:.1f} s" if now_d is not None else "-"
+        if now_d is not None and history:
+            shown += f" (median of last {len(history)}: {statistics.median(history):.1f} s)"
+        lines.append(f"  {job}: {_counted(results[job])}; duration {shown}")
+    return lines
+
+
 def _tally_line(results: dict[str, list[str]]) -> str:
     """`Skips: 1, stale starts: 0, misses: 0`: the outcomes the digest counts, over all jobs."""
     counts = [f"{o.tally}: {sum(r.count(o.name) for r in results.values())}"
@@ -87,18 +104,8 @@ def build(ctx, session: str, incidents=None, halts=None) -> str:
         if rec["session"] == session and rec["job"] not in results:
             results[rec["job"]] = [str(rec.get("refused") or rec.get("result")
                                        or "started, no result")]
-    lines = [f"market-timers digest for session {session}", "", "Jobs:"]
-    if not results:
-        lines.append("  (no run recorded for this session)")
-    for job in sorted(results):
-        mine = durations.get(job, {})
-        now_d = mine.get(session)
-        history = [d for s, d in sorted(mine.items()) if s < session][-RECENT:]
-        shown = f"{now_d:.1f} s" if now_d is not None else "-"
-        if now_d is not None and history:
-            shown += f" (median of last {len(history)}: {statistics.median(history):.1f} s)"
-        lines.append(f"  {job}: {_counted(results[job])}; duration {shown}")
-    lines += ["", _tally_line(results)]
+    lines = [f"market-timers digest for session {session}", "", "Jobs:",
+             *_job_lines(results, durations, session), "", _tally_line(results)]
     for outcome in (o for o in OUTCOMES if o.held):  # deliberate (a pause, a halt...), not missed
         if held := sorted(j for j, r in results.items() if outcome.name in r):
             lines.append(f"{outcome.held}: {', '.join(held)}")

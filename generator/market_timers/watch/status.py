@@ -69,14 +69,8 @@ def collect(config, session=None, now: datetime | None = None, *,
     if plan is None:
         return None
     watch = watch_of(config)
-    fires = plan.get("fires", [])
-    if between is not None:
-        first, last = (d.isoformat() if d else None for d in between)
-        wanted = {e["session"] for e in fires if (first is None or e["session"] >= first)
-                  and (last is None or e["session"] <= last)}
-    else:
-        wanted = _sessions(fires, session.isoformat() if session else None, now)
-    fires = [e for e in fires if e["session"] in wanted]
+    wanted = _wanted(plan.get("fires", []), session, between, now)
+    fires = [e for e in plan.get("fires", []) if e["session"] in wanted]
     shown = (systemctl or Systemctl()).show(sorted({e["unit"] for e in fires}),
                                             ["LoadState", "ActiveState", "SubState"])
     sessions: dict[str, list[dict]] = {}
@@ -92,26 +86,10 @@ def collect(config, session=None, now: datetime | None = None, *,
         if record is None:
             record = runrecord.read(state_dir, e["job"], e["session"])
         record = record or {}
-        sessions.setdefault(e["session"], []).append({
-            "job": e["job"], "calendar": e.get("calendar", ""), "event": e.get("event", ""),
-            "fire_utc": e["fire_utc"], "unit": e["unit"],
-            "timer": timer_state(shown.get(e["unit"], {})),
-            "result": _result(e, record, now, watch.slack_sec),
-            "exit_status": record.get("exit_status"),
-            "duration_sec": record.get("duration_sec"),
-            "late_sec": record.get("late_sec"),
-            "started_utc": record.get("started_utc"),
-            "finished_utc": record.get("finished_utc"),
-            "attempts": record.get("attempts", 1 if record else 0),
-            "host": record.get("host"),
-            "refused_starts": record.get("refused_starts", []),
-            "alerts": events(e["session"], e["job"]),
-            **({"node": record.get("node") or record.get("host")} if cluster else {}),
-            **({"requires": requires[e["job"]]} if e["job"] in requires else {}),
-            **_refusal_fields(record),
-            **({"stopped_by_halt": record["stopped_by_halt"]}
-               if record.get("stopped_by_halt") else {}),
-        })
+        sessions.setdefault(e["session"], []).append(_job_row(
+            e, record, timer=timer_state(shown.get(e["unit"], {})),
+            result=_result(e, record, now, watch.slack_sec), alerts=events(e["session"], e["job"]),
+            node=cluster, requires=requires.get(e["job"])))
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
             sessions[e["session"]][-1].update(statusinputs.periodic(state_dir, e, now))
     held = statusinputs.pauses(config, book)
@@ -129,6 +107,41 @@ def collect(config, session=None, now: datetime | None = None, *,
     if getattr(config, "cluster", None) is not None:
         doc["cluster"] = {"node": config.cluster.node, "ledger_error": ledger_error}
     return doc
+
+
+def _job_row(entry: dict, record: dict, *, timer: str, result: str, alerts: list[dict],
+             node: bool, requires: list[str] | None) -> dict:
+    """One job's row of a session: the plan's entry, what the ledger holds, its alerts."""
+    return {
+        "job": entry["job"], "calendar": entry.get("calendar", ""), "event": entry.get("event", ""),
+        "fire_utc": entry["fire_utc"], "unit": entry["unit"],
+        "timer": timer,
+        "result": result,
+        "exit_status": record.get("exit_status"),
+        "duration_sec": record.get("duration_sec"),
+        "late_sec": record.get("late_sec"),
+        "started_utc": record.get("started_utc"),
+        "finished_utc": record.get("finished_utc"),
+        "attempts": record.get("attempts", 1 if record else 0),
+        "host": record.get("host"),
+        "refused_starts": record.get("refused_starts", []),
+        "alerts": alerts,
+        **({"node": record.get("node") or record.get("host")} if node else {}),
+        **({"requires": requires} if requires else {}),
+        **_refusal_fields(record),
+        **({"stopped_by_halt": record["stopped_by_halt"]}
+           if record.get("stopped_by_halt") else {}),
+    }
+
+
+def _wanted(fires: list[dict], session, between, now: datetime) -> set[str]:
+    """The sessions shown: `between` (first, last: either None is open), else `session`, else
+    the latest that has started and every one after it."""
+    if between is None:
+        return _sessions(fires, session.isoformat() if session else None, now)
+    first, last = (d.isoformat() if d else None for d in between)
+    return {e["session"] for e in fires if (first is None or e["session"] >= first)
+            and (last is None or e["session"] <= last)}
 
 
 def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]:
