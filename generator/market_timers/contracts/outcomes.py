@@ -41,7 +41,7 @@ _FIELDS = {
     "metric": False,  # a label of the job_last_result / job_failures_total metrics
     "failure": False,  # a failure: a recovery follows, pause_on_failure pauses, PagerDuty's key
     "results": (),  # the systemd Results that are this outcome (MONITOR_SERVICE_RESULT)
-    "reported_as": None,  # another row's name: classified, alerted and shown as that row
+    "reported_as": None,  # the row it is told as: its exit status is not classified on its own
     "tally": None,  # the digest's count of it ("Skips: 1, stale starts: 0...")
     "held": None,  # the digest's line naming the jobs it held ("Paused (not run, not missed)")
     "fields": (),  # the refusal's own fields in the ledger that `status` shows
