@@ -9,7 +9,9 @@ that table's section, and its EXAMPLE must load.
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
+import shlex
 import shutil
 import subprocess
 import tomllib
@@ -20,7 +22,7 @@ import pytest
 from market_timers import cli
 from market_timers.config import jobs as job_config
 from market_timers.config import loader as config
-from market_timers.contracts import exitcodes
+from market_timers.contracts import exitcodes, outcomes
 from market_timers.schema.problems import Problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,6 +124,64 @@ def test_every_exit_code_is_documented():
     codes = {v for k, v in vars(exitcodes).items() if k.isupper() and isinstance(v, int)}
     documented = {int(t) for t in tags(exit_status) if t.isdigit()}
     assert codes <= documented, f"exit codes without a tag in EXIT STATUS: {codes - documented}"
+
+
+MAN_RUN = ROOT / "man" / "market-timers-run.1"
+_FONTS = {".B", ".I", ".BR", ".RB", ".IR", ".RI", ".BI", ".IB"}
+
+
+def plain(lines: list[str]) -> str:
+    """An entry's roff lines as one line of text: font macros' words joined as groff sets them."""
+    out = []
+    for line in lines:
+        macro, _, rest = line.partition(" ")
+        if macro in _FONTS:
+            words = shlex.split(rest)
+            line = " ".join(words) if macro in (".B", ".I") else "".join(words)
+        out.append(line)
+    return " ".join(" ".join(out).split())
+
+
+def runner_exits(path: Path) -> dict[int, str]:
+    """The runner's exit statuses (LSB's 150-199) tagged in `path`'s EXIT STATUS, each with its
+    entry's text."""
+    lines = section(source(path), "EXIT STATUS").splitlines()
+    found = {}
+    for i, line in enumerate(lines[:-1]):
+        tag = lines[i + 1].removeprefix(".B ")
+        if line == ".TP" and tag.isdigit() and 150 <= int(tag) <= 199:
+            body = list(itertools.takewhile(
+                lambda x: x.split(" ")[0] not in (".TP", ".PP", ".SH"), lines[i + 2:]))
+            found[int(tag)] = plain(body)
+    return found
+
+
+@pytest.mark.parametrize("page", [MAN1, MAN_RUN], ids=lambda p: p.name)
+def test_the_exit_status_table_is_the_outcome_table(page: Path):
+    """Every row of the outcome table with a runner exit status has its entry in the page's EXIT
+    STATUS, and every runner exit status there is a row: named by its brief, and in
+    market-timers-run(1) the row's explanation first."""
+    rows = {o.exit: o for o in outcomes.OUTCOMES if o.exit is not None}
+    entries = runner_exits(page)
+    roff = {code: f".TP\n.B {code}\n{o.brief}: {o.explain}".replace("-", "\\-")
+            for code, o in rows.items()}
+    missing = [roff[code] for code in sorted(set(rows) - set(entries))]
+    assert not missing, f"{page.name} EXIT STATUS lacks the outcome rows:\n" + "\n".join(missing)
+    extra = sorted(set(entries) - set(rows))
+    assert not extra, f"{page.name} EXIT STATUS has codes that are no outcome row: {extra}"
+    for code, o in rows.items():
+        head = f"{o.brief}: {o.explain}" if page == MAN_RUN else f"{o.brief}:"
+        assert entries[code].startswith(head), \
+            f"{page.name} {code} should start {head!r}: {entries[code][:80]!r}"
+
+
+def test_a_new_outcome_row_is_asked_of_the_man_pages(monkeypatch):
+    """The check above fails on a row the pages lack, and gives the entry to add."""
+    row = outcomes.Outcome("demo-refused", exit=169, brief="demo refused", explain="a row.")
+    monkeypatch.setattr(outcomes, "OUTCOMES", (*outcomes.OUTCOMES, row))
+    for page in (MAN1, MAN_RUN):
+        with pytest.raises(AssertionError, match=r"\.B 169\n\s*demo refused: a row\."):
+            test_the_exit_status_table_is_the_outcome_table(page)
 
 
 def test_the_unit_names_and_header_are_documented():

@@ -166,6 +166,7 @@ HEAVY = ("pandas", "numpy", "exchange_calendars", "jinja2", "json", "typing")
 START = {"market_timers", "market_timers.run", "market_timers.runner",
          "market_timers.runner.start", "market_timers.runner.jobuser", "market_timers.contracts",
          "market_timers.contracts.environment", "market_timers.contracts.exitcodes",
+         "market_timers.contracts.outcomes",  # the outcome table: exitcodes.py reads it (~0.4 ms)
          "market_timers.ledger", "market_timers.ledger.local",
          "market_timers.ledger.pauses",  # pause check: os and stat, a few stats per start
          "market_timers.ledger.halts"}  # halt check (after the lock): os, a few stats per start
