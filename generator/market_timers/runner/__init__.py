@@ -183,12 +183,12 @@ def _refuse_past_deadline(env, book, error, key, scheduled, grace, slot) -> int:
     """The ledger was reached but its steps did not complete before the start's deadline:
     refused as a stale start (a critical "did not run"), with the database's reason."""
     what = slot.what if slot else f"{key.job} for session {key.session}"
-    deadline = getattr(book, "deadline", None)
+    deadline = book.deadline
     at = f" at {utc_text(datetime.fromtimestamp(deadline, UTC))}" if deadline else ""
     if deadline == scheduled.timestamp() + grace:
         at += f" (instant {utc_text(scheduled)} + grace {grace} s)"
     claim = ""
-    if getattr(book, "claim_sent", False):  # the server may have written it
+    if book.claim_sent:  # the server may have written it
         claim = ("; its claim, which may have been written, was withdrawn"
                  if book.withdraw(key, env.get("INVOCATION_ID")) else
                  "; its claim may have been written and could not be withdrawn: if `market-timers"
@@ -249,11 +249,11 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     what = slot.what if slot else f"{job} for session {session}"
     base = _base(env, scheduled)
     how, by = "timer", None
-    if hasattr(book, "deadline"):  # the cluster ledger: every database step ends by then
+    if book.bounded:  # the cluster ledger: every database step ends by then
         book.deadline = time.time() + OFF_TIMER_BOUND_SEC if env.get(environment.TICKET) \
             else scheduled.timestamp() + grace
     delay = int(env.get(environment.STANDBY_DELAY_SEC) or 0)
-    if not slot and delay and not env.get(environment.TICKET) and hasattr(book, "lock_group"):
+    if not slot and delay and not env.get(environment.TICKET) and book.locks_groups:
         # A standby gives the preferred node `standby_delay` to claim first (issue 10): it claims
         # at instant + delay when its timer pre-fired (MARKET_LEAD_SEC: the preferred node claims
         # before the instant), else `delay` after its own start (a late start, a catch-up).
@@ -295,11 +295,11 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
             if attempt > 1:
                 how = "retry"
                 late = (datetime.now(UTC) - scheduled).total_seconds()
-                if hasattr(book, "deadline"):
+                if book.bounded:
                     book.deadline = time.time() + OFF_TIMER_BOUND_SEC
         holder = None if how in ("forced", "retry") else book.holder(key)
     except OSError as e:
-        state_dir = getattr(book, "state_dir", None) or env.get(environment.STATE_DIR, "?")
+        state_dir = book.state_dir or env.get(environment.STATE_DIR, "?")
         log(ERR, f"cannot read the run ledger in {state_dir}: {e}; not running {what} (it could "
                  "run twice)")
         return RUNNER_ERROR
@@ -365,7 +365,7 @@ def _start(argv: list[str], env: dict, book, key, now: datetime, scheduled: date
     if isinstance(claim, int):
         return claim
     if how == "timer" and time.time() > scheduled.timestamp() + grace and \
-            hasattr(book, "withdraw"):  # the grace again: the claim itself may have been slow
+            book.withdraws:  # the grace again: the claim itself may have been slow
         return _refuse_late_claim(book, key, claim, lock, scheduled, grace, what, base, slot)
     answer = None
     if fence is not None and user is not None:  # the job asks its supervisor (start.py)

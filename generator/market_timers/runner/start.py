@@ -150,7 +150,7 @@ def cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
     None on the local ledger), or OVERLAP_SKIPPED when another node holds the group (the local
     lock fd is then closed). One-shot and periodic starts share it, so a group is never run
     twice at once across nodes whatever kind of job holds it."""
-    if not hasattr(book, "lock_group"):
+    if not book.locks_groups:
         return None
     group = env.get(environment.LOCK_GROUP, key.job)
     try:
