@@ -651,6 +651,8 @@ class PostgresLedger(Ledger):
     statement then retries a busy database and reconnects a broken connection until it, and
     raises DeadlinePassed past it (see the module doc)."""
 
+    bounded = withdraws = locks_groups = pauses_everywhere = True  # ledger.Ledger's capabilities
+
     def __init__(self, dsn: str, node: str):
         self.dsn, self.node = dsn, node
         self._conn: Connection | None = None

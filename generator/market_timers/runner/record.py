@@ -103,7 +103,7 @@ def _pause_on_failure(env: dict, book, key, now: datetime) -> None:
         "by": "pause_on_failure", "since": now.isoformat(timespec="seconds").replace("+00:00", "Z"),
         "host": os.uname().nodename, "job": key.job, "session": key.session,
         "note": f"{key.job} failed in session {key.session} ({status}); pause_on_failure"}
-    if hasattr(book, "set_pause"):  # the cluster ledger: the pause holds every node
+    if book.pauses_everywhere:  # the cluster ledger: the pause holds every node
         try:
             book.set_pause("failure", group, fields)
         except DatabaseError as e:
