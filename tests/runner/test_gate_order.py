@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from tests.test_runner import RUNNER, context, record, run, ticket
+from tests.runner.test_runner import RUNNER, context, record, run, ticket
 
 from market_timers.contracts import exitcodes
 from market_timers.ledger import format_fields, runrecord
