@@ -1,5 +1,5 @@
-"""`period = "week"` on exchanges whose week is not Monday to Friday, against dates written out by
-hand.
+"""`period = "week"` on exchanges whose week is not Monday to Friday, and the spellings of `weekday`,
+against dates written out by hand.
 
 The sessions behind these dates were read from exchange_calendars' published data and reasoned
 about week by week:
@@ -145,6 +145,29 @@ def test_a_week_that_moves_earlier_ends_at_the_old_weekend():
                    date(2027, 1, 17)]
 
 
+# weekday spellings -------------------------------------------------------------------------
+
+THIRD_FRIDAYS_XNYS_2026 = ["2026-03-20", "2026-06-18", "2026-09-18", "2026-12-18"]
+
+
+@pytest.mark.parametrize("spelled", ["fri", "Fri", "FRI", "friday", "Friday", "FRIDAY"])
+def test_weekday_is_its_three_letter_form_or_full_name_in_any_case(write_config, spelled):
+    rule = f'weekday = "{spelled}"\nnth = 3\nmonths = [3, 6, 9, 12]'
+    assert selected(write_config, job(rule, "XNYS"), "2026-01-01", "2026-12-31") == \
+        THIRD_FRIDAYS_XNYS_2026
+
+
+@pytest.mark.parametrize("spelled", ['"fr"', '"th"', '"thurs"', '"tues"', '"fridays"',
+                                     '"fridge"', '""', "5"])
+def test_other_weekday_spellings_are_refused_naming_file_key_value_and_the_rule(
+        write_config, spelled):
+    lines = errors(write_config, job(f"weekday = {spelled}\nnth = 3", "XNYS"))
+    line = next(e for e in lines if "job[0].sessions.weekday" in e)
+    assert "market-timers.toml" in line
+    assert f"(got {spelled.strip(chr(34))!r})" in line or f"(got {spelled})" in line
+    assert "mon" in line and "monday" in line and "any case" in line
+
+
 # a date that is no session, said by the weekmask of its date -------------------------------
 
 def test_extra_on_a_friday_before_the_switch_is_a_friday_not_a_holiday(write_config):
@@ -156,8 +179,8 @@ def test_extra_on_a_friday_before_the_switch_is_a_friday_not_a_holiday(write_con
 
 # the man page says it ----------------------------------------------------------------------
 
-def test_the_man_page_states_the_weeks_with_their_examples():
+def test_the_man_page_states_the_weeks_and_the_weekday_spellings():
     text = MAN_PAGE.read_text().replace("\\-", "-").replace("\\(dq", '"')
     rules = text[text.index(".SS Session rules"):text.index(".SS Refused job keys")]
-    for said in ("2026-01-04", "Sunday to Thursday"):
+    for said in ("2026-01-04", "Sunday to Thursday", "monday", "any case"):
         assert said in rules, said

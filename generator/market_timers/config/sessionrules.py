@@ -6,7 +6,7 @@
     offset = 2              #   0 = the last (first) session, 2 = the third-last (third)
 
     [job.sessions]
-    weekday = "fri"         # the nth weekday of a month:
+    weekday = "fri"         # the nth weekday of a month (mon..sun or monday..sunday, any case):
     nth = 3                 #   1..5, or -1..-5 counted from the month's end
     months = [3, 6, 9, 12]  #   only these months (default: every month; with `period`: the
                             #   selected session's month)
@@ -31,6 +31,7 @@ from market_timers.schema.table import Bad, Key, Table
 
 PERIODS = ("week", "month", "quarter", "year")
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 IF_CLOSED = ("previous", "next", "none")
 CHOICE = ("only", "never")
 # attribute key -> what it is, as the plan and the unit's description say it
@@ -76,9 +77,13 @@ def _offset(value: Any) -> int:
 
 
 def _weekday(value: Any) -> int:
-    if not isinstance(value, str) or value.lower()[:3] not in WEEKDAYS:
-        raise Bad(f"one of {', '.join(WEEKDAYS)}")
-    return WEEKDAYS.index(value.lower()[:3])
+    # one rule, no guessing: a day's three-letter form or full name ("thurs", "fr" are refused)
+    spelled = value.lower() if isinstance(value, str) else None
+    for i, (short, full) in enumerate(zip(WEEKDAYS, WEEKDAY_NAMES, strict=True)):
+        if spelled in (short, full):
+            return i
+    raise Bad(f"a day's three-letter form or full English name, in any case: "
+              f"{', '.join(WEEKDAYS)} or monday ... sunday (\"fri\", \"Fri\", \"FRIDAY\")")
 
 
 def _nth(value: Any) -> int:
@@ -116,7 +121,8 @@ TABLE = Table((
     Key("period", _period, None, "the nth session of each week, month, quarter or year"),
     Key("from", _from, True, 'count from the period\'s "end" (default) or "start"', attr="from_end"),
     Key("offset", _offset, 0, "sessions from that end: 0 the last (first) session"),
-    Key("weekday", _weekday, None, "the nth weekday of each month: mon ... sun"),
+    Key("weekday", _weekday, None, "the nth weekday of each month: mon ... sun or monday ... "
+        "sunday, in any case"),
     Key("nth", _nth, 0, "with weekday: 1 to 5, or -1 to -5 from the month's end"),
     Key("months", _months, frozenset(), "only in these months (1 to 12)"),
     Key("if_closed", _if_closed, "previous", "with weekday, when that day is not a session: "
