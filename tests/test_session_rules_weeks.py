@@ -1,5 +1,5 @@
-"""`period = "week"` on exchanges whose week is not Monday to Friday, and the spellings of `weekday`,
-against dates written out by hand.
+"""`period = "week"` on exchanges whose week is not Monday to Friday, the spellings of `weekday`,
+and the two orders of a date rule and its attribute filters, against dates written out by hand.
 
 The sessions behind these dates were read from exchange_calendars' published data and reasoned
 about week by week:
@@ -168,6 +168,49 @@ def test_other_weekday_spellings_are_refused_naming_file_key_value_and_the_rule(
     assert "mon" in line and "monday" in line and "any case" in line
 
 
+# date rule and attribute filters: the two orders -------------------------------------------
+
+MONTH_END_NO_HALF_DAY = 'period = "month"\nearly_close = "never"'
+
+
+def test_by_default_the_rule_chooses_first_and_a_filter_then_drops_it(write_config):
+    # November 2025's last session, Friday 11-28, closes early: no run in November
+    got = selected(write_config, job(MONTH_END_NO_HALF_DAY, "XNYS"), "2025-10-01", "2025-12-31")
+    assert got == ["2025-10-31", "2025-12-31"]
+    week = 'period = "week"\nearly_close = "never"'  # Thanksgiving week ends on a half day
+    got = selected(write_config, job(week, "XNYS"), "2025-11-17", "2025-12-05")
+    assert got == ["2025-11-21", "2025-12-05"]
+
+
+def test_count_among_filtered_chooses_among_the_sessions_the_filters_keep(write_config):
+    rule = MONTH_END_NO_HALF_DAY + '\ncount_among = "filtered"'
+    got = selected(write_config, job(rule, "XNYS"), "2025-10-01", "2025-12-31")
+    assert got == ["2025-10-31", "2025-11-26", "2025-12-31"]
+    week = 'period = "week"\nearly_close = "never"\ncount_among = "filtered"'
+    got = selected(write_config, job(week, "XNYS"), "2025-11-17", "2025-12-05")
+    assert got == ["2025-11-21", "2025-11-26", "2025-12-05"]
+    # the last half day of each month: December's is Christmas Eve, October has none
+    halves = 'period = "month"\nearly_close = "only"\ncount_among = "filtered"'
+    got = selected(write_config, job(halves, "XNYS"), "2025-10-01", "2025-12-31")
+    assert got == ["2025-11-28", "2025-12-24"]
+
+
+def test_count_among_filtered_says_so_in_the_plan_why(write_config):
+    rule = MONTH_END_NO_HALF_DAY + '\ncount_among = "filtered"'
+    cfg = calendar_checks.load(write_config(job(rule, "XNYS")))
+    fires = plan.plan_between(cfg, date(2025, 11, 1), date(2025, 11, 30))
+    assert [f.why for f in fires] == ["month end (counted among: no early close)"]
+
+
+def test_count_among_is_refused_without_period_or_filter_or_with_a_bad_value(write_config):
+    lines = errors(write_config, job('early_close = "never"\ncount_among = "filtered"', "XNYS"))
+    assert any("job[0].sessions.count_among" in e and "period" in e for e in lines)
+    lines = errors(write_config, job('period = "month"\ncount_among = "filtered"', "XNYS"))
+    assert any("job[0].sessions.count_among" in e and "early_close" in e for e in lines)
+    lines = errors(write_config, job(MONTH_END_NO_HALF_DAY + '\ncount_among = "kept"', "XNYS"))
+    assert any("job[0].sessions.count_among" in e and "(got 'kept')" in e for e in lines)
+
+
 # a date that is no session, said by the weekmask of its date -------------------------------
 
 def test_extra_on_a_friday_before_the_switch_is_a_friday_not_a_holiday(write_config):
@@ -179,8 +222,9 @@ def test_extra_on_a_friday_before_the_switch_is_a_friday_not_a_holiday(write_con
 
 # the man page says it ----------------------------------------------------------------------
 
-def test_the_man_page_states_the_weeks_and_the_weekday_spellings():
+def test_the_man_page_states_weeks_spellings_and_the_order_with_its_examples():
     text = MAN_PAGE.read_text().replace("\\-", "-").replace("\\(dq", '"')
     rules = text[text.index(".SS Session rules"):text.index(".SS Refused job keys")]
-    for said in ("2026-01-04", "Sunday to Thursday", "monday", "any case"):
+    for said in ("2026-01-04", "Sunday to Thursday", "monday", "any case", "count_among",
+                 "2025-11-28", "2025-11-26"):
         assert said in rules, said

@@ -12,11 +12,17 @@ rather than a wrong session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 
 from market_timers.config.loader import Config, Job, Override
-from market_timers.config.sessionrules import SessionRule, attribute_text, date_rule_text, describe
+from market_timers.config.sessionrules import (
+    SessionRule,
+    attribute_text,
+    counted_text,
+    date_rule_text,
+    describe,
+)
 from market_timers.schedule import calendars, weeks
 
 # Days looked at around a window: a moved weekday's previous or next session, the neighbours that
@@ -52,7 +58,9 @@ def chosen(job: Job, calendar: str, start: date, end: date, override=None
             else _view(calendar, wide_start, wide_end, override))
     labels = view.labels
     out: dict[date, str] = {}
-    if rule is not None:
+    if rule is not None and rule.count_among == "filtered":
+        out = _counted_among_filtered(rule, view)
+    elif rule is not None:
         picks = _date_rule(rule, view)
         out = _attributes(rule, picks, view)
     sessions = set(labels)
@@ -270,6 +278,16 @@ def _attributes(rule: SessionRule, picks: dict[date, str], view: _View) -> dict[
             else:
                 out[day] = ", ".join([why, *said])
     return out
+
+
+def _counted_among_filtered(rule: SessionRule, view: _View) -> dict[date, str]:
+    """count_among = "filtered": the period's nth of the sessions every filter keeps (November
+    2025's last XNYS session without an early close: 11-26, not the half day 11-28)."""
+    kept = set(_attributes(rule, dict.fromkeys(view.labels, ""), view))
+    index = [i for i, d in enumerate(view.labels) if d in kept]
+    filtered = replace(view, labels=[view.labels[i] for i in index],
+                       breaks=[view.breaks[i] for i in index])
+    return dict.fromkeys(_date_rule(rule, filtered), counted_text(rule))
 
 
 # the config's warnings ------------------------------------------------------------------------
