@@ -314,12 +314,22 @@ def special_days(name: str, start: date, end: date, override: Override | None = 
     return days(cal.early_closes, override.early_close), days(cal.late_opens, override.late_open)
 
 
-def week_starts_on(name: str, start: date, end: date) -> int:
-    """The weekday (0 = Monday) a trading week starts on: Sunday for a calendar that trades on
-    Sundays but not Saturdays (a Sunday-Thursday week), else Monday. start..end: a window the
-    caller has built the calendar for (no other build)."""
-    weekmask = getattr(calendar_for(name, start, end), "weekmask", "1111100")
-    return 6 if weekmask[6] == "1" and weekmask[5] == "0" else 0
+def weekmasks(name: str, start: date, end: date) -> tuple[str, tuple]:
+    """weekmasks_of the calendar built for start..end (a window the caller has built it for: no
+    other build)."""
+    return weekmasks_of(calendar_for(name, start, end))
+
+
+def weekmasks_of(cal) -> tuple[str, tuple]:
+    """An exchange_calendars calendar's regular weekmask and its special ones ((first, last,
+    weekmask), dates inclusive, None: unbounded), as schedule/weeks.py takes them."""
+    specials = tuple((_day_or_none(a), _day_or_none(b), mask)
+                     for a, b, mask in getattr(cal, "special_weekmasks", None) or ())
+    return getattr(cal, "weekmask", "1111100"), specials
+
+
+def _day_or_none(value) -> date | None:
+    return None if value is None else value.date()
 
 
 def instants(seconds) -> list[datetime | None]:
