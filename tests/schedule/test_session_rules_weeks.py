@@ -25,7 +25,7 @@ import pytest
 from market_timers.schedule import calendar_checks, plan
 from market_timers.schema.problems import ConfigError
 
-MAN_PAGE = Path(__file__).resolve().parents[1] / "man" / "market-timers.toml.5"
+MAN_PAGE = Path(__file__).resolve().parents[2] / "man" / "market-timers.toml.5"
 
 
 def job(rule: str, calendar: str = "XTAE", extra: str = "") -> str:
