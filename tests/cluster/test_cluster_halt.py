@@ -7,13 +7,15 @@ from __future__ import annotations
 import threading
 
 import pytest
-from tests.test_halt import FakeSystemctl
+from tests.controls.test_halt import FakeSystemctl
 
 from market_timers.config.loader import load
 from market_timers.contracts import exitcodes
+from market_timers.controls import halt as halt_mod
+from market_timers.controls import haltwatch
+from market_timers.controls import resume as resume_mod
 from market_timers.ledger import halts
 from market_timers.ledger import postgresql as pg
-from market_timers.schedule import controls, haltwatch
 
 from .test_cluster_pause import CONFIG as PAUSE_CONFIG
 from .test_cluster_pause import node_configs
@@ -31,7 +33,7 @@ def nodes(tmp_path, dsn, monkeypatch):
 
 
 def halt(config, systemd, **kw) -> int:
-    return controls.halt(config, kw.get("job"), kw.get("group"), kw.get("all_jobs", False),
+    return halt_mod.halt(config, kw.get("job"), kw.get("group"), kw.get("all_jobs", False),
                          "runaway algo", _now(), systemctl=systemd)
 
 
@@ -64,7 +66,7 @@ def test_a_halt_on_one_node_refuses_the_starts_on_the_other_and_runs_on_halt_onc
 
 def test_a_resume_on_the_other_node_ends_the_halt_everywhere(tmp_path, dsn, nodes, capsys):
     assert halt(nodes["ny4-a"], FakeSystemctl()) == 0
-    assert controls.resume(nodes["ny4-b"], None, None, _now()) == 0
+    assert resume_mod.resume(nodes["ny4-b"], None, None, _now()) == 0
     assert "ended the halt of order jobs" in capsys.readouterr().out
     for node in ("ny4-a", "ny4-b"):  # no record is left on the node that made it
         env = dict(node_env(tmp_path, dsn, node), MARKET_ORDERS="1",

@@ -16,9 +16,9 @@ from market_timers.alerts import delivery
 from market_timers.alerts.commands import ack
 from market_timers.alerts.digest import build
 from market_timers.events import spool
+from market_timers.events.plan_lookup import PlanLookup
 from market_timers.events.process import drain, incidents_list
 from market_timers.events.report import digest_lines
-from market_timers.events.schedule import Schedule
 from market_timers.events.store import read_open, read_session
 
 from .conftest import EXAMPLE
@@ -32,7 +32,7 @@ class Feed:
 
     def __init__(self, cfg, ctx, dirs, schedule=None):
         self.cfg, self.ctx, self.dirs = cfg, ctx, dirs
-        self.schedule = schedule or Schedule()
+        self.schedule = schedule or PlanLookup()
 
     def send(self, seconds: float, kind: str, process: bool = True, **fields):
         at = T0 + timedelta(seconds=seconds)
@@ -162,7 +162,7 @@ def test_twenty_slippage_warnings_are_one_alert_with_count_worst_and_times(feed,
 
 def test_scheduled_is_not_news_by_time_or_by_sender(feed, api):
     planned = T0 + timedelta(minutes=1)
-    f = feed(schedule=Schedule([("disconnect", SESSION, planned)]))
+    f = feed(schedule=PlanLookup([("disconnect", SESSION, planned)]))
     f.send(65, "disconnected", key="real")  # 5 s after the disconnect job's instant
     f.send(4000, "disconnected", key="real", job="disconnect")  # sent by the job itself
     f.send(4001, "reconnected", key="real")
@@ -403,7 +403,7 @@ def test_an_events_session_is_the_calendars_session_of_its_time(at, session):
     # Only close-relative jobs: the plan's latest fire before 10:00 New York is yesterday's.
     fires = [("eod", d.isoformat(), datetime(d.year, d.month, d.day, 21, 5, tzinfo=UTC))
              for d in (date(2025, 11, 12), date(2025, 11, 13), date(2025, 11, 14))]
-    schedule = Schedule(fires, calendar="XNYS")
+    schedule = PlanLookup(fires, calendar="XNYS")
     assert schedule.session_of(at) == session
     if at.date() != date(2025, 11, 14) or at.hour > 14:  # in or after a session
         assert _xnys_session(at) == session
@@ -411,7 +411,7 @@ def test_an_events_session_is_the_calendars_session_of_its_time(at, session):
 
 def test_an_in_session_event_lands_in_its_own_days_digest(feed):
     fires = [("eod", "2025-11-12", datetime(2025, 11, 12, 21, 5, tzinfo=UTC))]
-    f = feed(schedule=Schedule(fires, calendar="XNYS"))
+    f = feed(schedule=PlanLookup(fires, calendar="XNYS"))
     f.send(0, "slippage", key="O1", severity="warning")  # 10:00 New York on 2025-11-13
     assert any("slippage O1" in json.dumps(e) for e in f.ctx.state.events(SESSION))
     assert f.ctx.state.events("2025-11-12") == []

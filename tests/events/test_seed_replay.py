@@ -15,8 +15,8 @@ import pytest
 
 from market_timers.alerts import digest
 from market_timers.events import report
+from market_timers.events.plan_lookup import PlanLookup
 from market_timers.events.replay import replay
-from market_timers.events.schedule import Schedule
 from market_timers.events.store import read_open, read_session
 from market_timers.schedule import plan
 
@@ -38,8 +38,8 @@ def stream(fires):
     return build(fires)
 
 
-def schedule_of(fires) -> Schedule:
-    return Schedule([(f.job, f.session.isoformat(), f.fire_utc) for f in fires])
+def schedule_of(fires) -> PlanLookup:
+    return PlanLookup([(f.job, f.session.isoformat(), f.fire_utc) for f in fires])
 
 
 def titles(api, service):
@@ -53,7 +53,7 @@ def test_the_fixture_holds_the_seeds_facts(stream, fires):
         "disconnected": 92, "cancelled": 50, "heartbeat_lost": 7, "reconnected": 7, "rejected": 2}
     cuts = [e for e in stream if e["kind"] == "heartbeat_lost"]
     back = [e for e in stream if e["kind"] == "reconnected"]
-    from market_timers.events.schedule import parse_at
+    from market_timers.events.plan_lookup import parse_at
 
     durations = {parse_at(c["at"]).date(): round((parse_at(b["at"]) - parse_at(c["at"]))
                                                  .total_seconds()) for c, b in zip(cuts, back, strict=True)}

@@ -77,7 +77,7 @@ def test_status_shows_the_pause_in_force_and_the_paused_session(make_config, fak
 
 def test_status_shows_the_halt_in_force_and_the_halted_session(make_config, fake_systemctl,
                                                                tmp_path, capsys):
-    from market_timers.schedule import controls
+    from market_timers.controls import halt as halt_mod
 
     class NothingRuns:
         def running(self, patterns):
@@ -87,7 +87,7 @@ def test_status_shows_the_halt_in_force_and_the_halted_session(make_config, fake
     fake_systemctl.now = utc("2025-11-21T22:00:00Z")
     sync_mod.sync(config, now=fake_systemctl.now, systemctl=fake_systemctl,
                   stamp_dir=tmp_path / "stamps")
-    assert controls.halt(config, "signal", None, False, "broker runaway", fake_systemctl.now,
+    assert halt_mod.halt(config, "signal", None, False, "broker runaway", fake_systemctl.now,
                          systemctl=NothingRuns()) == 0
     runrecord.update(config.state_dir, "signal", "2025-11-24", refused="halted",
                      scope="job signal", reason="broker runaway",

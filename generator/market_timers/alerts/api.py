@@ -16,12 +16,10 @@ from market_timers.alerts.model import Alert, make_id
 from market_timers.alerts.router import chain_for, effective_severity
 from market_timers.contracts import journal
 from market_timers.contracts.instants import iso
-from market_timers.contracts.outcomes import FAILURE_KINDS
+from market_timers.contracts.outcomes import OUTCOME_OF
 from market_timers.contracts.outcomes import title as default_title
 
 log = logging.getLogger("market_timers.alerts")
-
-OUTCOME_OF = {**{k: "failed" for k in FAILURE_KINDS}, "missed": "missed"}
 
 
 def raise_alert(config, *, kind: str, job: str = "", session: str = "", text: str = "",

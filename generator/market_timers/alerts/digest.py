@@ -16,6 +16,7 @@ from pathlib import Path
 
 from market_timers.alerts.model import Alert, make_id
 from market_timers.contracts.instants import iso
+from market_timers.contracts.outcomes import OUTCOMES
 from market_timers.ledger import runrecord
 
 RECENT = 10
@@ -53,11 +54,36 @@ def _counted(kinds: list[str]) -> str:
     return ", ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items())
 
 
+def _job_lines(results: dict[str, list[str]], durations: dict[str, dict[str, float]],
+               session: str) -> list[str]:
+    """Each job's results in the session and its duration against its recent median."""
+    if not results:
+        return ["  (no run recorded for this session)"]
+    lines = []
+    for job in sorted(results):
+        mine = durations.get(job, {})
+        now_d = mine.get(session)
+        history = [d for s, d in sorted(mine.items()) if s < session][-RECENT:]
+        shown = f"{now_d:.1f} s" if now_d is not None else "-"
+        if now_d is not None and history:
+            shown += f" (median of last {len(history)}: {statistics.median(history):.1f} s)"
+        lines.append(f"  {job}: {_counted(results[job])}; duration {shown}")
+    return lines
+
+
+def _tally_line(results: dict[str, list[str]]) -> str:
+    """`Skips: 1, stale starts: 0, misses: 0`: the outcomes the digest counts, over all jobs."""
+    counts = [f"{o.tally}: {sum(r.count(o.name) for r in results.values())}"
+              for o in OUTCOMES if o.tally]
+    line = ", ".join(counts)
+    return line[:1].upper() + line[1:]
+
+
 def build(ctx, session: str, incidents=None, halts=None) -> str:
-    """The digest's text; `halts`: the halts in force (ledger.halts.in_force: with [cluster], the
-    cluster ledger's), else this host's own records."""
     """The digest's text; incidents(state_dir, session): the trading system's incidents as lines
-    (events/report.py, handed in by the command layer: events sit above alerts)."""
+    (events/report.py, handed in by the command layer: events sit above alerts); `halts`: the
+    halts in force (ledger.halts.in_force: with [cluster], the cluster ledger's), else this
+    host's own records."""
     events = ctx.state.events(session)
     durations = run_durations(ctx.state, ctx.state_dir)
     results: dict[str, list[str]] = {}
@@ -78,36 +104,17 @@ def build(ctx, session: str, incidents=None, halts=None) -> str:
         if rec["session"] == session and rec["job"] not in results:
             results[rec["job"]] = [str(rec.get("refused") or rec.get("result")
                                        or "started, no result")]
-    lines = [f"market-timers digest for session {session}", "", "Jobs:"]
-    if not results:
-        lines.append("  (no run recorded for this session)")
-    for job in sorted(results):
-        mine = durations.get(job, {})
-        now_d = mine.get(session)
-        history = [d for s, d in sorted(mine.items()) if s < session][-RECENT:]
-        shown = f"{now_d:.1f} s" if now_d is not None else "-"
-        if now_d is not None and history:
-            shown += f" (median of last {len(history)}: {statistics.median(history):.1f} s)"
-        lines.append(f"  {job}: {_counted(results[job])}; duration {shown}")
-    counts = {k: sum(r.count(k) for r in results.values())
-              for k in ("overlap-skipped", "stale-start", "missed")}
-    lines += ["", "Skips: {overlap-skipped}, stale starts: {stale-start}, misses: {missed}"
-              .format(**counts)]
-    held = {k: sorted(j for j, r in results.items() if k in r) for k in ("paused", "halted",
-                                                                        "requires-unmet")}
-    if held["paused"]:  # deliberate: paused (`market-timers pause`), not missed
-        lines.append(f"Paused (not run, not missed): {', '.join(held['paused'])}")
-    if held["halted"]:  # deliberate: the kill switch (`market-timers halt`), not missed
-        lines.append(f"Halted (not run, not missed): {', '.join(held['halted'])}")
+    lines = [f"market-timers digest for session {session}", "", "Jobs:",
+             *_job_lines(results, durations, session), "", _tally_line(results)]
+    for outcome in (o for o in OUTCOMES if o.held):  # deliberate (a pause, a halt...), not missed
+        if held := sorted(j for j, r in results.items() if outcome.name in r):
+            lines.append(f"{outcome.held}: {', '.join(held)}")
     from market_timers.ledger.halts import current as halts_in_force
 
     for h in halts if halts is not None else halts_in_force(str(ctx.state_dir)):
         lines.append(f"Halt in force: {h['what']} by {h.get('by', '?')} on {h.get('host', '?')} "
                      f"since {h.get('since', '?')}: {h.get('reason', '')} (to lift it: "
                      f"{h['resume']})")
-    if held["requires-unmet"]:
-        lines.append(f"Not run, a job they require did not succeed: "
-                     f"{', '.join(held['requires-unmet'])}")
     from market_timers.runner.slotaccount import periodic_digest_lines
 
     lines += periodic_digest_lines(ctx.state_dir, session, ctx.now())  # periodic jobs' slots

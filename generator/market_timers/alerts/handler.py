@@ -18,7 +18,7 @@ from collections.abc import Callable
 from market_timers.alerts.api import raise_alert, record_success
 from market_timers.alerts.skipped_slots import on_handler
 from market_timers.contracts import environment, exitcodes, unitname
-from market_timers.contracts.outcomes import FAILURE_KINDS, classify
+from market_timers.contracts.outcomes import BY_NAME, FAILURE_KINDS, classify
 from market_timers.contracts.outcomes import title as run_title
 from market_timers.ledger import DatabaseError, runrecord
 from market_timers.ledger.pauses import paused
@@ -113,8 +113,8 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
                "result": ", ".join(x for x in (result, exit_code, status) if x),
                "duration": info.get("duration")}
     details = {k: v for k, v in details.items() if v not in (None, "")}
-    if kind == "halted":  # the halt's own alert (market-timers halt) said it, once: not each start
-        log.info("%s: start refused by a halt (exit 178): no alert of its own", unit)
+    if kind != "ok" and BY_NAME[kind].severity is None:  # halted: the halt's own alert said it
+        log.info("%s: %s (exit %s): no alert of its own", unit, BY_NAME[kind].brief, status)
         return 0
     if kind == "ok":
         record_success(config, job=job, session=session, details=details, now=now, env=env)

@@ -1,6 +1,6 @@
 """The channel registry: one module per channel, found by name (channels/<name>.py, its SPEC).
 
-Adding a channel is its module plus its name in NAMES (contracts/channelnames.py; tests and docs follow; tests/test_docs.py
+Adding a channel is its module plus its name in NAMES (contracts/channelnames.py; tests and docs follow; tests/project/test_docs.py
 fails until the man page describes it). NAMES is also the default `fallback` order. Modules are
 imported on first use, so a command touches only the channels its config names. An HTTP channel
 subclasses base.HttpChannel and sends through its `send_json`, the one send path.

@@ -22,11 +22,11 @@ import socket
 from market_timers.channels import spec
 from market_timers.channels.base import HttpChannel
 from market_timers.channels.textfit import cut
-from market_timers.contracts.outcomes import FAILURE_KINDS
+from market_timers.contracts.outcomes import OUTCOME_OF
 
 LIMIT = 1024  # payload.summary, in characters
 DETAILS_LIMIT = 65536  # custom_details.text, in UTF-8 bytes (the whole event may be 512 KB)
-JOB_KINDS = frozenset(FAILURE_KINDS) | {"missed", "recovery"}
+JOB_KINDS = frozenset(OUTCOME_OF) | {"recovery"}  # a failure or miss of a job, and its end
 SEVERITY = {"critical": "critical", "warning": "warning", "info": "info"}
 
 

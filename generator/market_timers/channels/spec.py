@@ -4,7 +4,7 @@ Each channel module (`channels/<name>.py`) ends with `SPEC = ChannelSpec(...)`; 
 (`channels/__init__.py`) finds it by name. Everything else derives from the spec: the
 `[alerts.<name>]` keys and their checks (problems name file, key and value like the rest of the
 config), the credential names (`LoadCredential=` lines, `privileges.credential_names`), the docs
-(`tests/test_docs.py` holds the man page to `summary`, every key and every default credential).
+(`tests/project/test_docs.py` holds the man page to `summary`, every key and every default credential).
 
 A setting's check returns the value to keep, or raises `Bad(reason)`. Underneath, the settings are
 the config's one table declaration (schema/table.py): each Setting is a `Key` of the spec's

@@ -33,7 +33,7 @@ def _config(args, check_calendars: bool = True):
 
 
 def _now(args) -> datetime:
-    from market_timers.schedule.plan import utcnow
+    from market_timers.host.clock import utcnow
 
     return args.now or utcnow()
 
@@ -161,9 +161,9 @@ def cmd_verify(args) -> int:
 
 
 def cmd_sync(args) -> int:
+    from market_timers.host.clock import utcnow
+    from market_timers.host.systemctl import SystemctlError
     from market_timers.schedule import sync
-    from market_timers.schedule.plan import utcnow
-    from market_timers.schedule.systemctl import SystemctlError
 
     cfg = _config(args)
     try:
@@ -185,8 +185,8 @@ def cmd_sync(args) -> int:
 
 
 def cmd_try(args) -> int:
-    from market_timers.schedule import trial
-    from market_timers.schedule.systemctl import Systemctl, SystemctlError
+    from market_timers.controls import trial
+    from market_timers.host.systemctl import Systemctl, SystemctlError
 
     cfg = _config(args)
     try:
@@ -202,7 +202,7 @@ def cmd_try(args) -> int:
 
 
 def cmd_check_cron(args) -> int:
-    from market_timers.schedule import cron_check
+    from market_timers.cron import check as cron_check
 
     config = _config(args, check_calendars=False) if getattr(args, "job", None) else None
     try:
@@ -320,7 +320,7 @@ def _alert_commands():
 
 def cmd_deadman(args) -> int:
     from market_timers import metrics
-    from market_timers.schedule.plan import utcnow
+    from market_timers.host.clock import utcnow
     from market_timers.watch import deadman
 
     cfg = _as_service_user(_alert_config(args))
@@ -337,7 +337,7 @@ def _status():
 
 
 def _manual_run():
-    from market_timers.schedule import manual_run
+    from market_timers.controls import manual_run
 
     return manual_run
 
@@ -357,7 +357,7 @@ def cmd_run(args) -> int:
     if args.force or args.yes:
         raise UsageError(f"{'--force' if args.force else '--yes'}: only with --session; a "
                          "backfill runs the sessions that did not run, and none still to come")
-    from market_timers.schedule import backfill
+    from market_timers.controls import backfill
 
     return backfill.command(_config(args), args.job, args.since, args.until,
                             dry_run=args.dry_run, keep_going=args.keep_going,
@@ -365,27 +365,28 @@ def cmd_run(args) -> int:
 
 
 def cmd_pause(args) -> int:
-    from market_timers.schedule import controls
+    from market_timers.controls import pause
 
-    return controls.pause(_config(args, check_calendars=False), args.job, args.group, args.until,
-                          args.note, _now(args), as_json=args.json)
+    return pause.pause(_config(args, check_calendars=False), args.job, args.group, args.until,
+                       args.note, _now(args), as_json=args.json)
 
 
 def cmd_halt(args) -> int:
     from market_timers import metrics
-    from market_timers.schedule import controls
+    from market_timers.controls import halt
+    from market_timers.controls.halt_alerts import halt_alerts
 
     config = _config(args, check_calendars=False)
-    announce = _halt_alerts(config)
-    code = controls.halt(config, args.job, args.group, args.all_jobs, args.reason, _now(args),
-                         as_json=args.json, announce=announce)
+    announce = halt_alerts(config)
+    code = halt.halt(config, args.job, args.group, args.all_jobs, args.reason, _now(args),
+                     as_json=args.json, announce=announce)
     announce.send()
     metrics.after_control(config)
     return code
 
 
 def cmd_halt_watch(args) -> int:
-    from market_timers.schedule import haltwatch
+    from market_timers.controls import haltwatch
 
     def load():
         return _config(args, check_calendars=False)
@@ -395,82 +396,16 @@ def cmd_halt_watch(args) -> int:
 
 def cmd_resume(args) -> int:
     from market_timers import metrics
-    from market_timers.schedule import controls
+    from market_timers.controls import resume
+    from market_timers.controls.halt_alerts import halt_alerts
 
     config = _config(args, check_calendars=False)
-    announce = _halt_alerts(config, lifted=True)
-    code = controls.resume(config, args.job, args.group, _now(args), as_json=args.json,
-                           all_jobs=args.all_jobs, announce=announce)
+    announce = halt_alerts(config, lifted=True)
+    code = resume.resume(config, args.job, args.group, _now(args), as_json=args.json,
+                         all_jobs=args.all_jobs, announce=announce)
     announce.send()
     metrics.after_control(config)
     return code
-
-
-def _package_user_exists() -> bool:
-    import pwd
-
-    try:
-        pwd.getpwnam(environment.PACKAGE_USER)
-    except KeyError:
-        return False
-    return True
-
-
-def _halt_alerts(config, lifted: bool = False):
-    """A halt's alert (critical) or its lifting's (warning), to every configured channel: one
-    alert per channel, each of its own chain, so that none waits for another's failure.
-    announce(...) collects them; announce.send() raises them once the halt's own work (as root)
-    is done, in a child that becomes the package's user as the alert path does (its outbox, the
-    channels' credentials)."""
-    from market_timers.alerts.api import raise_alert
-
-    pending: list[dict] = []
-
-    def send() -> None:
-        if not pending:
-            return
-        if os.geteuid() != 0 or not _package_user_exists():
-            for kw in pending:  # as we are (an operator; a machine without the package's user)
-                if raise_alert(config, **kw) is None and kw.get("chain"):
-                    print(f"market-timers: the alert {kw['title']!r} could not be spooled as "
-                          "this user (the outbox is the package's user's): tell the desk, or "
-                          "make the halt as root", file=sys.stderr)
-            return
-        pid = os.fork()
-        if pid == 0:  # child: the package's user, the alerts, out
-            code = 1
-            try:
-                _as_service_user(config)
-                for kw in pending:
-                    raise_alert(config, **kw)
-                code = 0
-            finally:
-                os._exit(code)
-        os.waitpid(pid, 0)
-
-    def announce(record: dict, stopped=(), on_halt_unit=None) -> None:
-        what, by, host = record["what"], record.get("by", "?"), record.get("host", "?")
-        if lifted:
-            title = f"halt lifted: {what} may start again (halted by {by} on {host}: " \
-                    f"{record.get('reason', '')})"
-        else:
-            title = f"HALT: {what} halted by {by} on {host}: {record.get('reason', '')}"
-        details = {"scope": what, "by": by, "host": host, "since": record.get("since"),
-                   "reason": record.get("reason"), "resume": record.get("resume"),
-                   **({"stopped": ", ".join(stopped)} if stopped else {}),
-                   **({"on_halt": on_halt_unit} if on_halt_unit else {})}
-        alerts = getattr(config, "alerts", None)
-        channels = alerts.configured() if alerts is not None and alerts.enabled else []
-        kind = "halt-lifted" if lifted else "halt"
-        for channel in channels or [None]:
-            pending.append(dict(kind=kind, severity="warning" if lifted else "critical",
-                                key=f"{kind}:{record['scope']}:{record.get('name') or ''}:"
-                                    f"{record.get('since')}:{channel or ''}",
-                                title=title, text=title, details=details,
-                                chain=[channel] if channel else None))
-
-    announce.send = send
-    return announce
 
 
 COMMANDS = {

@@ -1,6 +1,6 @@
 """The command line's parser: every subcommand, its options and their --help texts.
 
-man/market-timers.1 documents the same (tests/test_docs.py checks the two against each other).
+man/market-timers.1 documents the same (tests/project/test_docs.py checks the two against each other).
 build_parser() adds the subcommands group by group, in the order `--help` lists them.
 """
 

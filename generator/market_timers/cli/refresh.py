@@ -47,6 +47,7 @@ from market_timers.config import loader as config_mod
 from market_timers.config.watch import watch_of
 from market_timers.contracts import environment, journal
 from market_timers.contracts.exitcodes import FAILURE, USAGE
+from market_timers.host.clock import utcnow
 from market_timers.schedule import calendar_checks
 from market_timers.schedule import sync as sync_mod
 from market_timers.schema.problems import ConfigError, Problems
@@ -101,8 +102,6 @@ def command(config, now: datetime | None = None, *, systemctl=None, alert=send_a
 def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
                 stamp_dir: Path | None = None, data_vintage=None,
                 last_session_of=None) -> RefreshResult:
-    from market_timers.schedule.plan import utcnow
-
     now = now or utcnow()
     result = RefreshResult()
     problems = Problems(config.source)

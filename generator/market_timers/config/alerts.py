@@ -14,25 +14,17 @@ from dataclasses import dataclass, field
 
 from market_timers.channels import NAMES
 from market_timers.channels import lookup as channel_spec
+from market_timers.contracts.outcomes import ALERT_KINDS, DEFAULT_SEVERITY
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.problems import Problems
 from market_timers.schema.table import Bad, Key, Table
 
 CHANNELS = NAMES
 DIGEST = "digest"  # pseudo-channel: collected for the session's email digest, never sent at once
-KINDS = (
-    "failed", "killed", "watchdog", "timeout", "stale-start", "overlap-skipped", "runner-error",
-    "missed", "not-scheduled", "calendar-changed", "recovery", "already-ran", "ledger-unreachable",
-    "requires-unmet", "paused", "clock-skew",
-)
+KINDS = ALERT_KINDS  # the outcome table's alert kinds, and not-scheduled, calendar-changed, recovery
 # "job" = the job's own severity (MARKET_SEVERITY, default critical). A fixed severity is capped at
 # the job's severity: a kind can lower a job's alerts, never raise them.
-DEFAULT_KIND_SEVERITY = {
-    "failed": "job", "killed": "job", "watchdog": "job", "timeout": "job", "stale-start": "job",
-    "runner-error": "job", "missed": "job", "not-scheduled": "job", "overlap-skipped": "warning",
-    "calendar-changed": "warning", "already-ran": "warning", "ledger-unreachable": "critical",
-    "requires-unmet": "job", "paused": "info", "clock-skew": "critical",
-}
+DEFAULT_KIND_SEVERITY = DEFAULT_SEVERITY
 DEFAULT_ROUTES = {"critical": "telegram", "warning": "slack", "info": DIGEST}
 
 

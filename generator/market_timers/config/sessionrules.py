@@ -6,7 +6,7 @@
     offset = 2              #   0 = the last (first) session, 2 = the third-last (third)
 
     [job.sessions]
-    weekday = "fri"         # the nth weekday of a month:
+    weekday = "fri"         # the nth weekday of a month (mon..sun or monday..sunday, any case):
     nth = 3                 #   1..5, or -1..-5 counted from the month's end
     months = [3, 6, 9, 12]  #   only these months (default: every month; with `period`: the
                             #   selected session's month)
@@ -15,6 +15,9 @@
     early_close = "only"    # only | never: early-close days; also late_open, break (a session
                             # with a midday break), after_closure / before_closure (the first
                             # session after, the last before, a closure of three days or more)
+    count_among = "all"     # with `period` and a filter: count the nth among all sessions and
+                            # drop it when a filter refuses it (default), or "filtered": among
+                            # the sessions the filters keep
 
 A table has at most one date rule (`period` or `weekday`); the attribute keys filter what it
 selects (or every session when it has none). The job's `extra` dates are added and its `skip`
@@ -31,6 +34,7 @@ from market_timers.schema.table import Bad, Key, Table
 
 PERIODS = ("week", "month", "quarter", "year")
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 IF_CLOSED = ("previous", "next", "none")
 CHOICE = ("only", "never")
 # attribute key -> what it is, as the plan and the unit's description say it
@@ -40,7 +44,8 @@ ATTRIBUTES = {"early_close": "early close", "late_open": "late open", "break": "
 MOST_SESSIONS = {"week": 7, "month": 31, "quarter": 92, "year": 366}
 MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
                "Dec")
-PERIOD_KEYS = ("period", "from", "offset")
+PERIOD_KEYS = ("period", "from", "offset", "count_among")
+COUNT_AMONG = ("all", "filtered")
 WEEKDAY_KEYS = ("weekday", "nth", "if_closed")
 
 
@@ -54,6 +59,7 @@ class SessionRule:
     months: frozenset[int] = frozenset()  # empty: every month
     if_closed: str = "previous"
     attributes: tuple[tuple[str, str], ...] = ()  # (ATTRIBUTES key, "only" | "never")
+    count_among: str = "all"  # COUNT_AMONG: the period's nth of all sessions or the filtered
 
 
 def _period(value: Any) -> str:
@@ -76,9 +82,13 @@ def _offset(value: Any) -> int:
 
 
 def _weekday(value: Any) -> int:
-    if not isinstance(value, str) or value.lower()[:3] not in WEEKDAYS:
-        raise Bad(f"one of {', '.join(WEEKDAYS)}")
-    return WEEKDAYS.index(value.lower()[:3])
+    # one rule, no guessing: a day's three-letter form or full name ("thurs", "fr" are refused)
+    spelled = value.lower() if isinstance(value, str) else None
+    for i, (short, full) in enumerate(zip(WEEKDAYS, WEEKDAY_NAMES, strict=True)):
+        if spelled in (short, full):
+            return i
+    raise Bad(f"a day's three-letter form or full English name, in any case: "
+              f"{', '.join(WEEKDAYS)} or monday ... sunday (\"fri\", \"Fri\", \"FRIDAY\")")
 
 
 def _nth(value: Any) -> int:
@@ -112,16 +122,26 @@ def _choice(value: Any) -> str:
     return value
 
 
+def _count_among(value: Any) -> str:
+    if value not in COUNT_AMONG:
+        raise Bad('"all" (the period\'s nth session, dropped when a filter refuses it) or '
+                  '"filtered" (the nth of the sessions the filters keep)')
+    return value
+
+
 TABLE = Table((
     Key("period", _period, None, "the nth session of each week, month, quarter or year"),
     Key("from", _from, True, 'count from the period\'s "end" (default) or "start"', attr="from_end"),
     Key("offset", _offset, 0, "sessions from that end: 0 the last (first) session"),
-    Key("weekday", _weekday, None, "the nth weekday of each month: mon ... sun"),
+    Key("weekday", _weekday, None, "the nth weekday of each month: mon ... sun or monday ... "
+        "sunday, in any case"),
     Key("nth", _nth, 0, "with weekday: 1 to 5, or -1 to -5 from the month's end"),
     Key("months", _months, frozenset(), "only in these months (1 to 12)"),
     Key("if_closed", _if_closed, "previous", "with weekday, when that day is not a session: "
         "previous, next or none"),
     *(Key(key, _choice, None, f"{label}: only or never") for key, label in ATTRIBUTES.items()),
+    Key("count_among", _count_among, "all", "with period and a filter: all (default) or "
+        "filtered"),
 ), not_table="must be a table ([job.sessions] after the job's [[job]])")
 KEYS = TABLE.names
 
@@ -149,6 +169,9 @@ def parse_sessions(t: dict, path: str, problems) -> SessionRule | None:
     if period is not None and offset >= MOST_SESSIONS[period]:
         problems.add(f"{where}.offset", f"a {period} has fewer than {MOST_SESSIONS[period]} "
                      "sessions: this offset would never select one", raw.get("offset"))
+    if "count_among" in raw and not any(values[key] for key in ATTRIBUTES):
+        problems.add(f"{where}.count_among", "only with an attribute filter to count among ("
+                     f"{', '.join(ATTRIBUTES)}): add one, or remove this key", raw["count_among"])
     if "weekday" in raw and "nth" not in raw:
         problems.add(f"{where}.nth", "required with `weekday`: which one of the month, 1 to 5 "
                      "or -1 (the last) to -5")
@@ -157,7 +180,7 @@ def parse_sessions(t: dict, path: str, problems) -> SessionRule | None:
     return SessionRule(
         period=values["period"], from_end=values["from_end"], offset=values["offset"],
         weekday=values["weekday"], nth=values["nth"], months=values["months"],
-        if_closed=values["if_closed"],
+        if_closed=values["if_closed"], count_among=values["count_among"],
         attributes=tuple((key, values[key]) for key in ATTRIBUTES if values[key] is not None))
 
 
@@ -198,8 +221,16 @@ def attribute_text(key: str, choice: str) -> str:
 
 def describe(rule: SessionRule) -> str:
     """The whole rule in a few words: the plan, the warnings and the man page say it so."""
+    if rule.count_among == "filtered":
+        return counted_text(rule)
     parts = [date_rule_text(rule)] if date_rule_text(rule) else []
     if rule.months and rule.period is None and rule.weekday is None:
         parts.append(f"in {months_text(rule.months)}")
     parts += [attribute_text(k, c) for k, c in rule.attributes]
     return ", ".join(parts) or "every session"
+
+
+def counted_text(rule: SessionRule) -> str:
+    """"month end (counted among: no early close)": a rule with count_among = "filtered"."""
+    said = ", ".join(attribute_text(k, c) for k, c in rule.attributes)
+    return f"{date_rule_text(rule)} (counted among: {said})"

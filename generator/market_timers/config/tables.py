@@ -1,5 +1,5 @@
 """Every table of market-timers.toml with its schema Table (schema/table.py), and where
-market-timers.toml(5) describes it: tests/test_docs.py holds the man page to every declared key.
+market-timers.toml(5) describes it: tests/project/test_docs.py holds the man page to every declared key.
 
 Imported only where every table is wanted (the docs test): it loads every table's module.
 """

@@ -20,7 +20,7 @@ def _runner(value: object) -> str:
 
 
 def _operator_group(value: object) -> str:
-    """`operator_group`: besides root, its members may pause and resume (schedule/controls.py).
+    """`operator_group`: besides root, its members may pause and resume (controls/access.py).
     Never the package's own group nor the jobs' default user's: a job must not be able to."""
     if not isinstance(value, str) or not USER_NAME.match(value):
         raise Bad("must be a group name: a letter or _, then letters, digits, _ or - (at most 31 "

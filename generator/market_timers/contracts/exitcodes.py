@@ -1,23 +1,24 @@
 """Exit codes of `market-timers` and of the job runner.
 
-The runner's own refusals use codes from the range LSB reserves for applications (150-199), so
-that they never collide with a job's own exit status (the runner execs the job, so a job's status
-passes through unchanged) nor with systemd's own 200-243. The alert layer maps them to kinds
-(contracts/outcomes.py: "stale-start", "overlap-skipped", "already-ran", "requires-unmet", "paused", "halted", "clock-skew"...; 174
-goes through retries.final_failure); they are documented in market-timers(1) and
-market-timers-run(1).
+The runner's own refusals are rows of the outcome table (contracts/outcomes.py), with their codes
+from the range LSB reserves for applications (150-199), so that they never collide with a job's
+own exit status (the runner execs the job, so a job's status passes through unchanged) nor with
+systemd's own 200-243; the names below are read from it. They are documented in
+market-timers(1) and market-timers-run(1) (tests/test_docs.py holds the pages to the table).
 """
+
+from market_timers.contracts.outcomes import EXIT as _EXIT
 
 OK = 0
 FAILURE = 1
 USAGE = 2  # bad command line or bad config: nothing was changed
-STALE_START = 170  # runner: started later than the job's grace; the job did not run
-OVERLAP_SKIPPED = 171  # runner: the job's lock group was busy; the run was dropped
-RUNNER_ERROR = 172  # runner: could not exec the job (missing command, bad arguments)
-ALREADY_RAN = 173  # runner: this (job, session) already started (run ledger); not run again
-RETRIES_OVER = 174  # runner: a restart after the last allowed attempt (retries.py); not run
-LEDGER_UNREACHABLE = 175  # runner: the cluster ledger (PostgreSQL) cannot be reached; not run
-REQUIRES_UNMET = 176  # runner: a job it `requires` did not succeed in this session; not run
-PAUSED = 177  # runner: the job or its lock group is paused (`market-timers pause`); not run
-HALTED = 178  # runner: a halt (`market-timers halt`, the kill switch) covers the job; not run
-CLOCK_SKEW = 179  # runner: this node's clock disagrees with the cluster ledger's; not run
+STALE_START = _EXIT["stale-start"]  # started later than the job's grace; the job did not run
+OVERLAP_SKIPPED = _EXIT["overlap-skipped"]  # the job's lock group was busy; the run was dropped
+RUNNER_ERROR = _EXIT["runner-error"]  # could not exec the job (missing command, bad arguments)
+ALREADY_RAN = _EXIT["already-ran"]  # this (job, session) already started (run ledger)
+RETRIES_OVER = _EXIT["retries-over"]  # a restart after the last allowed attempt (retry.py)
+LEDGER_UNREACHABLE = _EXIT["ledger-unreachable"]  # the cluster ledger cannot be reached
+REQUIRES_UNMET = _EXIT["requires-unmet"]  # a job it `requires` did not succeed in this session
+PAUSED = _EXIT["paused"]  # the job or its lock group is paused (`market-timers pause`)
+HALTED = _EXIT["halted"]  # a halt (`market-timers halt`, the kill switch) covers the job
+CLOCK_SKEW = _EXIT["clock-skew"]  # this node's clock disagrees with the cluster ledger's

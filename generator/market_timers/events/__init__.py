@@ -4,7 +4,7 @@ lines by the `[events]` rules of the config.
 
 spool.py     the durable write (import-light: the API's hot path) and the processor's read
 config.py    the `[events]` table: severities, expected events, incident and count rules
-schedule.py  what the plan expects: a job's instants per session, an instant's session
+plan_lookup.py  what the plan expects: a job's instants per session, an instant's session
 store.py     open incidents, per-session incident logs, counts (JSON under <state_dir>/events/)
 engine.py    one event or one clock tick -> the router (raise_alert) and the store
 process.py   drain the spool(s) in arrival order, tick the deadlines; the CLI entry points

@@ -30,7 +30,7 @@ from market_timers.alerts.api import raise_alert
 from market_timers.alerts.model import make_id
 from market_timers.alerts.router import chain_for
 from market_timers.config.events import EventsConfig, IncidentRule
-from market_timers.events.schedule import Schedule, parse_at
+from market_timers.events.plan_lookup import PlanLookup, parse_at
 from market_timers.events.store import Store
 
 log = logging.getLogger("market_timers.events")
@@ -46,7 +46,7 @@ def _secs(d: float) -> str:
 
 
 class Engine:
-    def __init__(self, ctx, cfg: EventsConfig, store: Store, schedule: Schedule):
+    def __init__(self, ctx, cfg: EventsConfig, store: Store, schedule: PlanLookup):
         self.t: datetime | None = None
         self.ctx = replace(ctx, now=self._clock)
         self.cfg = cfg or EventsConfig()

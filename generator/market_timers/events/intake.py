@@ -15,7 +15,7 @@ from pathlib import Path
 
 from market_timers.config.events import KIND
 from market_timers.events import spool
-from market_timers.events.schedule import parse_at
+from market_timers.events.plan_lookup import parse_at
 from market_timers.events.store import Store
 
 log = logging.getLogger("market_timers.events")

@@ -31,7 +31,7 @@ from market_timers.contracts import journal
 from market_timers.events import spool
 from market_timers.events.engine import Engine, ms
 from market_timers.events.intake import pending, read_event, read_ready, set_aside, sweep_temp
-from market_timers.events.schedule import Schedule, parse_at
+from market_timers.events.plan_lookup import PlanLookup, parse_at
 from market_timers.events.store import Store, read_open
 
 log = logging.getLogger("market_timers.events")
@@ -64,7 +64,7 @@ def _alert_bad(ctx, bad: list[tuple[Path, str, str]]) -> None:
 
 
 def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
-          schedule: Schedule | None = None, calendar: str | None = None,
+          schedule: PlanLookup | None = None, calendar: str | None = None,
           override=None) -> Engine:
     """Route every spooled event, then tick to `now`. Returns the engine (outcomes, deadlines).
     `calendar` (and its `override`): the exchange calendar whose sessions events belong to."""
@@ -72,8 +72,8 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
     with store.locked():
         files = pending(dirs)
         if schedule is None:  # plan.json and run records: read only when there is an event
-            schedule = Schedule.from_state(state_dir, {r.after_job for r in ecfg.expected},
-                                           calendar, override) if files else Schedule()
+            schedule = PlanLookup.from_state(state_dir, {r.after_job for r in ecfg.expected},
+                                             calendar, override) if files else PlanLookup()
         engine = Engine(ctx, ecfg, store, schedule)
         ready, bad = read_ready(store, files, now)
         _route(engine, store, ecfg, ready, now, bad)

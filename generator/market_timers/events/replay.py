@@ -17,12 +17,12 @@ from datetime import datetime
 
 from market_timers.config.events import EventsConfig
 from market_timers.events import spool
+from market_timers.events.plan_lookup import PlanLookup, parse_at
 from market_timers.events.process import drain
-from market_timers.events.schedule import Schedule, parse_at
 
 
 def replay(ctx, ecfg: EventsConfig, state_dir, stream: Iterable[dict], dirs: list[str],
-           schedule: Schedule | None = None, end: datetime | None = None) -> list[tuple[str, str]]:
+           schedule: PlanLookup | None = None, end: datetime | None = None) -> list[tuple[str, str]]:
     """Spool and process each event in order; return every (outcome, what) of the engine."""
     outcomes: list[tuple[str, str]] = []
     last = None

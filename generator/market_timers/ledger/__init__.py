@@ -184,7 +184,28 @@ class Claim:
 
 
 class Ledger:
-    """The backend interface. Records are flat dicts of str (see `fields`)."""
+    """The backend interface. Records are flat dicts of str (see `fields`).
+
+    What only some backends can do is declared below as a flag and its calls: a backend that
+    can sets the flag and implements the calls (the cluster ledger, postgresql.py, all of them);
+    a caller asks the flag, never hasattr."""
+
+    state_dir: str | None = None  # where the backend's files are (the local one's), for a message
+    # Bounded steps: every database step ends by `deadline` (time.time(); None: no bound), which
+    # each start sets; `claim_sent`: a claim was sent whose answer may have been lost.
+    bounded = False
+    deadline: float | None = None
+    claim_sent = False
+    # Withdrawal: `withdraw` takes back a claim that will not run (it completed too late).
+    withdraws = False
+    # Ledger-wide lock groups: `lock_group`, `lock_holder`, `check_fence` (a node's flock is
+    # only its own).
+    locks_groups = False
+    # Ledger-wide pauses: `set_pause` (a failure pause that holds every node).
+    pauses_everywhere = False
+
+    def close(self) -> None:
+        """Release what the backend holds open (a connection); files hold nothing."""
 
     def holder(self, key: Key) -> dict | None:
         """Attempt 1 of the key (who started it, when, where), or None: never started."""
@@ -216,6 +237,27 @@ class Ledger:
         raise NotImplementedError
 
     def keys(self, job: str | None = None) -> list[Key]:
+        raise NotImplementedError
+
+    def withdraw(self, key: Key, invocation: str | None, fence: str | None = None) -> bool:
+        """(withdraws) Take back this start's claim; True when none of it is left."""
+        raise NotImplementedError
+
+    def lock_group(self, group: str, key: Key) -> tuple[int, str] | None:
+        """(locks_groups) Hold the group ledger-wide: (the connection's socket, the fence
+        token), or None when another node holds it."""
+        raise NotImplementedError
+
+    def lock_holder(self, group: str) -> dict | None:
+        """(locks_groups) Who holds the group: node, job, session, since, fence."""
+        raise NotImplementedError
+
+    def check_fence(self, group: str, token: str) -> bool:
+        """(locks_groups) Whether the fence token still holds the group."""
+        raise NotImplementedError
+
+    def set_pause(self, scope: str, name: str, fields: dict) -> None:
+        """(pauses_everywhere) Write a pause every node obeys."""
         raise NotImplementedError
 
 

@@ -78,6 +78,8 @@ CLAIM_RESENDS = 5
 class PostgresLedger(ClusterControls, Ledger):
     """The run ledger's calls on the cluster ledger (the connection: pgconnection.py)."""
 
+    bounded = withdraws = locks_groups = pauses_everywhere = True  # ledger.Ledger's capabilities
+
     def __init__(self, dsn: str, node: str):
         super().__init__(dsn, node)
         self.max_clock_skew_ms = 1000  # the runner sets [cluster] max_clock_skew_ms

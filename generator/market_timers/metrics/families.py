@@ -13,6 +13,7 @@ from pathlib import Path
 
 from market_timers import __version__
 from market_timers.contracts import planfile
+from market_timers.contracts.outcomes import METRIC_KINDS
 from market_timers.metrics import scan
 from market_timers.metrics.records import (
     epoch_seconds,
@@ -46,8 +47,8 @@ FAMILIES = (
     ("job_last_exit_status", "gauge",
      "Exit status of the job's last run; 128 + the signal's number when it was killed."),
     ("job_last_result", "gauge",
-     "1 for the kind of result of the job's last run (ok, failed, killed, watchdog, "
-     "timeout, stale-start, runner-error, overlap-skipped), 0 for the others."),
+     f"1 for the kind of result of the job's last run ({', '.join(METRIC_KINDS)}), 0 for "
+     "the others."),
     ("job_last_lateness_seconds", "gauge",
      "How late the job's last run started after its planned instant: the runner's start "
      "after it, 0 for a pre-fired run whose runner was ready before the instant (`lead`: the "

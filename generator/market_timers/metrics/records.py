@@ -7,21 +7,19 @@ import contextlib
 import signal
 from datetime import UTC, datetime
 
+from market_timers.contracts.outcomes import METRIC_KINDS, classify
+
 
 def result_kinds() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(every kind of result, the failure kinds among them)."""
-    from market_timers.contracts.outcomes import FAILURE_KINDS
-
-    failures = (*FAILURE_KINDS, "overlap-skipped", "requires-unmet")
-    return ("ok", *failures), failures
+    """(every kind of result, the failure kinds among them): the outcome table's metric labels."""
+    return METRIC_KINDS, METRIC_KINDS[1:]
 
 
 def run_kind(record: dict) -> str:
-    """ok, one of the alert layer's failure kinds, overlap-skipped or requires-unmet."""
-    from market_timers.contracts.outcomes import classify
-
+    """ok, or another of the outcome table's metric labels: a refused start's own kind when it
+    has one, else what its result says."""
     refused = record.get("refused")
-    if refused in ("stale-start", "overlap-skipped", "requires-unmet") and not record.get("exit_status"):
+    if refused in METRIC_KINDS and not record.get("exit_status"):
         return refused
     return classify(str(record.get("result") or ""), str(record.get("exit_code") or ""),
                     str(record.get("exit_status") or ""))

@@ -104,7 +104,7 @@ def _pause_on_failure(env: dict, book, key, now: datetime) -> None:
         "by": "pause_on_failure", "since": now.isoformat(timespec="seconds").replace("+00:00", "Z"),
         "host": os.uname().nodename, "job": key.job, "session": key.session,
         "note": f"{key.job} failed in session {key.session} ({status}); pause_on_failure"}
-    if hasattr(book, "set_pause"):  # the cluster ledger: the pause holds every node
+    if book.pauses_everywhere:  # the cluster ledger: the pause holds every node
         try:
             book.set_pause("failure", group, fields)
         except DatabaseError as e:
@@ -122,13 +122,13 @@ def complete_slot(env: dict, state_dir: str, job: str, now: datetime) -> int:
     """`market-timers-run --record` for a periodic job: complete the slot this invocation judged
     (the runner left a pointer named by $INVOCATION_ID), then record the slots skipped meanwhile."""
     from market_timers.runner.slotaccount import account
-    from market_timers.runner.slotclock import Schedule, pointer_path
+    from market_timers.runner.slotclock import PeriodicSlots, pointer_path
     from market_timers.runner.slotrecords import read_slot, update_slot
 
     session = env.get(environment.SESSION, "")
     invocation = env.get("INVOCATION_ID", "")
     try:
-        schedule = Schedule.from_env(env)
+        schedule = PeriodicSlots.from_env(env)
         if invocation.isalnum() and session:
             pointer = pointer_path(state_dir, job, session, invocation)
             try:

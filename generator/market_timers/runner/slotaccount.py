@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from market_timers.contracts import unitname
-from market_timers.runner.slotclock import Schedule, parse_z, record_key, slot_name, write_new, z
+from market_timers.runner.slotclock import (
+    PeriodicSlots,
+    parse_z,
+    record_key,
+    slot_name,
+    write_new,
+    z,
+)
 from market_timers.runner.slotrecords import read_slots
 
 log = logging.getLogger("market_timers.schedule.periodic")
@@ -91,7 +98,7 @@ class Summary:
         return line
 
 
-def account(state_dir, job: str, session: str, schedule: Schedule, grace: int,
+def account(state_dir, job: str, session: str, schedule: PeriodicSlots, grace: int,
             now: datetime, *, write: bool = True) -> Summary:
     """Record every slot that can no longer start and has no record as skipped; count them."""
     records = read_slots(state_dir, job, session)
@@ -147,7 +154,7 @@ def account(state_dir, job: str, session: str, schedule: Schedule, grace: int,
 def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
           slack: int) -> tuple[str, str] | None:
     """(key, text) when no slot of this session has started for stall_after, else None."""
-    schedule = Schedule.from_plan(entry)
+    schedule = PeriodicSlots.from_plan(entry)
     if summary.last_run_slot:
         gap_start = parse_z(summary.last_run_slot) + timedelta(seconds=schedule.every)
     else:
@@ -189,7 +196,7 @@ def periodic_digest_lines(state_dir, session: str, now: datetime | None = None) 
         if entry.session != session or not entry.every:
             continue
         try:
-            s = account(state_dir, entry.job, session, Schedule.from_plan(entry), entry.grace,
+            s = account(state_dir, entry.job, session, PeriodicSlots.from_plan(entry), entry.grace,
                         now or datetime.now(UTC), write=False)
         except (OSError, ValueError, KeyError):
             continue

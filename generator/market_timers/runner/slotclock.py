@@ -41,7 +41,7 @@ def z(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Schedule:
+class PeriodicSlots:
     __slots__ = ("first", "every", "last", "pause")
 
     def __init__(self, first: datetime, every: int, last: datetime,
@@ -51,7 +51,7 @@ class Schedule:
         self.first, self.every, self.last, self.pause = first, every, last, pause
 
     @classmethod
-    def from_env(cls, env: dict) -> "Schedule | None":
+    def from_env(cls, env: dict) -> "PeriodicSlots | None":
         """None for a one-shot job; ValueError for a malformed periodic context."""
         if not env.get(environment.SLOT_EVERY_SEC):
             return None
@@ -63,7 +63,7 @@ class Schedule:
                    parse_z(env[environment.SLOT_LAST_UTC]), pause)
 
     @classmethod
-    def from_plan(cls, entry) -> "Schedule":
+    def from_plan(cls, entry) -> "PeriodicSlots":
         """From a periodic job's plan.json entry (a planfile.PlanEntry, or its dict)."""
         if isinstance(entry, dict):
             from market_timers.contracts.planfile import (  # not on the runner's path: it never reads the plan
@@ -152,7 +152,7 @@ class Slot:
         self.session = env.get(environment.SESSION, "")
         if not self.session:
             raise KeyError(environment.SESSION)
-        self.instant = Schedule.from_env(env).current(now)
+        self.instant = PeriodicSlots.from_env(env).current(now)
         self.text = utc_text(self.instant)
         self.key = ledger.Key(job, self.session, slot_name(self.instant))
         self.what = f"{job} for session {self.session}, slot {self.text}"

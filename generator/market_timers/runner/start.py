@@ -63,27 +63,8 @@ def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
     Every other flock goes through atomicfile.flock; this one is the runner's own import-light
     copy, on purpose: the fd outlives any `with` block (the supervisor holds it while the job
     runs, or the job inherits it), and the start path imports nothing more."""
-    directory = os.path.join(lock_dir, LOCKS)
-    path = os.path.join(directory, f"{group}.lock")
-    try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as e:
-        why = "it is a symbolic link, not followed" if e.errno == errno.ELOOP else e.strerror
-        raise LockError(f"cannot open the lock directory {directory}: {why}") from None
-    try:
-        st = os.fstat(dfd)
-        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            raise LockError(f"the lock directory {directory} is not this user's own 0700 "
-                            f"directory (owner uid {st.st_uid}, mode "
-                            f"{st.st_mode & 0o7777:04o}): another user could take the locks")
-        fd = os.open(f"{group}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
-                     0o600, dir_fd=dfd)
-    except OSError as e:
-        why = "it is a symbolic link, not followed" if e.errno == errno.ELOOP else e.strerror
-        raise LockError(f"cannot open the lock file {path}: {why}") from None
-    finally:
-        os.close(dfd)
+    path = os.path.join(lock_dir, LOCKS, f"{group}.lock")
+    fd = _open_lock_file(os.path.join(lock_dir, LOCKS), group)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
         os.close(fd)
@@ -109,6 +90,31 @@ def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
         log(WARNING, f"cannot write the holder's note into {path}: {e.strerror}")
     os.set_inheritable(fd, True)
     return fd
+
+
+def _open_lock_file(directory: str, group: str) -> int:
+    """The group's lock file, opened in the lock directory (made if missing) that must be this
+    user's own 0700 one; neither followed through a symbolic link (LockError)."""
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        why = "it is a symbolic link, not followed" if e.errno == errno.ELOOP else e.strerror
+        raise LockError(f"cannot open the lock directory {directory}: {why}") from None
+    try:
+        st = os.fstat(dfd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise LockError(f"the lock directory {directory} is not this user's own 0700 "
+                            f"directory (owner uid {st.st_uid}, mode "
+                            f"{st.st_mode & 0o7777:04o}): another user could take the locks")
+        return os.open(f"{group}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                       0o600, dir_fd=dfd)
+    except OSError as e:
+        why = "it is a symbolic link, not followed" if e.errno == errno.ELOOP else e.strerror
+        raise LockError(f"cannot open the lock file {os.path.join(directory, group)}.lock: "
+                        f"{why}") from None
+    finally:
+        os.close(dfd)
 
 
 def lock_holder(st, locks: str = "/proc/locks") -> str | None:
@@ -150,7 +156,7 @@ def cluster_lock(env: dict, book, key, base: dict, lock: int, what: str):
     None on the local ledger), or OVERLAP_SKIPPED when another node holds the group (the local
     lock fd is then closed). One-shot and periodic starts share it, so a group is never run
     twice at once across nodes whatever kind of job holds it."""
-    if not hasattr(book, "lock_group"):
+    if not book.locks_groups:
         return None
     group = env.get(environment.LOCK_GROUP, key.job)
     try:

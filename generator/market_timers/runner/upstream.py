@@ -10,7 +10,10 @@ An upstream's state is ledger/sessionstate.py's phrase (succeeded, failed (exit 
 running, refused (KIND), missed).
 """
 
+from market_timers.contracts import environment
+from market_timers.contracts.exitcodes import REQUIRES_UNMET
 from market_timers.ledger.sessionstate import SUCCEEDED, state
+from market_timers.runner.start import ERR, log
 
 
 def first_unmet(book, names: str, session: str) -> tuple[str, str] | None:
@@ -22,3 +25,22 @@ def first_unmet(book, names: str, session: str) -> tuple[str, str] | None:
             if found != SUCCEEDED:
                 return name, found
     return None
+
+
+def refuse_unmet(start) -> int | None:
+    """The start's gate `requires_met` (runner/__init__.py): REQUIRES_UNMET (176) when a
+    required job did not succeed in this session, with the refusal noted (no claim: `market-timers
+    run --session` runs it once the upstream has succeeded); None when every one did."""
+    env, key = start.env, start.key
+    try:
+        unmet = first_unmet(start.book, env[environment.REQUIRES], key.session)
+    except OSError as e:
+        unmet = (env[environment.REQUIRES], f"unreadable ({e})")
+    if unmet is None:
+        return None
+    upstream, upstream_state = unmet
+    log(ERR, f"requires unmet: {start.what} requires {upstream}, which did not succeed in "
+             f"session {key.session}: {upstream_state}; not running it. Once {upstream} has succeeded: "
+             f"market-timers run {key.job} --session {key.session}")
+    return start.refused("requires-unmet", REQUIRES_UNMET, upstream=upstream,
+                         upstream_state=upstream_state)

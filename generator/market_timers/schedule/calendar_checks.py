@@ -26,6 +26,7 @@ from market_timers.schedule.calendars import (
     resolve,
     supported_range,
     utc_instant,
+    weekmasks_of,
 )
 from market_timers.schedule.plan import job_overrides
 from market_timers.schedule.selection import joint_sessions
@@ -235,16 +236,18 @@ def _label(day: date):
 
 def _why_not(cal, day: date) -> str:
     """Which weekday or holiday a non-session date is."""
-    if day.weekday() in _weekend_days(cal):
+    if _weekmask_on(cal, day)[day.weekday()] == "0":
         return f"{day} is a {day:%A}"
     name = _holiday_name(cal, day)
     return f"{day} is a holiday ({name}) on {cal.name}" if name else \
         f"{day} is a holiday on {cal.name}"
 
 
-def _weekend_days(cal) -> set[int]:
-    weekmask = getattr(cal, "weekmask", "1111100")
-    return {i for i, c in enumerate(weekmask) if c == "0"}
+def _weekmask_on(cal, day: date) -> str:
+    """The calendar's weekmask in force on `day` (TASE: Sunday to Thursday until 2026-01-04)."""
+    from market_timers.schedule import weeks
+
+    return weeks.weekmask_on(day, *weekmasks_of(cal))
 
 
 def _holiday_name(cal, day: date) -> str | None:

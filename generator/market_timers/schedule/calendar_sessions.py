@@ -99,14 +99,6 @@ def special_days(name: str, start: date, end: date, override: Override | None = 
     return days(cal.early_closes, override.early_close), days(cal.late_opens, override.late_open)
 
 
-def week_starts_on(name: str, start: date, end: date) -> int:
-    """The weekday (0 = Monday) a trading week starts on: Sunday for a calendar that trades on
-    Sundays but not Saturdays (a Sunday-Thursday week), else Monday. start..end: a window the
-    caller has built the calendar for (no other build)."""
-    weekmask = getattr(calendar_for(name, start, end), "weekmask", "1111100")
-    return 6 if weekmask[6] == "1" and weekmask[5] == "0" else 0
-
-
 def instants(seconds) -> list[datetime | None]:
     """UTC seconds (NO_TIME: None) as aware datetimes."""
     return [None if s == NO_TIME else datetime.fromtimestamp(s, UTC) for s in seconds.tolist()]

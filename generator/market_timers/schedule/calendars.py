@@ -251,3 +251,21 @@ def utc_instant(value) -> datetime | None:
     if value is None or pd.isna(value):
         return None
     return value.to_pydatetime().astimezone(UTC)
+
+
+def weekmasks(name: str, start: date, end: date) -> tuple[str, tuple]:
+    """weekmasks_of the calendar built for start..end (a window the caller has built it for: no
+    other build)."""
+    return weekmasks_of(calendar_for(name, start, end))
+
+
+def weekmasks_of(cal) -> tuple[str, tuple]:
+    """An exchange_calendars calendar's regular weekmask and its special ones ((first, last,
+    weekmask), dates inclusive, None: unbounded), as schedule/weeks.py takes them."""
+    specials = tuple((_day_or_none(a), _day_or_none(b), mask)
+                     for a, b, mask in getattr(cal, "special_weekmasks", None) or ())
+    return getattr(cal, "weekmask", "1111100"), specials
+
+
+def _day_or_none(value) -> date | None:
+    return None if value is None else value.date()

@@ -282,7 +282,3 @@ def calendar_overrides(config: Config, canonical: str):
         if calendars.resolve(name) == canonical:
             return override
     return None
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)

@@ -93,7 +93,7 @@ def entry(f: Fire, requires: list[str] | None = None) -> str:
 # text is made once per kind, from to_json() itself; the other members are formatted as to_json()
 # formats them. Measured (356,068 fires, every calendar over 10 years): 10.2 µs a fire through
 # to_json() and its dict; about 6 µs here, with Fire.fire_iso and unitname.fire made cheaper too.
-# tests/test_plan_scale.py holds it to json.dumps(to_json()).
+# tests/schedule/test_plan_scale.py holds it to json.dumps(to_json()).
 _kinds: dict[tuple, tuple[str, str]] = {}
 _FIRE_LOCAL, _TIMEZONE, _UNIT = (f",\n{_key(k)}" for k in ("fire_local", "timezone", "unit"))
 

@@ -4,22 +4,28 @@ applied to its calendar's sessions, each chosen session with why ("month end -2"
 The plan asks `chosen()` for the sessions of a window; everything downstream (the units, sync,
 plan.json, so the dead-man, status, the digest and the metrics) sees only the fires of chosen
 sessions. A rule is judged on the calendar's sessions with the config's overrides applied, in the
-exchange's own dates (session labels): a period is the calendar week (Monday to Sunday, Sunday to
-Saturday for a Sunday-Thursday exchange), month, quarter or year of the label. A period or a
-neighbour the calendar's data does not cover is unknown: nothing is chosen from it rather than a
-wrong session.
+exchange's own dates (session labels): a period is the exchange's trading week by the weekmask in
+force on the label's date (schedule/weeks.py), or the month, quarter or year of the label. A
+period or a neighbour the calendar's data does not cover is unknown: nothing is chosen from it
+rather than a wrong session.
 """
 
 from __future__ import annotations
 
 import bisect
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 
 from market_timers.config.loader import Config, Job, Override
-from market_timers.config.sessionrules import SessionRule, attribute_text, date_rule_text, describe
-from market_timers.schedule import calendar_sessions, calendars
+from market_timers.config.sessionrules import (
+    SessionRule,
+    attribute_text,
+    counted_text,
+    date_rule_text,
+    describe,
+)
+from market_timers.schedule import calendar_sessions, calendars, weeks
 
 # Days looked at around a window: a moved weekday's previous or next session, the neighbours that
 # tell a closure of three days or more.
@@ -36,7 +42,7 @@ class _View:
     labels: list[date]
     breaks: list[bool]  # the session has a midday break
     covered: tuple[date, date]  # the days the calendars' data covers
-    week_start: object  # () -> the weekday its weeks start on (a "week" rule asks)
+    weekmasks: object  # () -> (regular weekmask, special weekmasks) (a "week" rule asks)
     special: object  # () -> (early-close days, late-open days), built when a filter asks
 
 
@@ -54,7 +60,9 @@ def chosen(job: Job, calendar: str, start: date, end: date, override=None
             else _view(calendar, wide_start, wide_end, override))
     labels = view.labels
     out: dict[date, str] = {}
-    if rule is not None:
+    if rule is not None and rule.count_among == "filtered":
+        out = _counted_among_filtered(rule, view)
+    elif rule is not None:
         picks = _date_rule(rule, view)
         out = _attributes(rule, picks, view)
     sessions = set(labels)
@@ -68,8 +76,8 @@ def _wide(rule: SessionRule | None, start: date, end: date) -> tuple[date, date]
     """start..end grown to whole periods of the rule and by MARGIN."""
     s, e = start - MARGIN, end + MARGIN
     if rule is not None and rule.period is not None:
-        s = min(s, _period_bounds(rule.period, start, 0)[0])
-        e = max(e, _period_bounds(rule.period, end, 0)[1])
+        s = min(s, _period_bounds(rule.period, start)[0])
+        e = max(e, _period_bounds(rule.period, end)[1])
     return s, e
 
 
@@ -78,7 +86,7 @@ def _view(calendar: str, start: date, end: date, override: Override | None) -> _
     return _View([date.fromordinal(calendar_sessions.EPOCH_DAY + d) for d in table.days.tolist()],
                  [b != calendar_sessions.NO_TIME for b in table.seconds["break_start"].tolist()],
                  _covered(calendar, start, end),
-                 lambda: calendar_sessions.week_starts_on(calendar, start, end),
+                 lambda: calendars.weekmasks(calendar, start, end),
                  lambda: calendar_sessions.special_days(calendar, start, end, override))
 
 
@@ -94,7 +102,7 @@ def _joint_view(job: Job, start: date, end: date, overrides: dict) -> _View:
 
     return _View([s.label for s in sessions], [s.break_start is not None for s in sessions],
                  (max(a for a, _ in spans), min(b for _, b in spans)),
-                 lambda: calendar_sessions.week_starts_on(cals[0], start, end), special)
+                 lambda: calendars.weekmasks(cals[0], start, end), special)
 
 
 def joint_sessions(job: Job, start: date, end: date, overrides: dict
@@ -138,10 +146,11 @@ def _covered(calendar: str, start: date, end: date) -> tuple[date, date]:
     return max(start, lo, first or lo), min(end, hi, last or hi)
 
 
-def _period_bounds(period: str, day: date, week_start: int) -> tuple[date, date]:
-    """First and last day of the period holding `day`."""
+def _period_bounds(period: str, day: date) -> tuple[date, date]:
+    """First and last day of the period holding `day`. A week here is Monday to Sunday, near
+    enough for _wide (MARGIN covers any trading week); a rule's weeks are _weeks'."""
     if period == "week":
-        first = day - timedelta(days=(day.weekday() - week_start) % 7)
+        first = day - timedelta(days=day.weekday())
         return first, first + timedelta(days=6)
     if period == "year":
         return date(day.year, 1, 1), date(day.year, 12, 31)
@@ -162,11 +171,13 @@ def _date_rule(rule: SessionRule, view: _View) -> dict[date, str]:
 
 
 def _nth_of_period(rule: SessionRule, view: _View) -> dict[date, str]:
-    labels, covered = view.labels, view.covered
-    week_start = view.week_start() if rule.period == "week" else 0
-    groups: dict[tuple[date, date], list[date]] = {}
-    for d in labels:
-        groups.setdefault(_period_bounds(rule.period, d, week_start), []).append(d)
+    covered = view.covered
+    if rule.period == "week":
+        groups = _weeks(view)
+    else:
+        groups = {}
+        for d in view.labels:
+            groups.setdefault(_period_bounds(rule.period, d), []).append(d)
     why = date_rule_text(rule)
     out = {}
     for (first, last), days in groups.items():
@@ -178,10 +189,28 @@ def _nth_of_period(rule: SessionRule, view: _View) -> dict[date, str]:
     return out
 
 
+def _weeks(view: _View) -> dict[tuple[date, date], list[date]]:
+    """The view's sessions by trading week (first and last day of each). A session whose week's
+    start or end is not known (beyond the view's days) is left out."""
+    if not view.labels:
+        return {}
+    regular, specials = view.weekmasks()
+    # a week is at most a few days longer than seven (at a change of trading week): a fortnight
+    # either side finds the start and the end of the first and the last session's weeks
+    starts = weeks.week_starts(regular, specials, view.labels[0] - timedelta(days=14),
+                               view.labels[-1] + timedelta(days=15))
+    groups: dict[tuple[date, date], list[date]] = {}
+    for d in view.labels:
+        i = bisect.bisect_right(starts, d)
+        if 0 < i < len(starts):
+            groups.setdefault((starts[i - 1], starts[i] - timedelta(days=1)), []).append(d)
+    return groups
+
+
 def nth_weekday(year: int, month: int, weekday: int, nth: int) -> date | None:
     """The nth (1..5; -1..-5 from the end) weekday of a month, or None when it has fewer."""
     first = date(year, month, 1)
-    last = _period_bounds("month", first, 0)[1]
+    last = _period_bounds("month", first)[1]
     if nth > 0:
         day = first + timedelta(days=(weekday - first.weekday()) % 7 + 7 * (nth - 1))
     else:
@@ -249,13 +278,22 @@ def _attributes(rule: SessionRule, picks: dict[date, str], view: _View) -> dict[
     return out
 
 
+def _counted_among_filtered(rule: SessionRule, view: _View) -> dict[date, str]:
+    """count_among = "filtered": the period's nth of the sessions every filter keeps (November
+    2025's last XNYS session without an early close: 11-26, not the half day 11-28)."""
+    kept = set(_attributes(rule, dict.fromkeys(view.labels, ""), view))
+    index = [i for i, d in enumerate(view.labels) if d in kept]
+    filtered = replace(view, labels=[view.labels[i] for i in index],
+                       breaks=[view.breaks[i] for i in index])
+    return dict.fromkeys(_date_rule(rule, filtered), counted_text(rule))
+
+
 # the config's warnings ------------------------------------------------------------------------
 
 def warnings(config: Config, now: datetime) -> list[str]:
     """A rule that chooses no session in the year from `now` (the job would never run): one line
     naming the rule's key. A calendar that cannot be planned is the planner's to report."""
-    # plan imports selection: a cycle at the top
-    from market_timers.schedule.plan import job_overrides
+    from market_timers.schedule.plan import job_overrides  # plan imports selection: a cycle
 
     raw_jobs = config.raw.get("job", []) if isinstance(config.raw.get("job"), list) else []
     where = {t.get("name"): i for i, t in enumerate(raw_jobs) if isinstance(t, dict)}

@@ -27,6 +27,8 @@ from market_timers.config.loader import Config
 from market_timers.contracts import planfile, unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
+from market_timers.host.clock import utcnow
+from market_timers.host.systemctl import Systemctl
 from market_timers.schedule import credunits
 from market_timers.schedule import plan as planning
 from market_timers.schedule.planmerge import previous_plan, write_plan
@@ -39,7 +41,6 @@ from market_timers.schedule.render import (
 )
 from market_timers.schedule.started import already_started
 from market_timers.schedule.syncreport import Dropped, SyncResult, changes, moved
-from market_timers.schedule.systemctl import Systemctl
 
 STAMP_DIR = Path("/var/lib/systemd/timers")
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written
@@ -59,7 +60,7 @@ def _existing(unit_dir: Path) -> dict[str, str]:
 
 def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
          systemctl: Systemctl | None = None, stamp_dir: Path = STAMP_DIR) -> SyncResult:
-    now = now or planning.utcnow()
+    now = now or utcnow()
     systemctl = systemctl or Systemctl()
     planned = planning.plan_ahead_partial(config, now)
     fires, kept = planned.fires, planned.failed_jobs()
@@ -88,7 +89,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
             return result
         _apply(config.unit_dir, result, desired, systemctl, stamp_dir)
         if getattr(config, "cluster", None) is not None:
-            # the kill switch's listener (schedule/haltwatch.py): once [cluster] is configured,
+            # the kill switch's listener (controls/haltwatch.py): once [cluster] is configured,
             # this node stops the runs a halt made anywhere covers (started unless running; its
             # condition: the DSN credential in /etc/credstore)
             systemctl.start([HALT_WATCH])

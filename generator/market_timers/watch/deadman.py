@@ -44,12 +44,13 @@ from market_timers.config.watch import WatchConfig, watch_of
 from market_timers.contracts import journal, unitname
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
+from market_timers.host.clock import utcnow
+from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import DatabaseError, Key, runrecord
 from market_timers.ledger.halts import cluster_records as halt_records
 from market_timers.ledger.halts import halted
 from market_timers.ledger.pauses import cluster_records as pause_records
 from market_timers.ledger.pauses import holds, paused
-from market_timers.schedule.systemctl import Systemctl
 from market_timers.watch import findings, reported, slots, statuspage
 from market_timers.watch.alert import send_alert
 from market_timers.watch.findings import UNREACHABLE_KEY, PassResult
@@ -262,8 +263,6 @@ def _sync_running(state_dir: Path) -> bool:
 def command(config, now: datetime | None = None) -> int:
     """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
     journal.setup()
-    from market_timers.schedule.plan import utcnow  # the plan loads the calendars' modules
-
     now = now or utcnow()
     try:  # a broken live config is a critical alert of its own (once per content)
         announce(config, now=lambda: now)

@@ -19,7 +19,7 @@ from market_timers.config.watch import WatchConfig
 from market_timers.contracts.instants import iso
 from market_timers.contracts.slotcount import SlotCount
 from market_timers.runner.slotaccount import account, stall
-from market_timers.runner.slotclock import Schedule
+from market_timers.runner.slotclock import PeriodicSlots
 from market_timers.runner.slotrecords import prune
 from market_timers.watch.findings import Finding, PassResult
 
@@ -35,7 +35,7 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
     """A periodic job's session: record the skipped slots, the session's one skip warning, and a
     finding when no slot has started for stall_after (or none at all in the session). `seen`:
     deadman.json's reported keys (the judged mark of an old session is kept there)."""
-    schedule = Schedule.from_plan(entry)
+    schedule = PeriodicSlots.from_plan(entry)
     job = next((j for j in config.jobs if j.name == entry["job"]), None)
     periodic = getattr(job, "periodic", None)
     stall_after = periodic.stall_after if periodic else 5 * schedule.every

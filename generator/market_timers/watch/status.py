@@ -46,15 +46,14 @@ from pathlib import Path
 from market_timers.config.watch import watch_of
 from market_timers.contracts import planfile
 from market_timers.contracts.instants import iso, parse_iso
-from market_timers.contracts.outcomes import result_text
+from market_timers.contracts.outcomes import BY_NAME
+from market_timers.host.clock import utcnow
+from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import runrecord
-from market_timers.schedule.systemctl import Systemctl
+from market_timers.watch import statusinputs, statuspage
 from market_timers.watch.calendar_warnings import status_warnings
 from market_timers.watch.fires import deadline, read_plan, timer_state
-
-# The alert layer's session events for an alert: spooled and sent at once ("alert"), kept for the
-# digest, folded into an earlier one (dedup window), or recorded only (no [alerts] / kind off).
-ALERT_EVENTS = ("alert", "digest", "deduplicated", "silent")
+from market_timers.watch.statustable import table
 
 
 def collect(config, session=None, now: datetime | None = None, *,
@@ -64,157 +63,85 @@ def collect(config, session=None, now: datetime | None = None, *,
     last) dates (either None: open) instead of the default sessions. `calendar_warnings`:
     False leaves them out (they build the exchange calendars: pandas, about a second, which the
     dead-man's page refresh every minute must not pay; the refresh warns of a data end)."""
-    from market_timers.schedule.plan import utcnow
-
     now = now or utcnow()
     state_dir = Path(config.state_dir)
     plan = read_plan(state_dir)
     if plan is None:
         return None
     watch = watch_of(config)
-    fires = plan.get("fires", [])
-    if between is not None:
-        first, last = (d.isoformat() if d else None for d in between)
-        wanted = {e["session"] for e in fires if (first is None or e["session"] >= first)
-                  and (last is None or e["session"] <= last)}
-    else:
-        wanted = _sessions(fires, session.isoformat() if session else None, now)
-    fires = [e for e in fires if e["session"] in wanted]
+    wanted = _wanted(plan.get("fires", []), session, between, now)
+    fires = [e for e in plan.get("fires", []) if e["session"] in wanted]
     shown = (systemctl or Systemctl()).show(sorted({e["unit"] for e in fires}),
                                             ["LoadState", "ActiveState", "SubState"])
     sessions: dict[str, list[dict]] = {}
-    events = _alert_events(config)
+    events = statusinputs.alert_events(config)
     requires = {j.name: list(j.requires) for j in getattr(config, "jobs", []) if j.requires}
     book, ledger_error = runrecord.cluster_book(config), None
     cluster = book is not None
     for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], e["job"])):
-        record = _read(state_dir, e, book) if ledger_error is None else None
+        record = statusinputs.read_record(state_dir, e, book) if ledger_error is None else None
         if isinstance(record, Exception):  # the cluster ledger: say so, show the local one
             ledger_error, book = f"the cluster run ledger cannot be reached: {record}", None
             record = None
         if record is None:
             record = runrecord.read(state_dir, e["job"], e["session"])
         record = record or {}
-        sessions.setdefault(e["session"], []).append({
-            "job": e["job"], "calendar": e.get("calendar", ""), "event": e.get("event", ""),
-            "fire_utc": e["fire_utc"], "unit": e["unit"],
-            "timer": timer_state(shown.get(e["unit"], {})),
-            "result": _result(e, record, now, watch.slack_sec),
-            "exit_status": record.get("exit_status"),
-            "duration_sec": record.get("duration_sec"),
-            "late_sec": record.get("late_sec"),
-            "started_utc": record.get("started_utc"),
-            "finished_utc": record.get("finished_utc"),
-            "attempts": record.get("attempts", 1 if record else 0),
-            "host": record.get("host"),
-            "refused_starts": record.get("refused_starts", []),
-            "alerts": events(e["session"], e["job"]),
-            **({"node": record.get("node") or record.get("host")} if cluster else {}),
-            **({"requires": requires[e["job"]]} if e["job"] in requires else {}),
-            **({k: record[k] for k in ("upstream", "upstream_state") if record.get(k)}
-               if record.get("refused") == "requires-unmet" else {}),
-            **({k: record[k] for k in ("scope", "note") if record.get(k)}
-               if record.get("refused") == "paused" else {}),
-            **({k: record[k] for k in ("scope", "reason") if record.get(k)}
-               if record.get("refused") == "halted" else {}),
-            **({"stopped_by_halt": record["stopped_by_halt"]}
-               if record.get("stopped_by_halt") else {}),
-        })
+        sessions.setdefault(e["session"], []).append(_job_row(
+            e, record, timer=timer_state(shown.get(e["unit"], {})),
+            result=_result(e, record, now, watch.slack_sec), alerts=events(e["session"], e["job"]),
+            node=cluster, requires=requires.get(e["job"])))
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
-            sessions[e["session"]][-1].update(_periodic(state_dir, e, now))
-    held = _pauses(config, book)
-    cluster_halts = _cluster_halts(book)
+            sessions[e["session"]][-1].update(statusinputs.periodic(state_dir, e, now))
+    held = statusinputs.pauses(config, book)
+    cluster_halts = statusinputs.cluster_halts(book)
     if book is not None:
         book.close()
     doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
            **({"requires": requires} if requires else {}),
            **({"pauses": held} if held else {}),
-           **({"halts": halted} if (halted := _halts(config, cluster_halts)) else {}),
-           "sessions": [{"session": s, "jobs": jobs, **_incidents(config, s)}
+           **({"halts": halted} if (halted := statusinputs.halts(config, cluster_halts)) else {}),
+           "sessions": [{"session": s, "jobs": jobs, **statusinputs.incidents(config, s)}
                         for s, jobs in sorted(sessions.items())],
-           "outbox": _outbox(config),
+           "outbox": statusinputs.outbox(config),
            "calendar_warnings": status_warnings(config, now) if calendar_warnings else []}
     if getattr(config, "cluster", None) is not None:
         doc["cluster"] = {"node": config.cluster.node, "ledger_error": ledger_error}
     return doc
 
 
-def _pauses(config, book=None) -> list[dict]:
-    """The pauses in force (`market-timers pause`, pause_on_failure); in a cluster, the cluster
-    ledger's too (this node's alone when it cannot be reached: the ledger error says so)."""
-    from market_timers.ledger import DatabaseError
-    from market_timers.schedule.controls import current
-
-    try:
-        return current(config, book)
-    except DatabaseError:
-        return current(config)
-    except OSError:
-        return []
-
-
-def _halts(config, cluster=None) -> list[dict]:
-    """The halts in force (`market-timers halt`): scope, name, what, by, since, host, reason,
-    resume; `cluster`: the cluster ledger's too."""
-    from market_timers.ledger.halts import current
-
-    return current(str(config.state_dir), cluster)
-
-
-def _cluster_halts(book):
-    """The cluster ledger's halts, or None (no cluster, or it cannot be reached: the ledger
-    error says so)."""
-    from market_timers.ledger import DatabaseError
-    from market_timers.ledger.halts import cluster_records
-
-    try:
-        return cluster_records(book) if book is not None else None
-    except DatabaseError:
-        return None
+def _job_row(entry: dict, record: dict, *, timer: str, result: str, alerts: list[dict],
+             node: bool, requires: list[str] | None) -> dict:
+    """One job's row of a session: the plan's entry, what the ledger holds, its alerts."""
+    return {
+        "job": entry["job"], "calendar": entry.get("calendar", ""), "event": entry.get("event", ""),
+        "fire_utc": entry["fire_utc"], "unit": entry["unit"],
+        "timer": timer,
+        "result": result,
+        "exit_status": record.get("exit_status"),
+        "duration_sec": record.get("duration_sec"),
+        "late_sec": record.get("late_sec"),
+        "started_utc": record.get("started_utc"),
+        "finished_utc": record.get("finished_utc"),
+        "attempts": record.get("attempts", 1 if record else 0),
+        "host": record.get("host"),
+        "refused_starts": record.get("refused_starts", []),
+        "alerts": alerts,
+        **({"node": record.get("node") or record.get("host")} if node else {}),
+        **({"requires": requires} if requires else {}),
+        **_refusal_fields(record),
+        **({"stopped_by_halt": record["stopped_by_halt"]}
+           if record.get("stopped_by_halt") else {}),
+    }
 
 
-def _read(state_dir: Path, entry: dict, book):
-    """The record (any node's, in cluster mode), None, or the DatabaseError that stopped it."""
-    from market_timers.ledger import DatabaseError
-
-    try:
-        return runrecord.read(state_dir, entry["job"], entry["session"], book)
-    except DatabaseError as e:
-        return e
-
-
-def _periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
-    """`slots`: total, ran, skipped (by cause), ahead; `result` says it in a few words."""
-    from market_timers.runner.slotaccount import account
-    from market_timers.runner.slotclock import Schedule
-
-    try:
-        s = account(state_dir, entry["job"], entry["session"], Schedule.from_plan(entry),
-                    int(entry.get("grace_sec", 0)), now, write=False)
-    except (OSError, ValueError, KeyError):
-        return {}
-    if s.running:
-        state = "running"
-    elif s.ahead == s.total:
-        state = "scheduled"
-    else:
-        state = "ahead" if s.ahead else "done"
-    result = f"{state}: {s.ran} ran, {s.skipped} skipped of {s.total}"
-    if state == "done" and not s.ran:  # no slot of the session ran: a miss, as the dead-man says
-        result = f"missed: none of its {s.total} slots ran"
-    return {"result": result, "every_sec": entry["every_sec"], "last_utc": entry.get("last_utc"),
-            "duration_sec": s.longest_sec,
-            "slots": {"total": s.total, "ran": s.ran, "skipped": s.skipped,
-                      "skipped_overlap": s.overlap, "refused": s.refused,
-                      "not_started": s.not_started, "ahead": s.ahead,
-                      "last_run": s.last_run_slot, "longest_sec": s.longest_sec}}
-
-
-def _incidents(config, session: str) -> dict:
-    """The session's incidents and counted events (events of the trading system)."""
-    from market_timers.events.report import session_doc
-
-    return session_doc(config.state_dir, session)
+def _wanted(fires: list[dict], session, between, now: datetime) -> set[str]:
+    """The sessions shown: `between` (first, last: either None is open), else `session`, else
+    the latest that has started and every one after it."""
+    if between is None:
+        return _sessions(fires, session.isoformat() if session else None, now)
+    first, last = (d.isoformat() if d else None for d in between)
+    return {e["session"] for e in fires if (first is None or e["session"] >= first)
+            and (last is None or e["session"] <= last)}
 
 
 def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]:
@@ -224,6 +151,12 @@ def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]
     started = [e["session"] for e in fires if parse_iso(e["fire_utc"]) <= now]
     first = max(started) if started else (labels[0] if labels else "")
     return {s for s in labels if s >= first}
+
+
+def _refusal_fields(record: dict) -> dict:
+    """A refused start's own fields that its outcome row names (upstream, the pause's note...)."""
+    outcome = BY_NAME.get(str(record.get("refused") or ""))
+    return {k: record[k] for k in outcome.fields if record.get(k)} if outcome else {}
 
 
 def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
@@ -238,117 +171,13 @@ def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
     return "missed" if deadline(entry, slack) < now else "due"
 
 
-def _alert_events(config):
-    try:
-        from market_timers.alerts.state import AlertState
-
-        state = AlertState(Path(config.state_dir))
-    except Exception:
-        return lambda session, job: []
-
-    cache: dict[str, list[dict]] = {}
-
-    def events(session: str, job: str) -> list[dict]:
-        if session not in cache:
-            try:
-                cache[session] = state.events(session)
-            except Exception:
-                cache[session] = []
-        return [{"id": ev.get("id"), "kind": ev.get("kind"), "severity": ev.get("severity"),
-                 "title": ev.get("title"), "handling": ev.get("event")}
-                for ev in cache[session]
-                if ev.get("event") in ALERT_EVENTS and ev.get("job") == job]
-
-    return events
-
-
-def _outbox(config) -> dict:
-    try:
-        from market_timers.alerts.commands import outbox_summary
-
-        return outbox_summary(config)
-    except Exception:
-        return {}
-
-
-def table(doc: dict) -> str:
-    cluster = doc.get("cluster")
-    head = ("SESSION", "JOB", "FIRE (UTC)", "TIMER", "RESULT", "EXIT", "DURATION", "ALERTS")
-    if cluster:  # which node ran each job
-        head = head[:5] + ("NODE",) + head[5:]
-    rows = []
-    for s in doc["sessions"]:
-        for j in s["jobs"]:
-            duration = j["duration_sec"]
-            result = result_text(j["result"], j["exit_status"]) + (
-                f" (attempt {j['attempts']})" if j["attempts"] > 1 else "")
-            if j.get("upstream"):  # refused by `requires`: which upstream, in which state
-                result = f"requires unmet: {j['upstream']} {j.get('upstream_state', '?')}"
-            elif j["result"] == "paused" and j.get("note"):
-                result = f"paused ({j['note']})"
-            elif j["result"] == "halted" and j.get("reason"):
-                result = f"halted ({j['reason']})"
-            elif j.get("stopped_by_halt"):  # killed by `market-timers halt`'s stop
-                result = f"stopped by halt ({j['stopped_by_halt']})"
-            if j["refused_starts"]:
-                result += ", then refused: " + ", ".join(j["refused_starts"])
-            fire = j["fire_utc"].replace("T", " ")
-            if j.get("every_sec"):  # a periodic job: its window and period
-                fire += f"..{(j.get('last_utc') or '')[11:]} /{j['every_sec']}s"
-            rows.append((s["session"], j["job"], fire, j["timer"],
-                         result, str(j["exit_status"] or "-"),
-                         f"{duration:g}s" if isinstance(duration, int | float) else "-",
-                         ", ".join(f"{a['kind']} ({a['handling']})" for a in j["alerts"])
-                         or "-"))
-            if cluster:
-                rows[-1] = rows[-1][:5] + (j.get("node") or "-",) + rows[-1][5:]
-    warn = [f"warning: {w}" for w in doc.get("calendar_warnings") or []]
-    if cluster and cluster.get("ledger_error"):
-        warn.append(f"warning: {cluster['ledger_error']} (showing node {cluster['node']}'s "
-                    "local ledger only)")
-    if not rows:
-        return "\n".join([*warn, "no planned fire in this range (see `market-timers plan`)"])
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in [head, *rows]]
-    from market_timers.events.report import count_line, incident_line
-
-    for s in doc["sessions"]:
-        for line in [*map(incident_line, s.get("incidents", [])),
-                     *map(count_line, s.get("counts", []))]:
-            lines.append(f"{s['session']}  incident  {line}")
-    lines = [*warn, *([""] if warn else []), *lines]
-    for p in doc.get("pauses") or []:
-        lines.append("")
-        until = f" until session {p['until']}" if p.get("until") else ""
-        lines.append(f"paused: {p['scope']}{until}, by {p.get('by', '?')} since "
-                     f"{p.get('since', '?')}: {p.get('note', '')} (to resume: {p['resume']})")
-    for h in doc.get("halts") or []:
-        lines.append("")
-        lines.append(f"halted: {h['what']}, by {h.get('by', '?')} on {h.get('host', '?')} since "
-                     f"{h.get('since', '?')}: {h.get('reason', '')} (to lift it: {h['resume']})")
-    if doc.get("requires"):
-        from market_timers.config.dependencies import notes
-
-        lines.append("")
-        lines += [f"note: {n}" for n in notes(doc["requires"])]
-    box = doc.get("outbox") or {}
-    if box:
-        lines.append("")
-        lines.append(f"outbox: {box.get('pending', 0)} alert(s) pending, "
-                     f"{box.get('undeliverable', 0)} undeliverable (market-timers outbox list)")
-    return "\n".join(lines)
-
-
 def command(config, session=None, as_json: bool = False, now: datetime | None = None,
             html=None, since=None, until=None, *, systemctl: Systemctl | None = None) -> int:
     """`status`: the table, --json, or --html FILE (statuspage.py); --from/--to a date range
     (with --html and neither: a week back and every planned session)."""
-    from market_timers.watch import statuspage
-
     between = (since, until) if since or until else None
     if html is not None and between is None and session is None:
-        between = statuspage.window(now or _now())
+        between = statuspage.window(now or utcnow())
     try:
         doc = collect(config, session, now, systemctl=systemctl, between=between)
     except planfile.PlanFileError as e:  # it names the file and what is wrong with it
@@ -370,8 +199,3 @@ def command(config, session=None, as_json: bool = False, now: datetime | None = 
     print(json.dumps(doc, indent=1) if as_json else table(doc))
     return 0
 
-
-def _now() -> datetime:
-    from market_timers.schedule.plan import utcnow
-
-    return utcnow()

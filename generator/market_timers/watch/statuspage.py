@@ -16,26 +16,16 @@ import logging
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
+from market_timers.contracts.outcomes import BY_NAME, PAGE_STATES, legend
+
 log = logging.getLogger("market_timers.watch")
 
 PAGE_FILE = "status.html"  # under the state directory, rewritten by each dead-man pass
 DAYS_BACK = 7  # the page's default window: a week of sessions back, and every planned one
 
-# The states a cell can be in, with the legend's words, in the legend's order.
-STATES = (
-    ("ok", "ran and succeeded"),
-    ("skipped", "ran, some periodic slots skipped"),
-    ("failed", "ran and failed (exit status, signal, watchdog, timeout)"),
-    ("refused", "start refused (stale, lock busy, already ran, requires unmet)"),
-    ("missed", "did not run by its deadline"),
-    ("paused", "held by market-timers pause (not run, not missed)"),
-    ("halted", "refused by market-timers halt, the kill switch (not run, not missed)"),
-    ("running", "running now"),
-    ("due", "past its instant, inside grace + timeout"),
-    ("scheduled", "planned, instant ahead"),
-)
-REFUSED = {"stale-start", "overlap-skipped", "lock-busy", "already-ran", "runner-error",
-           "requires-unmet", "clock-skew"}
+STATES = legend()  # (state, the legend's words), in the legend's order: the outcome table's
+VIEW_STATES = ("running", "scheduled", "due")  # a session with no outcome yet
+LEGACY_REFUSED = "lock-busy"  # an older runner's overlap-skipped, still in old ledgers
 
 
 def cell_state(row: dict) -> str:
@@ -55,9 +45,11 @@ def cell_state(row: dict) -> str:
         return "running" if head == "ahead" else "ok"
     if result == "success":
         return "ok"
-    if result in ("running", "scheduled", "due", "missed", "paused", "halted"):
+    if result in VIEW_STATES:
         return result
-    if result in REFUSED or result.startswith("refused"):
+    if result in BY_NAME and result != "ok":  # a refused start's kind, "missed"...
+        return BY_NAME[result].page
+    if result == LEGACY_REFUSED or result.startswith("refused"):
         return "refused"
     return "failed"
 
@@ -101,6 +93,7 @@ def render(doc: dict, title: str = "market-timers") -> str:
     return env.from_string(_TEMPLATE).render(
         title=title, now=doc.get("now", ""), generated=doc.get("plan_generated_utc") or "never",
         sessions=sessions, jobs=sorted(jobs), grid=grid, states=STATES, incidents=incidents,
+        colours=[(name, colour) for name, colour, _ in PAGE_STATES],
         outbox=doc.get("outbox") or {}, cluster=doc.get("cluster"),
         warnings=doc.get("calendar_warnings") or [])
 
@@ -151,10 +144,8 @@ thead th { white-space: nowrap; }
 th.job { position: sticky; left: 0; background: #f6f6f6; white-space: nowrap; }
 td.cell { min-width: 7em; font-size: 12px; }
 td.cell .state { font-weight: 600; display: block; }
-.ok { background: #d7f5dd; } .skipped { background: #eef7c8; }
-.failed { background: #f9c7c7; } .refused { background: #fde3c2; }
-.missed { background: #e88c8c; } .running { background: #c9defa; }
-.paused { background: #dcd3f2; } .halted { background: #f4b6b6; } .due { background: #fff3b0; } .scheduled { background: #eeeeee; } .none { background: #fff; }
+{% for name, colour in colours %}.{{ name }} { background: {{ colour }}; }
+{% endfor %}.none { background: #fff; }
 ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .4em 1em; }
 ul.legend li span { display: inline-block; width: 1em; height: 1em; border: 1px solid #999;
   vertical-align: middle; margin-right: .3em; }

@@ -1,0 +1,114 @@
+"""`market-timers halt [--group G | --job J | --all] --reason TEXT`: the kill switch.
+
+A halt (ledger/halts.py) is a record in <state_dir>/controls/ or a row of the cluster ledger, under
+the rule of a pause (access.py); `halt` also stops the running services of the jobs it covers on
+this host (`systemctl stop`: SIGTERM, then SIGKILL after the unit's TimeoutStopSec) and, when the
+scope was not already halted, starts the config's `on_halt` once, as a transient unit
+(systemd-run) of the jobs' user (`user`): like a job, it is the firm's own program, given no more
+than an order job has (never root: the config is root's, but nothing in it runs as root). Its
+environment says why: MARKET_HALT_REASON, MARKET_HALT_BY, MARKET_HALT_SCOPE, MARKET_HALT_HOST. The
+alert is halt_alerts.py's `announce`, which the command line passes in and sends once this
+module's work is done; this module sends none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime
+
+from market_timers.contracts import unitname
+from market_timers.contracts.exitcodes import FAILURE, OK, USAGE
+from market_timers.contracts.instants import iso
+from market_timers.controls.access import checked_target, cluster_book, controls_directory
+from market_timers.controls.operator import operator_name
+from market_timers.files import atomicfile
+from market_timers.ledger import DatabaseError, format_fields, halts
+
+
+def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str, now: datetime,
+         as_json: bool = False, systemctl=None, announce=None) -> int:
+    """The kill switch. `announce(record, stopped, on_halt_unit)`: the command line's alert, made
+    only by the halt that wrote the record (a halt of a scope already halted makes none)."""
+    whole = None if job or group else ("all" if all_jobs else "orders")
+    target = checked_target(config, job, group, "halt", whole)
+    if isinstance(target, int):
+        return target
+    scope, name = target
+    if not reason.strip():
+        print("market-timers halt: --reason must say why (it is in the alert and the record)",
+              file=sys.stderr)
+        return USAGE
+    fields = {"scope": scope, "name": name or None, "by": operator_name(), "since": iso(now),
+              "host": os.uname().nodename, "reason": " ".join(reason.split())}
+    problems = []
+    new, record = None, None
+    if getattr(config, "cluster", None) is not None:  # the cluster ledger: every node obeys
+        try:
+            with cluster_book(config) as book:
+                new = book.set_halt(scope, name or "", fields)  # True once in the cluster
+                record = halts.cluster_record(book.halt_list(), scope, name)
+        except DatabaseError as e:
+            new = None
+            problems.append(f"the cluster ledger cannot be reached ({e}): this halt holds on "
+                            "this node only (its own record): halt every other node too")
+    if new is None:  # no cluster, or its ledger unreachable: this host's own record
+        try:
+            path = os.path.join(controls_directory(config), halts.record_name(scope, name))
+        except (ValueError, OSError) as e:
+            print(f"market-timers halt: {e}", file=sys.stderr)
+            return FAILURE
+        new = atomicfile.create(path, format_fields(fields), mode=0o644)  # a second: False
+        record = halts.read(str(config.state_dir), scope, name)
+    record = record or dict(fields, what=halts.describe(scope, name),
+                            resume=halts.resume_command(scope, name))
+    covered = [j.name for j in config.jobs
+               if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
+    if systemctl is None:
+        from market_timers.host.systemctl import Systemctl
+
+        systemctl = Systemctl()
+    stopped = systemctl.running([unitname.job_services_glob(j) for j in covered])
+    if stopped:
+        systemctl.stop(stopped)  # SIGTERM, SIGKILL after each unit's TimeoutStopSec
+        if still := systemctl.running(stopped):  # e.g. an operator whom systemd refuses
+            problems.append(f"could not stop {', '.join(still)}: run `systemctl stop` on it as "
+                            "root (its next starts are refused)")
+            stopped = [u for u in stopped if u not in still]
+    on_halt_unit = None
+    if new and getattr(config, "on_halt", None):
+        on_halt_unit = unitname.on_halt_unit(now)
+        try:
+            systemctl.run_transient(on_halt_unit, list(config.on_halt), config.user, {
+                "MARKET_HALT_REASON": record.get("reason", ""),
+                "MARKET_HALT_BY": record.get("by", ""), "MARKET_HALT_SCOPE": record["what"],
+                "MARKET_HALT_HOST": record.get("host", "")})
+        except (OSError, RuntimeError) as e:
+            problems.append(f"on_halt could not be started: {e}")
+            on_halt_unit = None
+    if new and announce is not None:
+        announce(record, stopped, on_halt_unit)
+    for problem in problems:
+        print(f"market-timers halt: {problem}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"action": "halt", "scope": scope, "name": name or None, "new": new,
+                          "by": record.get("by"), "since": record.get("since"),
+                          "host": record.get("host"), "reason": record.get("reason"),
+                          "jobs": covered, "stopped": stopped, "on_halt_unit": on_halt_unit}))
+        return FAILURE if problems else OK
+    what = record["what"]
+    print(f"halted {what}: every start of {', '.join(covered) or 'no job of the config yet'} is "
+          f"refused (exit 178, recorded as halted), the operator's `market-timers run` too"
+          if new else f"{what} was already halted by {record.get('by', '?')} since "
+          f"{record.get('since', '?')} ({record.get('reason', '')}): that halt holds; on_halt is "
+          "not run again, nor alerted")
+    print(f"stopped: {', '.join(stopped)}" if stopped else
+          "stopped: none" if problems else "stopped: none was running")
+    if on_halt_unit:
+        print(f"on_halt started once: {on_halt_unit} ({' '.join(config.on_halt)})")
+    print(f"To lift it: {record['resume']}")
+    if getattr(config, "cluster", None) is not None and not problems:
+        print("every node: the halt is in the cluster ledger; each node's market-halt-watch "
+              "stops the runs it covers there, and every node refuses their starts")
+    return FAILURE if problems else OK

@@ -1,0 +1,78 @@
+"""The halt alert policy: a halt's alert (critical) and its lifting's (warning), one per configured
+channel, raised once the halt's own work is done (cli/ composes it with halt.py and resume.py,
+which send none)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from market_timers.contracts import environment
+
+
+def _package_user_exists() -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(environment.PACKAGE_USER)
+    except KeyError:
+        return False
+    return True
+
+
+def halt_alerts(config, lifted: bool = False):
+    """A halt's alert (critical) or its lifting's (warning), to every configured channel: one
+    alert per channel, each of its own chain, so that none waits for another's failure.
+    announce(...) collects them; announce.send() raises them once the halt's own work (as root)
+    is done, in a child that becomes the package's user as the alert path does (its outbox, the
+    channels' credentials)."""
+    from market_timers.alerts.api import raise_alert  # at the call: tests substitute it
+    from market_timers.alerts.privileges import become_service_user
+
+    pending: list[dict] = []
+
+    def send() -> None:
+        if not pending:
+            return
+        if os.geteuid() != 0 or not _package_user_exists():
+            for kw in pending:  # as we are (an operator; a machine without the package's user)
+                if raise_alert(config, **kw) is None and kw.get("chain"):
+                    print(f"market-timers: the alert {kw['title']!r} could not be spooled as "
+                          "this user (the outbox is the package's user's): tell the desk, or "
+                          "make the halt as root", file=sys.stderr)
+            return
+        pid = os.fork()
+        if pid == 0:  # child: the package's user, the alerts, out
+            code = 1
+            try:
+                become_service_user(config)
+                for kw in pending:
+                    raise_alert(config, **kw)
+                code = 0
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
+
+    def announce(record: dict, stopped=(), on_halt_unit=None) -> None:
+        what, by, host = record["what"], record.get("by", "?"), record.get("host", "?")
+        if lifted:
+            title = f"halt lifted: {what} may start again (halted by {by} on {host}: " \
+                    f"{record.get('reason', '')})"
+        else:
+            title = f"HALT: {what} halted by {by} on {host}: {record.get('reason', '')}"
+        details = {"scope": what, "by": by, "host": host, "since": record.get("since"),
+                   "reason": record.get("reason"), "resume": record.get("resume"),
+                   **({"stopped": ", ".join(stopped)} if stopped else {}),
+                   **({"on_halt": on_halt_unit} if on_halt_unit else {})}
+        alerts = getattr(config, "alerts", None)
+        channels = alerts.configured() if alerts is not None and alerts.enabled else []
+        kind = "halt-lifted" if lifted else "halt"
+        for channel in channels or [None]:
+            pending.append(dict(kind=kind, severity="warning" if lifted else "critical",
+                                key=f"{kind}:{record['scope']}:{record.get('name') or ''}:"
+                                    f"{record.get('since')}:{channel or ''}",
+                                title=title, text=title, details=details,
+                                chain=[channel] if channel else None))
+
+    announce.send = send
+    return announce

@@ -1,0 +1,106 @@
+"""`market-timers try JOB` against a recording systemctl: a one-off run that is no session's run."""
+
+from __future__ import annotations
+
+import pytest
+from tests.schedule.test_render import parse_unit, values
+
+from market_timers import cli
+from market_timers.config import loader as config
+from market_timers.controls import trial
+from market_timers.host import systemctl
+
+CONFIG = """
+calendar = "XNYS"
+horizon = 2
+[[job]]
+name = "signal"
+event = "close"
+offset = "-15min"
+command = ["/usr/bin/true"]
+timeout = "10min"
+[[job]]
+name = "nightly"
+at = "02:30 UTC"
+command = ["/usr/bin/true"]
+"""
+NOW = "2025-11-26T12:00:00Z"  # a Wednesday; the close is 21:00 UTC
+
+
+class Recorder:
+    started: list[list[str]] = []
+
+    def start(self, units):
+        Recorder.started.append(list(units))
+
+
+@pytest.fixture
+def runtime(tmp_path, monkeypatch):
+    directory = tmp_path / "run-systemd"
+    monkeypatch.setattr(trial, "RUNTIME_UNIT_DIR", directory)
+    monkeypatch.setattr(systemctl, "Systemctl", Recorder)
+    Recorder.started = []
+    return directory
+
+
+def test_try_writes_a_one_off_timer_seconds_ahead_and_starts_it(write_config, runtime, capsys):
+    path = write_config(CONFIG)
+    assert cli.main(["try", "signal", "--config", str(path), "--now", NOW]) == 0
+    stem = "market-signal@try-20251126T120005Z"
+    assert Recorder.started == [[f"{stem}.timer"]]
+    timer = parse_unit((runtime / f"{stem}.timer").read_text())
+    service = parse_unit((runtime / f"{stem}.service").read_text())
+    assert values(timer, "Timer", "OnCalendar") == ["2025-11-26 12:00:03 UTC"]  # lead 2s
+    assert values(timer, "Timer", "Persistent") == ["false"]  # no stamp left behind
+    env = values(service, "Service", "Environment")
+    assert "MARKET_SESSION=try-20251126T120005Z" in env
+    assert "MARKET_SCHEDULED_UTC=2025-11-26T12:00:05Z" in env
+    assert not any(v.startswith("MARKET_SESSION=2025") for v in env)
+    # A successful try must not close the alerts of a real run; a failing one still alerts.
+    assert values(service, "Unit", "OnSuccess") == []
+    assert values(service, "Unit", "OnFailure") == ["market-alert-failure@%n.service"]
+    out = capsys.readouterr().out
+    assert f"started {stem}.timer" in out and f"journalctl -f -u {stem}.service" in out
+    # Nothing in the live unit directory: sync and the deadman never see a try.
+    assert not config.load(path).unit_dir.exists()
+
+
+def test_try_of_a_daily_job_and_a_chosen_delay(write_config, runtime):
+    path = write_config(CONFIG)
+    assert cli.main(["--config", str(path), "--now", NOW, "try", "nightly", "--in", "30"]) == 0
+    service = (runtime / "market-nightly@try-20251126T120030Z.service").read_text()
+    assert "MARKET_SCHEDULED_UTC=2025-11-26T12:00:30Z" in service
+
+
+def test_try_refuses_when_a_planned_run_of_its_lock_group_falls_within_it(write_config, runtime,
+                                                                         capsys):
+    path = write_config(CONFIG)
+    # 20:40 UTC: the planned 20:45 run would find the lock held by a try lasting up to 10min.
+    assert cli.main(["--config", str(path), "--now", "2025-11-26T20:40:00Z", "try",
+                     "signal"]) == 1
+    err = capsys.readouterr().err
+    assert "signal's planned run for XNYS 2025-11-26 at 2025-11-26T20:45:00Z" in err
+    assert Recorder.started == [] and not runtime.exists()
+
+
+def test_try_of_an_unknown_job_names_the_jobs(write_config, runtime, capsys):
+    path = write_config(CONFIG)
+    assert cli.main(["--config", str(path), "try", "signl"]) == 2
+    err = capsys.readouterr().err
+    assert "no job named 'signl'" in err and "(jobs: signal, nightly)" in err
+
+
+def test_try_without_root_says_so(write_config, tmp_path, monkeypatch, capsys):
+    import errno
+
+    def denied(path, text, mode=0o644, **_):
+        raise OSError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(trial, "write_atomic", denied)
+    monkeypatch.setattr(systemctl, "Systemctl", Recorder)
+    Recorder.started = []
+    path = write_config(CONFIG)
+    assert cli.main(["--config", str(path), "--now", NOW, "try", "signal"]) == 1
+    assert "cannot write the try's units" in capsys.readouterr().err
+    assert Recorder.started == []
+
