@@ -15,7 +15,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--record"]:
-        from market_timers import metrics
+        from market_timers import metrics  # the record step's modules: a start loads none
         from market_timers.runner.record import counted_in_metrics, record
 
         env = dict(os.environ)
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         if counted_in_metrics(env):
             metrics.after_run(env)
         return status
-    from market_timers import runner
+    from market_timers import runner  # the start's: the record step loads none
 
     return runner.main(argv)
 

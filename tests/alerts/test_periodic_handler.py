@@ -9,20 +9,26 @@ import pytest
 
 from market_timers.alerts.commands import alert_handler
 from market_timers.channels.credentials import OVERRIDE
-from market_timers.runner import slotclock, slotrecords
+from market_timers.runner import record, slotclock, slotrecords
 
 UNIT = "market-cycle@2026-11-30-142000-abcdef.service"
 INVOCATION = "0123456789abcdef0123456789abcdef"
 FIRST = datetime(2026, 11, 30, 14, 20, tzinfo=UTC)  # the clock fixture: 14:31:05
 
 
+def unit_environment(state_dir) -> dict:
+    return {"MARKET_JOB": "cycle", "MARKET_SESSION": "2026-11-30", "MARKET_CALENDAR": "XNYS",
+            "MARKET_EVENT": "every", "MARKET_SLOT_FIRST_UTC": "2026-11-30T14:20:00Z",
+            "MARKET_SLOT_EVERY_SEC": "60", "MARKET_SLOT_LAST_UTC": "2026-11-30T15:00:00Z",
+            "MARKET_GRACE_SEC": "20", "MARKET_SEVERITY": "critical",
+            "MARKET_STATE_DIR": str(state_dir)}
+
+
 def fake_systemd(state_dir):
     def run(argv):
         if argv[0] == "systemctl":
-            return ("Environment=MARKET_JOB=cycle MARKET_SESSION=2026-11-30 MARKET_CALENDAR=XNYS "
-                    "MARKET_EVENT=every MARKET_SLOT_FIRST_UTC=2026-11-30T14:20:00Z "
-                    "MARKET_SLOT_EVERY_SEC=60 MARKET_SLOT_LAST_UTC=2026-11-30T15:00:00Z "
-                    f"MARKET_GRACE_SEC=20 MARKET_SEVERITY=critical MARKET_STATE_DIR={state_dir}\n")
+            env = unit_environment(state_dir)
+            return "Environment=" + " ".join(f"{k}={v}" for k, v in env.items()) + "\n"
         return ""
 
     return run
@@ -39,6 +45,11 @@ def handle(make_ctx, creds, clock, tmp_path):
     ctx = make_ctx()
 
     def go(mode, env):
+        # as systemd does: the unit's ExecStopPost= (the record step, which counts the slots)
+        # ends before its OnFailure=/OnSuccess= handler starts
+        state = tmp_path / "state"
+        record.complete_slot({**unit_environment(state), "INVOCATION_ID": INVOCATION}, str(state),
+                             "cycle", clock())
         return alert_handler(ctx, mode, UNIT, env={**env, OVERRIDE: str(creds)},
                              run=fake_systemd(tmp_path / "state"), now=clock)
 

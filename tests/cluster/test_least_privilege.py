@@ -16,7 +16,7 @@ from tests.fakes.pgserver import PASSWORD, USER
 
 from market_timers.cli import cluster
 from market_timers.cli.parser import build_parser
-from market_timers.ledger import DatabaseError, Key
+from market_timers.ledger import DatabaseError, Key, pgfunctions
 from market_timers.ledger import postgresql as pg
 
 KEY = Key("closing-orders", "2025-11-26")
@@ -259,7 +259,7 @@ def test_cluster_init_upgrades_a_version_2_ledger_to_pauses_for_every_node(
         for version in (1, 2):
             for statement in dict(pg.MIGRATIONS)[version]("public"):
                 conn.execute(statement)
-        for statement in pg._functions("public"):
+        for statement in pgfunctions.create_functions("public"):
             if not any(w in statement.split("(")[0] for w in ("pause", "halt", "clock")) \
                     and "double precision" not in statement.split(")")[0]:  # v3, v4, v5
                 conn.execute(statement)

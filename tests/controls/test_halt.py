@@ -252,12 +252,12 @@ def test_on_halt_is_checked_like_a_job_command(write_config, value, why):
 
 def test_an_order_job_is_rendered_with_its_orders_flag(cfg):
     from market_timers.config import loader
-    from market_timers.schedule import render
+    from market_timers.schedule import unitenv
 
     config = loader.load(cfg)
-    env = dict(render._job_environment(config, config.job("closing-orders"), []))
+    env = dict(unitenv.job_environment(config, config.job("closing-orders"), []))
     assert env["MARKET_ORDERS"] == "1"
-    assert "MARKET_ORDERS" not in dict(render._job_environment(config, config.job("signal"), []))
+    assert "MARKET_ORDERS" not in dict(unitenv.job_environment(config, config.job("signal"), []))
 
 
 def test_a_halted_start_raises_no_alert_of_its_own(tmp_path):

@@ -76,14 +76,7 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
             earlier = None if kind == "recovery" else \
                 ctx.state.dedup_hit(key, now, ctx.cfg.dedup_minutes)
             if earlier:
-                if job and kind in OUTCOME_OF:  # the recovery names the alert the user saw
-                    ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
-                                              alert_id=earlier, chain=chain,
-                                              severity=alert.severity)
-                ctx.state.add_event(session, {**event, "event": "deduplicated", "id": earlier})
-                log.info("alert %s folded into %s (same key %s inside the dedup window)",
-                         alert.id, earlier, key, extra=journal.about(job, session))
-                _count_suppressed(ctx, earlier)
+                _fold(ctx, alert, earlier, event, now)
                 return None
             ctx.outbox.put(alert)  # durable before any send
             spooled = True
@@ -106,6 +99,19 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
     if deliver:
         try_now(ctx, alert)
     return alert
+
+
+def _fold(ctx, alert: Alert, earlier: str, event: dict, now) -> None:
+    """The same key inside the dedup window: no new alert, the earlier one counts it (state
+    locked by the caller)."""
+    job, session, kind = alert.job, alert.session, alert.kind
+    if job and kind in OUTCOME_OF:  # the recovery names the alert the user saw
+        ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
+                                  alert_id=earlier, chain=alert.chain, severity=alert.severity)
+    ctx.state.add_event(session, {**event, "event": "deduplicated", "id": earlier})
+    log.info("alert %s folded into %s (same key %s inside the dedup window)",
+             alert.id, earlier, alert.key, extra=journal.about(job, session))
+    _count_suppressed(ctx, earlier)
 
 
 def _deliver_unspooled(ctx, alert: Alert, error: Exception) -> Alert:

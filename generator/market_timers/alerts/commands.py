@@ -25,6 +25,7 @@ from market_timers.channels.base import DeliveryError
 from market_timers.config.alerts import CHANNELS
 from market_timers.contracts import journal
 from market_timers.contracts.instants import iso
+from market_timers.ledger.halts import in_force
 
 log = logging.getLogger("market_timers.alerts")
 ID_RE = re.compile(r"[0-9]{4}-[0-9a-f]{8}")  # model.make_id
@@ -169,8 +170,6 @@ def digest(config, session: str | None = None, now=None, incidents=None) -> int:
     session = session or ctx.now().date().isoformat()
     halts = None
     if getattr(config, "state_dir", None) is not None and getattr(config, "jobs", None) is not None:
-        from market_timers.ledger.halts import in_force
-
         halts = in_force(config)  # with [cluster], the halts made on any node
     alert = digest_mod.digest_alert(ctx, session, incidents, halts)
     if ctx.cfg.email is None:

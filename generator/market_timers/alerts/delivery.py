@@ -165,7 +165,7 @@ def flush(ctx) -> dict[str, int]:
 
 def _quarantine(ctx) -> list:
     """Move the malformed outbox files aside and raise one critical alert for each."""
-    from market_timers.alerts.api import raise_alert
+    from market_timers.alerts.api import raise_alert  # api imports delivery: a cycle at the top
 
     moved = ctx.outbox.quarantine()
     for bad in moved:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from market_timers.alerts.model import PENDING, Alert, parse_iso
-from market_timers.alerts.outbox import Outbox
+from market_timers.alerts.outbox import Outbox, check_alert
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
 
@@ -99,8 +99,6 @@ class Escalations:
 
 def _valid(record) -> bool:
     """A repeat record we can act on (a corrupted one is skipped, never stops the flush)."""
-    from market_timers.alerts.outbox import check_alert
-
     return (isinstance(record, dict) and check_alert(record.get("alert")) is None
             and isinstance(record.get("next"), str) and isinstance(record.get("repeats"), int)
             and not isinstance(record.get("repeats"), bool))

@@ -16,9 +16,12 @@ import subprocess
 from collections.abc import Callable
 
 from market_timers.alerts.api import raise_alert, record_success
+from market_timers.alerts.skipped_slots import on_handler
 from market_timers.contracts import environment, exitcodes, unitname
 from market_timers.contracts.outcomes import BY_NAME, FAILURE_KINDS, classify
 from market_timers.contracts.outcomes import title as run_title
+from market_timers.ledger import DatabaseError, runrecord
+from market_timers.ledger.pauses import paused
 
 log = logging.getLogger("market_timers.alerts")
 
@@ -102,8 +105,6 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     session = info.get(environment.SESSION, "")
     kind = classify(result, exit_code, status, success=(mode == "success"))
     if info.get(environment.SLOT_EVERY_SEC):  # a periodic job: skipped slots are counted, not alerted
-        from market_timers.alerts.skipped_slots import on_handler
-
         if on_handler(config, info, kind, now=now):
             return 0
     details = {"unit": unit, "invocation": invocation, "calendar": info.get(environment.CALENDAR),
@@ -151,9 +152,6 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
 def failure_pause(config, job: str, info: dict) -> str | None:
     """What the failure alert of a `pause_on_failure` job adds: its lock group is paused, and
     how to resume it (None when the record step did not pause it: a refused start)."""
-    from market_timers.ledger import DatabaseError, runrecord
-    from market_timers.ledger.pauses import paused
-
     state_dir = getattr(config, "state_dir", None)
     group = info.get(environment.LOCK_GROUP) or job
     book = runrecord.cluster_book(config)  # in a cluster the failure pause is the ledger's
@@ -173,8 +171,6 @@ def failure_pause(config, job: str, info: dict) -> str | None:
 def requires_unmet(config, job: str, session: str) -> tuple[str, dict] | None:
     """(title, details) of a start refused by `requires` (176), from the refusal the runner noted:
     which upstream, in which state, and the command that runs the job once it has succeeded."""
-    from market_timers.ledger import DatabaseError, runrecord
-
     state_dir = getattr(config, "state_dir", None)
     if not state_dir or not session:
         return None
@@ -198,8 +194,6 @@ def requires_unmet(config, job: str, session: str) -> tuple[str, dict] | None:
 def final_failure(config, job: str, session: str) -> tuple[str, str, dict] | None:
     """(kind, title, details) of a job whose retries are over, from its run record (which keeps
     the last attempt's own result); None when there is no record to tell."""
-    from market_timers.ledger import runrecord
-
     state_dir = getattr(config, "state_dir", None)
     record = runrecord.read(state_dir, job, session) if state_dir and session else None
     if not record or not record.get("result"):

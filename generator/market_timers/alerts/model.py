@@ -92,6 +92,7 @@ class Alert:
         """Plain text: subject, text, context lines, then the journal excerpt; with a limit, the
         whole text is cut to at most `excerpt_limit` units of `measure` (see textfit). Without
         the subject for a channel that shows it as a title of its own."""
+        # the channels package: only when a text is fitted
         from market_timers.channels.textfit import fit_parts
 
         return fit_parts(self.head(with_subject), str(self.details.get("journal") or ""),

@@ -22,8 +22,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from market_timers.channels import NAMES, lookup
 from market_timers.channels.credentials import OVERRIDE
 from market_timers.contracts import environment
+from market_timers.schedule.credunits import DROPIN
 
 log = logging.getLogger("market_timers.alerts")
 
@@ -34,8 +36,6 @@ UNIT_DIRS = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/sys
 
 def credential_names(config) -> list[str]:
     """The credentials the configured channels (from the channel registry) and the heartbeat read."""
-    from market_timers.channels import NAMES, lookup
-
     names = []
     alerts = getattr(config, "alerts", None)
     for channel in NAMES:
@@ -53,8 +53,6 @@ def loaded_credential_names(unit_dirs=None) -> set[str]:
     unit files and of the drop-ins sync wrote for them, root-owned files only. As root, these are
     the only names handed over: a name read from the config (or, were it writable, from the
     snapshot) can never make root copy another file of the credential store."""
-    from market_timers.schedule.credunits import DROPIN
-
     names: set[str] = set()
     for directory in unit_dirs or UNIT_DIRS:
         for path in (*Path(directory).glob("market-*.service"),

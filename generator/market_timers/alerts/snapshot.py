@@ -20,7 +20,7 @@ machine, to whoever reads it), are writable by no one else, are not symlinks, an
 names the config file being loaded and its state directory. The `user` it once held is gone: the
 alert path's user is always PACKAGE_USER (privileges.py). A snapshot at the old place
 (`<state_dir>/alerts-snapshot.json`, writable by the package's user) is never read.
-* `announce(config)` (called by those commands once they run as the service user) raises one
+* `announce(config)` (brokenconfig.py; called by those commands once they run as the service user) raises one
   critical "config-broken" alert per content of the file: keyed on the file's sha256, remembered in
   `<state_dir>/alerts/config-broken.json`, forgotten (and its repeats stopped) once the file loads.
 """
@@ -30,14 +30,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import stat
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from market_timers import ledger
+from market_timers.alerts.brokenconfig import MARKER, announce  # noqa: F401  (snapshot.announce)
 from market_timers.config import loader as config_mod
+from market_timers.config.alerts import parse_alerts
+from market_timers.config.events import parse_events
+from market_timers.config.watch import parse_watch
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
 from market_timers.schema.problems import ConfigError, Problems
@@ -45,7 +48,6 @@ from market_timers.schema.problems import ConfigError, Problems
 log = logging.getLogger("market_timers.alerts")
 
 SNAPSHOT = "alerts-snapshot.json"
-MARKER = "config-broken.json"
 VERSION = 1
 
 
@@ -182,8 +184,6 @@ def _merge(into: dict, doc: dict) -> None:
 def _valid_alone(raw: dict, table: str) -> bool:
     problems = Problems()
     if table == "alerts":
-        from market_timers.config.alerts import parse_alerts
-
         parse_alerts(raw.get("alerts"), problems)
     return not problems
 
@@ -224,9 +224,6 @@ def _read_snapshot(state_dir: Path, source=None):
         log.error("alerts: the snapshot %s is of %s, not of %s: not used", path,
                   doc.get("source"), source)
         return None
-    from market_timers.config.alerts import parse_alerts
-    from market_timers.config.watch import parse_watch
-
     problems = Problems(str(state_dir / SNAPSHOT))
     try:
         cfg = config_mod.Config(source=str(doc.get("source", "")),
@@ -235,8 +232,6 @@ def _read_snapshot(state_dir: Path, source=None):
         cfg.alerts = parse_alerts(doc.get("alerts"), problems)
         cfg.watch = parse_watch(doc.get("watch"), problems)
         cfg.jobs = [SnapshotJob(str(j["name"]), bool(j["session"])) for j in doc.get("jobs", [])]
-        from market_timers.config.events import parse_events  # the events processor's rules
-
         cfg.events = parse_events(doc.get("events"), problems, {j.name for j in cfg.jobs})
     except (KeyError, TypeError, ValueError):
         return None
@@ -249,55 +244,3 @@ def _read_snapshot(state_dir: Path, source=None):
         return None
     cfg.snapshot_utc = str(doc.get("written_utc", "?"))
     return cfg
-
-
-# announcing ------------------------------------------------------------------------------------
-
-def announce(config, now=None, env=None) -> object:
-    """One critical alert per content of a broken config file; nothing when it loads."""
-    from market_timers.alerts.api import raise_alert
-    from market_timers.alerts.context import context_from
-
-    ctx = context_from(config, now=now, env=env)
-    marker = ctx.state.dir / MARKER
-    broken: Broken | None = getattr(config, "broken", None)
-    if broken is None:
-        seen = ctx.state.read(marker)
-        if seen is not None:  # fixed: a new break alerts again; stop the old alert's repeats
-            alert_id = seen.get("alert_id") if isinstance(seen, dict) else None
-            if isinstance(alert_id, str) and re.fullmatch(r"[0-9]{4}-[0-9a-f]{8}", alert_id):
-                ctx.escalations.close(alert_id)
-            safefs.unlink(marker, base=ctx.state.base)
-            log.info("alerts: the config loads again; the broken-config alert is closed")
-        return None
-    try:
-        with ctx.state.locked():
-            seen = ctx.state.read(marker, {}) or {}
-            if seen.get("sha256") == broken.sha256:
-                return None
-            ctx.state.write(marker, {"sha256": broken.sha256, "at": iso(ctx.now()),
-                                     "source": broken.source})
-    except OSError as e:  # cannot remember: alert anyway (a repeat beats silence)
-        log.error("alerts: cannot record the broken config in %s: %s", marker, e.strerror)
-    for line in broken.problems:
-        log.error("alerts: %s", line)
-    text = (f"{broken.source} does not load ({len(broken.problems)} problem(s)):\n"
-            + "\n".join(broken.problems[:20])
-            + ("\n…" if len(broken.problems) > 20 else "")
-            + "\n\nThe timers already installed keep firing; job failures, misses and the outbox "
-              "are handled with the alert settings described below. Fix the file and run "
-              "`market-timers sync` (`market-timers plan` shows every problem).")
-    # Once per content is the marker's job; the random part keeps the dedup window from folding
-    # a break that comes back after a fix into the first one.
-    alert = raise_alert(config, kind="config-broken", severity="critical",
-                        key=f"config-broken:{broken.sha256[:16]}:{os.urandom(4).hex()}",
-                        title=f"config {broken.source} is broken", text=text,
-                        details={"invocation": broken.sha256[:16]}, now=ctx.now, env=env)
-    if alert is not None:
-        try:
-            with ctx.state.locked():
-                ctx.state.write(marker, {"sha256": broken.sha256, "at": iso(ctx.now()),
-                                         "source": broken.source, "alert_id": alert.id})
-        except OSError as e:  # the alert is out; only its later closing needs the id
-            log.warning("alerts: cannot record the broken-config alert id: %s", e.strerror)
-    return alert

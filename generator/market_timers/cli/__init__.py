@@ -13,12 +13,14 @@ no module of the command line.
 
 def main(argv: list[str] | None = None) -> int:
     """`market-timers` (see entry.py)."""
+    # entry point only: importing cli loads no command
     from market_timers.cli.entry import main as entry_main
 
     return entry_main(argv)
 
 
 def build_parser():
+    # the parser and its help texts: for the docs test and entry.py
     from market_timers.cli.parser import build_parser as build
 
     return build()

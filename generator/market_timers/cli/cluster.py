@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 
 from market_timers.contracts import environment
@@ -112,8 +113,6 @@ FENCE_WAIT_SEC = 10  # the supervisor's own ledger query is bounded by 5 s (runn
 def fence_from_supervisor(fd: str, token: str, group: str) -> int:
     """Ask the job's supervisor (runner/jobuser.py), which holds the lock group's connection:
     the job has neither the DSN nor a database session of its own."""
-    import socket
-
     try:
         sock = socket.socket(fileno=os.dup(int(fd)))
     except (OSError, ValueError) as e:

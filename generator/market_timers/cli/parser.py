@@ -7,11 +7,13 @@ build_parser() adds the subcommands group by group, in the order `--help` lists 
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, date, datetime
 from pathlib import Path
 
 from market_timers import __version__
+from market_timers.cli.argtypes import session_date, utc_instant, whole_seconds
+from market_timers.cli.operatorargs import add_controls, add_run
 from market_timers.contracts import environment
+from market_timers.contracts.channelnames import NAMES as CHANNELS
 from market_timers.contracts.severities import SEVERITIES
 
 EPILOG = """\
@@ -24,23 +26,6 @@ did not succeed in the session, 177 when the job or its lock group is paused,
 178 when a halt (`market-timers halt`) covers the job and 179 when the cluster ledger
 refused the claim because this node's clock is off ([cluster] max_clock_skew_ms).
 See market-timers(1) and market-timers.toml(5)."""
-
-
-def _date(text: str) -> date:
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a date YYYY-MM-DD: {text!r}") from None
-
-
-def _instant(text: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO instant: {text!r}") from None
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"give the zone, e.g. {text}Z")
-    return value.astimezone(UTC)
 
 
 CONFIG_HELP = (f"config file (default: ${environment.CONFIG}, else "
@@ -56,7 +41,7 @@ def _global_options(parser: argparse.ArgumentParser, default, clock: bool = True
     (--now only in the commands that read the clock: NO_CLOCK's refuse it)."""
     parser.add_argument("--config", metavar="PATH", default=default, help=CONFIG_HELP)
     if clock:
-        parser.add_argument("--now", type=_instant, metavar="INSTANT", default=default,
+        parser.add_argument("--now", type=utc_instant, metavar="INSTANT", default=default,
                             help=NOW_HELP)
 
 
@@ -84,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=parents)
 
     for add in (_add_plan_commands, _add_check_cron, _add_alert_commands, _add_cluster_commands,
-                _add_run, _add_controls, _add_event_commands, _add_status):
+                add_run, add_controls, _add_event_commands, _add_status):
         add(command)
     return p
 
@@ -94,9 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_plan_commands(command) -> None:
     """plan -> render -> verify -> sync, refresh and try: from the config to the timers."""
     s = command("plan", "show the planned fires (job x session -> UTC instant)")
-    s.add_argument("--from", dest="from_", type=_date, metavar="DATE",
+    s.add_argument("--from", dest="from_", type=session_date, metavar="DATE",
                    help="first session to show (default: the coming horizon)")
-    s.add_argument("--to", type=_date, metavar="DATE",
+    s.add_argument("--to", type=session_date, metavar="DATE",
                    help="last session to show (default: the --from date)")
     s.add_argument("--json", action="store_true", help="print a JSON array (a periodic job: "
                    "one entry per slot)")
@@ -124,7 +109,7 @@ def _add_plan_commands(command) -> None:
     s = command("try", "run a job once, a few seconds from now, to try it "
                        "(a one-off timer with its own session id try-<time>)")
     s.add_argument("job", metavar="JOB", help="name of a job in the config")
-    s.add_argument("--in", dest="delay", type=_seconds, default=5, metavar="SECONDS",
+    s.add_argument("--in", dest="delay", type=whole_seconds, default=5, metavar="SECONDS",
                    help="seconds from now to the fire (default 5, at most 3600)")
 
 
@@ -137,17 +122,15 @@ def _add_check_cron(command) -> None:
                    "calendar, event, offset and session rule (e.g. a month end)")
     s.add_argument("--event", default="close", help="open | close | break_start | break_end")
     s.add_argument("--offset", default="0s", help='signed, e.g. "-15min"')
-    s.add_argument("--from", dest="from_", type=_date, metavar="DATE",
+    s.add_argument("--from", dest="from_", type=session_date, metavar="DATE",
                    help="first day to compare (default: a year ago)")
-    s.add_argument("--to", type=_date, metavar="DATE", help="last day to compare")
+    s.add_argument("--to", type=session_date, metavar="DATE", help="last day to compare")
     s.add_argument("--json", action="store_true", help="print a JSON object")
 
 
 def _add_alert_commands(command) -> None:
     """alert, alert-handler, outbox, ack, digest and deadman: the alert layer."""
     s = command("alert", "send a test alert through a channel")
-    from market_timers.contracts.channelnames import NAMES as CHANNELS
-
     s.add_argument("--test", required=True, metavar="CHANNEL", help=" | ".join(CHANNELS))
 
     s = command("alert-handler", "OnFailure=/OnSuccess= handler (used by units)")
@@ -163,7 +146,7 @@ def _add_alert_commands(command) -> None:
     s.add_argument("alert_id", metavar="ID", help="the alert's id, as shown in the alert")
 
     s = command("digest", "send the per-session email digest")
-    s.add_argument("--session", type=_date, metavar="DATE",
+    s.add_argument("--session", type=session_date, metavar="DATE",
                    help="session date (default: $MARKET_SESSION)")
 
     command("deadman", "compare the plan with what ran; alert on misses "
@@ -190,83 +173,6 @@ def _add_cluster_commands(command) -> None:
     s.add_argument("--dsn-file", metavar="PATH", help="file holding the DSN (as for cluster)")
 
 
-def _add_run(command) -> None:
-    s = command("run", "start a job's run for one session now (refused if that session "
-                       "already ran, unless --force), or backfill a range of past sessions "
-                       "(--from): one at a time, in order, waiting for each")
-    s.add_argument("job", metavar="JOB", help="the job's name")
-    which = s.add_mutually_exclusive_group(required=True)
-    which.add_argument("--session", type=_date, metavar="DATE",
-                       help="the session to run it for")
-    which.add_argument("--from", dest="since", type=_date, metavar="DATE",
-                       help="backfill: the job's planned sessions from DATE on, each that did "
-                            "not run yet (those that ran are listed)")
-    s.add_argument("--force", action="store_true", help="run it again although it already ran "
-                   "(--session only)")
-    s.add_argument("--yes", action="store_true", help="start it although its planned instant "
-                   "has not come (--session only; refused without: the timer's run would then "
-                   "be refused)")
-    s.add_argument("--to", dest="until", type=_date, metavar="DATE",
-                   help="backfill: the last session (default: the last one before now; a run "
-                        "still to come is refused)")
-    s.add_argument("--dry-run", action="store_true",
-                   help="backfill: show what would run and what already ran, start nothing")
-    s.add_argument("--keep-going", action="store_true",
-                   help="backfill: go on after a failed run (default: stop at the first)")
-    s.add_argument("--downstream", action="store_true",
-                   help="backfill: after each session's run succeeded, also run the jobs that "
-                        "require it (`requires`), in dependency order, for that session")
-    s.add_argument("--json", action="store_true",
-                   help="backfill: print the runs (session, job, outcome, detail, unit) as JSON")
-
-
-def _add_controls(command) -> None:
-    s = command("pause", "hold a job, or a lock group, out of its sessions until `resume` (or "
-                         "--until): its timers' starts are refused (exit 177) and recorded as "
-                         "paused, never as missed; root or the config's operator_group only")
-    which = s.add_mutually_exclusive_group(required=True)
-    which.add_argument("job", metavar="JOB", nargs="?", help="the job to pause")
-    which.add_argument("--group", metavar="G", help="pause every job of this lock group")
-    s.add_argument("--until", type=_date, metavar="DATE",
-                   help="pause the sessions before DATE only (DATE's session runs)")
-    s.add_argument("--note", required=True, metavar="TEXT",
-                   help="why: shown with every paused start, in status and the digest")
-    s.add_argument("--json", action="store_true",
-                   help="print the pause recorded (scope, name, by, since, host, until, note) as "
-                        "JSON")
-    s = command("halt", "the kill switch: refuse every start (exit 178, the operator's `run` "
-                        "too) of the order jobs (orders = true), or of --group, --job or --all, "
-                        "stop their running units (on every node with [cluster]) and run on_halt once, until "
-                        "`resume`; root or the config's operator_group only")
-    which = s.add_mutually_exclusive_group()
-    which.add_argument("--group", metavar="G", help="halt every job of this lock group")
-    which.add_argument("--job", metavar="J", help="halt this job")
-    which.add_argument("--all", action="store_true", dest="all_jobs", help="halt every job")
-    s.add_argument("--reason", required=True, metavar="TEXT",
-                   help="why: in the record, the alert, status and on_halt's environment")
-    s.add_argument("--json", action="store_true",
-                   help="print the halt (scope, name, new, by, since, host, reason, jobs, "
-                        "stopped, on_halt_unit) as JSON")
-    s = command("halt-watch", "in a cluster: listen to the cluster ledger and stop this host's "
-                              "runs that a halt made on any node covers (the unit "
-                              "market-halt-watch.service runs it; root)")
-    s.add_argument("--once", action="store_true",
-                   help="look once (stop what the halts in force cover), then exit")
-    s = command("resume", "end a pause or a halt: of a job, a lock group (also its pause after a "
-                          "failure: pause_on_failure), the order jobs (no argument, or --orders) "
-                          "or every job (--all)")
-    which = s.add_mutually_exclusive_group()
-    which.add_argument("job", metavar="JOB", nargs="?", help="the job to resume")
-    which.add_argument("--group", metavar="G", help="resume this lock group")
-    which.add_argument("--orders", action="store_true",
-                       help="end the halt of the order jobs (the default without JOB or --group)")
-    which.add_argument("--all", action="store_true", dest="all_jobs",
-                       help="end the halt of every job (`halt --all`)")
-    s.add_argument("--json", action="store_true",
-                   help="print what ended (pause, failure pause, halt) and what still holds the "
-                        "job (still_paused, still_halted), as JSON")
-
-
 def _add_event_commands(command) -> None:
     """event and incidents: the trading system's own events."""
     s = command("event", "hand an event of the trading system to the router "
@@ -277,7 +183,7 @@ def _add_event_commands(command) -> None:
                    help="used when [events] sets none for KIND")
     s.add_argument("--text", help="one line for the alert or digest")
     s.add_argument("--job", help="the job sending it (default $MARKET_JOB)")
-    s.add_argument("--session", type=_date, metavar="DATE", help="default: from the plan")
+    s.add_argument("--session", type=session_date, metavar="DATE", help="default: from the plan")
     s.add_argument("--value", type=float, help="a number (count rules keep the worst)")
 
     s = command("incidents", "open incidents; `process` routes spooled events "
@@ -289,22 +195,13 @@ def _add_event_commands(command) -> None:
 
 def _add_status(command) -> None:
     s = command("status", "each session's jobs: timer, result, duration, alerts")
-    s.add_argument("--session", type=_date, metavar="DATE",
+    s.add_argument("--session", type=session_date, metavar="DATE",
                    help="one session (default: the latest started one and the planned ones)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--html", metavar="FILE", help="write the sessions x jobs page (one "
                    "self-contained HTML file; default window: a week back and every planned "
                    "session)")
-    s.add_argument("--from", dest="since", type=_date, metavar="DATE",
+    s.add_argument("--from", dest="since", type=session_date, metavar="DATE",
                    help="the first session shown")
-    s.add_argument("--to", dest="until", type=_date, metavar="DATE", help="the last session shown")
-
-
-def _seconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}") from None
-    if not 1 <= value <= 3600:
-        raise argparse.ArgumentTypeError(f"from 1 to 3600 seconds: {text!r}")
-    return value
+    s.add_argument("--to", dest="until", type=session_date, metavar="DATE",
+                   help="the last session shown")

@@ -40,11 +40,16 @@ from datetime import date, datetime
 from pathlib import Path
 
 from market_timers import metrics
+from market_timers.alerts import snapshot
 from market_timers.alerts.privileges import run_as
+from market_timers.cli.synced import after_sync
 from market_timers.config import loader as config_mod
 from market_timers.config.watch import watch_of
 from market_timers.contracts import environment, journal
 from market_timers.contracts.exitcodes import FAILURE, USAGE
+from market_timers.host.clock import utcnow
+from market_timers.schedule import calendar_checks
+from market_timers.schedule import sync as sync_mod
 from market_timers.schema.problems import ConfigError, Problems
 from market_timers.watch.alert import send_alert
 from market_timers.watch.calendar_warnings import calendar_end_warnings, data_age_warning
@@ -97,11 +102,6 @@ def command(config, now: datetime | None = None, *, systemctl=None, alert=send_a
 def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=send_alert,
                 stamp_dir: Path | None = None, data_vintage=None,
                 last_session_of=None) -> RefreshResult:
-    from market_timers.cli.synced import after_sync
-    from market_timers.host.clock import utcnow
-    from market_timers.schedule import calendar_checks
-    from market_timers.schedule import sync as sync_mod
-
     now = now or utcnow()
     result = RefreshResult()
     problems = Problems(config.source)
@@ -126,6 +126,15 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
         result.problems = [f"{config.source}: sync failed: {type(e).__name__}: {e}"]
         _failed(config, result, now, alert)
         return result
+    _alert_changes(config, result, now, alert)
+    _warn_of_calendar_data(config, result, watch, now, alert, last_session_of, data_vintage)
+    metrics.after_refresh(config, now)
+    return result
+
+
+def _alert_changes(config, result: RefreshResult, now: datetime, alert) -> None:
+    """A warning for each session whose fires the calendar moved, a critical for each calendar
+    that could not be planned."""
     result.diffs = describe_changes(config, result.sync.changes)
     for (cal, session), lines in grouped(result.diffs).items():
         text = "\n".join(lines)
@@ -141,6 +150,11 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
                     key=f"calendar-failed:{f.calendar}:{digest}",
                     title=f"calendar {f.calendar} could not be planned",
                     text=_failure_text(f), now=now)
+
+
+def _warn_of_calendar_data(config, result: RefreshResult, watch, now: datetime, alert,
+                           last_session_of, data_vintage) -> None:
+    """Warnings that a calendar's data ends soon, or that the installed data is old."""
     ending: list[tuple[str, str]] = []
     try:
         ending = calendar_end_warnings(config, now, last_session_of, watch.calendar_warn_days,
@@ -160,8 +174,6 @@ def run_refresh(config, now: datetime | None = None, *, systemctl=None, alert=se
         _safe_alert(alert, config, kind="calendar-stale", severity="warning",
                     key=f"calendar-stale:{digest}", title="exchange calendar data needs an update",
                     text=age, now=now)
-    metrics.after_refresh(config, now)
-    return result
 
 
 def _failure_text(f) -> str:
@@ -229,8 +241,6 @@ def _drop_to(config):
 def _lenient_config(path, problems=()) -> config_mod.Config:
     """Enough of a broken config to route its alert: the last good snapshot of what alerting
     needs (alerts/snapshot.py), else the file's own [alerts], state and spool dirs."""
-    from market_timers.alerts import snapshot
-
     try:
         return snapshot.degraded(path, tuple(problems))
     except Exception:  # unreadable or not TOML: defaults (the alert is at least spooled)

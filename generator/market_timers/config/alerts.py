@@ -9,6 +9,7 @@ Every problem is collected into `Problems` with its key path (`alerts.telegram.c
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from market_timers.channels import NAMES
@@ -215,8 +216,6 @@ def route_warnings(cfg: AlertsConfig | None) -> list[str]:
 
 
 def print_route_warnings(config, stream=None) -> None:
-    import sys
-
     for line in route_warnings(getattr(config, "alerts", None)):
         print(f"{getattr(config, 'source', '<config>')}: warning: {line}",
               file=stream or sys.stderr)

@@ -72,13 +72,6 @@ def _textfile_problem(value: object) -> str | None:
 def metrics_of(config) -> MetricsConfig:
     """The config's MetricsConfig; parses `raw["metrics"]` if config.parse has not done it yet."""
     return table_of(config, "metrics", MetricsConfig, parse_metrics)
-    from market_timers.schema.problems import ConfigError
-
-    problems = Problems(getattr(config, "source", "<config>"))
-    metrics = parse_metrics((getattr(config, "raw", None) or {}).get("metrics"), problems)
-    if problems:
-        raise ConfigError(problems)
-    return metrics
 
 
 def write_paths(config) -> list[str]:

@@ -91,18 +91,14 @@ def keys() -> tuple:
     )
 
 
-def retry_fields(t: dict, path: str, problems) -> dict:
-    """The retry keys of one [[job]] table, validated; defaults when absent."""
-    from market_timers.schema.table import Table
-
-    out = Table(keys()).values(t, path, problems)
-    if out["retry_delay_max"] < out["retry_delay"]:
+def check_retries(kept: dict, t: dict, path: str, problems) -> None:
+    """The retry keys of one [[job]] table against each other (each key: its Key row)."""
+    if kept["retry_delay_max"] < kept["retry_delay"]:
         problems.add(f"{path}.retry_delay_max", "must be at least retry_delay",
                      t.get("retry_delay_max"))
-    if out["orders"] and out["retries"]:
+    if kept["orders"] and kept["retries"]:
         problems.add(f"{path}.retries", "a job that sends orders (orders = true) is never "
                      "retried: a blind retry can send its orders twice", t.get("retries", 0))
-    return out
 
 
 def check_order_groups(raw_jobs: list, jobs: list, problems) -> None:

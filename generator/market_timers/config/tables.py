@@ -14,9 +14,10 @@ from market_timers.config import (
     cluster,
     events,
     jobs,
-    loader,
     metrics,
+    overrides,
     sessionrules,
+    toplevel,
     watch,
 )
 from market_timers.schema.table import Table
@@ -32,10 +33,10 @@ class Documented:
 
 def tables() -> list[Documented]:
     return [
-        Documented("(top level)", "TOP-LEVEL KEYS", None, loader.TOP),
+        Documented("(top level)", "TOP-LEVEL KEYS", None, toplevel.TOP),
         Documented("[[job]]", "JOBS", None, jobs.JOB),
         Documented("[job.sessions]", "JOBS", None, sessionrules.TABLE),
-        Documented("[overrides.<calendar>]", "OVERRIDES", None, loader.OVERRIDE),
+        Documented("[overrides.<calendar>]", "OVERRIDES", None, overrides.OVERRIDE),
         Documented("[alerts]", "ALERTS", None, alerts.TABLE),
         Documented("[alerts.routes]", "ALERTS", "routes", alerts.ROUTES),
         *(Documented(f"[alerts.{spec.name}]", "ALERTS", f"[alerts.{spec.name}]", spec.table)

@@ -83,10 +83,3 @@ def _hide(value: object) -> object:
 def watch_of(config) -> WatchConfig:
     """The config's WatchConfig; parses `raw["watch"]` if config.parse has not done it yet."""
     return table_of(config, "watch", WatchConfig, parse_watch)
-    from market_timers.schema.problems import ConfigError
-
-    problems = Problems(getattr(config, "source", "<config>"))
-    watch = parse_watch((getattr(config, "raw", None) or {}).get("watch"), problems)
-    if problems:
-        raise ConfigError(problems)
-    return watch

@@ -21,7 +21,7 @@ PREFIX = "market-timers event"
 def configured_dirs(path: str) -> list[str]:
     """The spool directories named by the config file at `path` (its spool_dir and runtime_dir
     keys only), else the defaults, after a line on stderr naming the file, key and value."""
-    import tomllib
+    import tomllib  # only when a config is read: the jobs' event() stays light
 
     try:
         with open(path, "rb") as f:

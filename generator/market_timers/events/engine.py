@@ -25,6 +25,7 @@ import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from market_timers.alerts import delivery
 from market_timers.alerts.api import raise_alert
 from market_timers.alerts.model import make_id
 from market_timers.alerts.router import chain_for
@@ -68,14 +69,12 @@ class Engine:
         return alert
 
     def deliver(self) -> None:
-        from market_timers.alerts.delivery import try_now
-
         for alert in self.spooled:
             # At the alert's own instant: a replayed (or delayed) alert is not "10 minutes on
             # its first channel" already, which would skip that channel (fallback_after_minutes).
             self.t = parse_at(alert.created)
             try:
-                try_now(self.ctx, alert)
+                delivery.try_now(self.ctx, alert)
             except Exception:  # the outbox has it; market-outbox.timer retries
                 log.exception("events: immediate delivery of %s failed", alert.id)
         self.spooled = []

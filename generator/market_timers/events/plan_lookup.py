@@ -89,13 +89,13 @@ class PlanLookup:
         return best or at.astimezone(UTC).date().isoformat()
 
     def _calendar_session(self, at: datetime) -> str | None:
-        from market_timers.schedule import calendars
+        from market_timers.schedule import calendar_sessions, calendars
 
         day = at.astimezone(UTC).date()
         if self._loaded is None or not (self._loaded[0] + WINDOW / 2 <= day
                                         <= self._loaded[1] - WINDOW / 2):
             start, end = day - WINDOW, day + WINDOW
-            for s in calendars.sessions(self.calendar, start, end, self.override):
+            for s in calendar_sessions.sessions(self.calendar, start, end, self.override):
                 self._sessions[s.label] = s
             self._loaded = (start, end)
         local = at.astimezone(calendars.tz(self.calendar)).date()

@@ -128,7 +128,7 @@ def emit(kind: str, **fields) -> str | None:
     try:
         return write(event)
     except OSError as e:
-        import sys
+        import sys  # error path only (a job's event() imports os and time)
 
         prefix = "<2>" if os.environ.get("JOURNAL_STREAM") else ""
         print(f"{prefix}market-timers event: NOT SPOOLED ({e.strerror or e}): {event['kind']} "

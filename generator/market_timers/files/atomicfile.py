@@ -168,7 +168,7 @@ def sync_directory(directory: str | os.PathLike) -> None:
 
 def _syncfs(fd: int) -> bool:
     """syncfs(fd) through libc; False when libc has none. OSError when it fails."""
-    import ctypes
+    import ctypes  # only where syncfs is asked for (render's batch)
 
     try:
         fn = ctypes.CDLL(None, use_errno=True).syncfs

@@ -89,7 +89,7 @@ def fragments(dsn: str) -> list[str]:
     """Every fragment of the DSN that must not be shown, longest first."""
     found = {dsn}
     if is_uri(dsn):
-        from urllib.parse import unquote
+        from urllib.parse import unquote  # a URI DSN only (the runner's key=value DSN needs none)
 
         pairs, raw = uri_pairs(dsn)
         found.update(raw)

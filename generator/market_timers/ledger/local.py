@@ -250,7 +250,7 @@ class LocalLedger(Ledger):
             else:
                 started = records[target].get("started_mono")
             if isinstance(started, float) and "duration_sec" not in fields:
-                import time
+                import time  # only the record step's duration: the claim path never needs it
 
                 fields = {**fields, "duration_sec": round(time.monotonic() - started, 3)}
             self._replace(f"{target}.result", fd, format_fields(fields))

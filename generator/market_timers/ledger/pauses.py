@@ -141,6 +141,7 @@ def write_failure_pause(state_dir, group: str, fields: dict) -> None:
     """`pause_on_failure` (the record step, as the package's user): the group's failure pause."""
     directory = failure_dir(state_dir)
     os.makedirs(directory, mode=0o750, exist_ok=True)
+    # writers only: the runner's pause check loads none of it
     from market_timers.files import atomicfile
 
     atomicfile.write(os.path.join(directory, group), format_fields(fields), mode=0o640)

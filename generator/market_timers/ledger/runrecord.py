@@ -21,7 +21,8 @@ import os
 from pathlib import Path
 
 from market_timers import ledger
-from market_timers.ledger import Key
+from market_timers.files.safefs import listdir, read_bytes
+from market_timers.ledger import DatabaseError, Key, for_config
 from market_timers.ledger.local import LocalLedger
 
 
@@ -66,13 +67,9 @@ def cluster_book(config):
     Connects lazily: the first read raises DatabaseError when it cannot be reached."""
     if getattr(config, "cluster", None) is None:
         return None
-    from market_timers.ledger import for_config
-
     try:
         return for_config(config)
     except Exception as e:  # e.g. no DSN credential: every read fails the same way
-        from market_timers.ledger import DatabaseError
-
         return _Broken(e if isinstance(e, DatabaseError) else DatabaseError(str(e)))
 
 
@@ -93,8 +90,6 @@ class _Broken:
 
 def _legacy(path: Path, state_dir) -> dict | None:
     """Root (deadman, status, sync) reads these: no symlink is followed (safefs)."""
-    from market_timers.files.safefs import read_bytes
-
     try:
         record = json.loads(read_bytes(path, base=state_dir))
     except (OSError, ValueError):
@@ -103,8 +98,6 @@ def _legacy(path: Path, state_dir) -> dict | None:
 
 
 def _names(directory: Path, state_dir) -> list[str]:
-    from market_timers.files.safefs import listdir
-
     try:
         return listdir(directory, base=state_dir)
     except OSError:  # missing, or a symlink or a file where a directory should be

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from market_timers import ledger
-from market_timers.contracts import environment
+from market_timers.contracts import environment, slotcount
+from market_timers.contracts.slotcount import SlotCount
 from market_timers.ledger import DatabaseError
 from market_timers.runner.nice import job_nice, set_nice
 from market_timers.runner.retry import plan_retry
@@ -145,8 +146,11 @@ def complete_slot(env: dict, state_dir: str, job: str, now: datetime) -> int:
                 update_slot(state_dir, job, key, **fields)
                 os.unlink(pointer)
         if schedule is not None and session:
-            account(state_dir, job, session, schedule, int(env.get(environment.GRACE_SEC, "0")),
-                    now)
+            summary = account(state_dir, job, session, schedule,
+                              int(env.get(environment.GRACE_SEC, "0")), now)
+            # the count the alert handler systemd runs next reads (it never counts itself)
+            slotcount.write(ledger.slot_records_dir(state_dir, job, session),
+                            SlotCount.of(summary, job))
     except (OSError, ValueError, KeyError) as e:
         print(f"market-timers-run: cannot complete the slot record: {e}", flush=True)
     return 0

@@ -18,8 +18,6 @@ from market_timers import ledger
 from market_timers.files import atomicfile
 from market_timers.runner.slotclock import record_path
 
-WARNED = ".warned-skips"  # in the session's record directory: the session's warning went out
-
 
 def session_dir(state_dir, job: str, session: str) -> Path:
     return Path(ledger.slot_records_dir(state_dir, job, session))

@@ -28,6 +28,8 @@ from market_timers.schedule.calendars import (
     utc_instant,
     weekmasks_of,
 )
+from market_timers.schedule.plan import job_overrides
+from market_timers.schedule.selection import joint_sessions
 from market_timers.schema.problems import ConfigError, Problems
 
 
@@ -193,9 +195,6 @@ def check_extra(config: Config, job, key: str, problems: Problems) -> None:
     except CalendarError:
         return
     if job.calendars:  # several exchanges: a day they trade (all of them, or any)
-        from market_timers.schedule.plan import job_overrides
-        from market_timers.schedule.selection import joint_sessions
-
         try:
             open_days = {x.label for x in joint_sessions(job, days[0], days[-1],
                                                          job_overrides(config, job))}
@@ -230,7 +229,7 @@ def _hm(at: time) -> str:
 
 
 def _label(day: date):
-    import pandas as pd
+    import pandas as pd  # heavy: only for a date the calendar refuses
 
     return pd.Timestamp(day)
 
@@ -252,7 +251,7 @@ def _weekmask_on(cal, day: date) -> str:
 
 
 def _holiday_name(cal, day: date) -> str | None:
-    import pandas as pd
+    import pandas as pd  # heavy: only for a date the calendar refuses
 
     try:
         rules = cal.regular_holidays

@@ -22,6 +22,9 @@ import sys
 from pathlib import Path
 
 from market_timers.channels.spec import CREDENTIAL_NAME
+from market_timers.config.cluster import DSN_CREDENTIAL
+from market_timers.config.watch import DEFAULT_PING_CREDENTIAL
+from market_timers.files import atomicfile
 
 # Every unit that sends alerts: the handlers, the outbox, the dead-man and the events processor.
 # The one list: every drop-in is written from it, and its static units load no channel secret.
@@ -48,14 +51,10 @@ def needed(config) -> dict[str, list[str]]:
     out = {unit: _unique(channel) for unit in CHANNEL_UNITS}
     watch = getattr(config, "watch", None)
     if watch is not None:
-        from market_timers.config.watch import DEFAULT_PING_CREDENTIAL
-
         ping = getattr(watch, "ping_credential", "") or ""
         if ping and ping != DEFAULT_PING_CREDENTIAL:
             out[DEADMAN] = _unique([*out[DEADMAN], ping])
     if getattr(config, "cluster", None) is not None:  # the deadman reads the cluster ledger
-        from market_timers.config.cluster import DSN_CREDENTIAL
-
         out[DEADMAN] = _unique([*out[DEADMAN], DSN_CREDENTIAL])
     for unit, names in out.items():
         bad = [n for n in names if not CREDENTIAL_NAME.fullmatch(n)]
@@ -96,7 +95,7 @@ def sync_dropins(config, dry_run: bool = False) -> bool:
     """Make the drop-ins match the config; True when one changed (a daemon-reload is due).
 
     A file of that name that sync did not write (no header) is left alone, with a warning."""
-    from market_timers.files import atomicfile
+    # render loads jinja2, which the alert path (privileges.py reads DROPIN) never needs
     from market_timers.schedule.render import write_atomic
 
     changed = False

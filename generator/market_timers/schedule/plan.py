@@ -1,107 +1,21 @@
 """The plan: job x session -> the exact UTC instant it fires.
 
-A Fire is everything the renderer, sync, the deadman and status need to know about one planned
-run; it is computed here and nowhere else.
+A Fire (fire.py) is everything the renderer, sync, the deadman and status need to know about one
+planned run; it is computed here and nowhere else (over whole columns: firecolumns.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
-from functools import lru_cache
 
 from market_timers.config.loader import Config, Job
-from market_timers.contracts import unitname
-from market_timers.contracts.instants import iso
-from market_timers.schedule import calendars, periodic, selection
-from market_timers.schema.durations import format_offset
+from market_timers.schedule import calendar_sessions, calendars, periodic, selection
+from market_timers.schedule.fire import DAILY, Fire, fire_order
+from market_timers.schedule.firecolumns import FireColumns, daily_columns, session_columns
 
-DAILY = "at"
-_offset_text = lru_cache(maxsize=1024)(format_offset)  # a job's offset, once per plan, not per fire  # the event of a job at a fixed UTC time; its calendar is "UTC"
-
-
-@dataclass(frozen=True, order=True, slots=True)
-class Fire:
-    fire_utc: datetime  # aware UTC, exact to the second
-    job: str
-    calendar: str
-    session: date
-    event: str
-    offset: int
-    # A periodic job's (job, session): fire_utc is its first slot; every slot, the period and the
-    # paused break (periodic.py). One timer covers them all.
-    slots: tuple[datetime, ...] = field(default=(), compare=False)
-    every: int = field(default=0, compare=False)
-    pause: tuple[datetime, datetime] | None = field(default=None, compare=False)
-    # Why the session was chosen by the job's session rule ("month end -2"); "": every session.
-    why: str = field(default="", compare=False)
-
-    @property
-    def is_daily(self) -> bool:
-        return self.event == DAILY
-
-    @property
-    def is_periodic(self) -> bool:
-        return self.every > 0
-
-    @property
-    def last_utc(self) -> datetime:
-        """The last instant the fire's timer elapses (its only one, unless periodic)."""
-        return self.slots[-1] if self.slots else self.fire_utc
-
-    def calendar_lines(self) -> list[str]:
-        return periodic.calendar_lines(list(self.slots))
-
-    @property
-    def unit_name(self) -> unitname.UnitName:
-        """Its units' name (unitname.py): a changed instant is a different unit."""
-        if self.is_daily:
-            return unitname.daily(self.job)
-        if self.is_periodic:  # the slot list's digest: a changed list is a new unit
-            return unitname.periodic(self.job, self.session, self.fire_utc,
-                                     periodic.schedule_tag(self.calendar_lines()))
-        return unitname.fire(self.job, self.session, self.fire_utc)
-
-    @property
-    def unit_stem(self) -> str:
-        return self.unit_name.stem
-
-    @property
-    def fire_iso(self) -> str:
-        utc = self.fire_utc
-        if utc.tzinfo is not UTC:
-            utc = utc.astimezone(UTC)
-        if utc.microsecond or not 1000 <= utc.year <= 9999:
-            return iso(utc)
-        # iso()'s text (YYYY-MM-DDTHH:MM:SSZ) without strftime: a plan writes 100,000s of them
-        return utc.isoformat(timespec="seconds")[:19] + "Z"
-
-    def local(self) -> datetime:
-        if self.is_daily:
-            return self.fire_utc
-        return self.fire_utc.astimezone(calendars.tz(self.calendar))
-
-    def to_json(self) -> dict:
-        local = self.local()
-        return {
-            "job": self.job,
-            "calendar": self.calendar,
-            "session": self.session.isoformat(),
-            "event": self.event,
-            "offset": _offset_text(self.offset),
-            "fire_utc": self.fire_iso,
-            "fire_local": local.isoformat(),
-            "timezone": local.tzname(),
-            "unit": self.unit_name.timer(),
-            **(self.periodic_json() if self.is_periodic else {}),
-            **({"selected": self.why} if self.why else {}),
-        }
-
-    def periodic_json(self) -> dict:
-        """The schedule the runner, the deadman and status rebuild the slots from (slotclock)."""
-        return {"every_sec": self.every, "first_utc": self.fire_iso,
-                "last_utc": iso(self.last_utc), "slot_count": len(self.slots),
-                "pause_utc": [iso(t) for t in self.pause] if self.pause else None}
+# Names callers take from here (the plan's types moved beside it).
+__all__ = ["DAILY", "Fire", "FireColumns", "fire_order"]
 
 
 def fires_for_sessions(job: Job, sessions: list[calendars.Session], override=None,
@@ -202,69 +116,6 @@ def _plan_each(config: Config, fires_of) -> Plan:
     return Plan(fires, failures)
 
 
-class FireColumns:
-    """The fires of a plan as columns (numpy: job index, UTC seconds, session day), in Fire
-    order; a Fire is made only when iterated, one at a time (so `plan --json` of every calendar
-    over ten years holds some 16 bytes per fire, not a few hundred). Iterable any number of
-    times; len() is the number of fires."""
-
-    CHUNK = 8192  # fires turned into Python values at a time
-
-    def __init__(self, jobs: list[tuple[str, str, str, int]], chunks: list[tuple],
-                 why: dict[int, dict[int, str]] | None = None) -> None:
-        import numpy as np
-
-        self.jobs = jobs  # index -> (name, calendar, event, offset)
-        self.why = why or {}  # job index -> session day -> why its rule chose it
-        if chunks:
-            job, seconds, day = (np.concatenate(c) for c in zip(*chunks, strict=True))
-        else:
-            job = seconds = day = np.zeros(0, dtype=np.int64)
-        # Fire order is (fire_utc, job, calendar, session, event, offset); a job has one
-        # calendar, event and offset, so (instant, job name, session) decides it.
-        rank = np.empty(len(jobs), dtype=np.int64)
-        rank[sorted(range(len(jobs)), key=lambda i: jobs[i][0])] = np.arange(len(jobs))
-        order = np.lexsort((day, rank[job], seconds))
-        self.job, self.seconds, self.day = job[order], seconds[order], day[order]
-
-    def __len__(self) -> int:
-        return len(self.seconds)
-
-    def __iter__(self):
-        jobs, whys = self.jobs, self.why
-        for at in range(0, len(self), self.CHUNK):
-            part = slice(at, at + self.CHUNK)
-            for j, sec, day in zip(self.job[part].tolist(), self.seconds[part].tolist(),
-                                   self.day[part].tolist(), strict=True):
-                name, cal, event, offset = jobs[j]
-                why = whys[j].get(day, "") if j in whys else ""
-                yield Fire(datetime.fromtimestamp(sec, UTC), name, cal,
-                           date.fromordinal(calendars.EPOCH_DAY + day), event, offset, why=why)
-
-
-def _session_fires(index: int, job: Job, table: calendars.SessionTable,
-                   chosen: dict[int, str] | None = None) -> tuple:
-    import numpy as np
-
-    instant = table.seconds[job.event]
-    keep = instant != calendars.NO_TIME  # no break that day
-    if chosen is not None:  # the sessions the job's rule chose (selection.py)
-        keep &= np.isin(table.days, np.array(list(chosen), dtype=np.int64))
-    if job.skip:
-        keep &= ~np.isin(table.days, [d.toordinal() - calendars.EPOCH_DAY for d in job.skip])
-    seconds = instant[keep] + job.offset
-    return np.full(len(seconds), index, dtype=np.int64), seconds, table.days[keep]
-
-
-def _daily_fires(index: int, job: Job, start: date, end: date) -> tuple:
-    import numpy as np
-
-    first = start.toordinal() - calendars.EPOCH_DAY
-    day = np.arange(first, first + max((end - start).days + 1, 0), dtype=np.int64)
-    at = job.at_utc.hour * 3600 + job.at_utc.minute * 60 + job.at_utc.second
-    return np.full(len(day), index, dtype=np.int64), day * 86400 + at, day
-
-
 def plan_between_columns(config: Config, start: date, end: date
                          ) -> tuple[FireColumns, list[CalendarFailure]]:
     """Every fire of every job for sessions (days, for `at` jobs) labelled start..end, computed
@@ -277,15 +128,15 @@ def plan_between_columns(config: Config, start: date, end: date
 
     def fires_of(cal: str, cal_jobs: list[Job]) -> list[tuple]:
         override = calendar_overrides(config, cal)
-        table = calendars.session_table(cal, start, end, override)
+        table = calendar_sessions.session_table(cal, start, end, override)
         out = []
         for job in cal_jobs:
             chosen = selection.chosen(job, cal, start, end, override)
             if chosen is not None:
                 chosen = why[index[job.name]] = {
-                    d.toordinal() - calendars.EPOCH_DAY: text for d, text in chosen.items()}
-            out.append(_session_fires(index[job.name], job, table, chosen))
-        stop = calendars.covered_until(cal, end)
+                    d.toordinal() - calendar_sessions.EPOCH_DAY: text for d, text in chosen.items()}
+            out.append(session_columns(index[job.name], job, table, chosen))
+        stop = calendar_sessions.covered_until(cal, end)
         if stop is not None:
             missing.append(CalendarFailure(cal, tuple(j.name for j in cal_jobs), (
                 f"exchange_calendars {calendars.version()} records {cal}'s holidays up to "
@@ -295,7 +146,7 @@ def plan_between_columns(config: Config, start: date, end: date
     missing: list[CalendarFailure] = []
     why: dict[int, dict[int, str]] = {}
     result = _plan_each(config, fires_of)
-    chunks = result.fires + [_daily_fires(index[job.name], job, start, end)
+    chunks = result.fires + [daily_columns(index[job.name], job, start, end)
                              for job in config.jobs if not job.is_session_job]
     return FireColumns(jobs, chunks, why), result.failures + missing
 
@@ -311,8 +162,6 @@ def plan_between_partial(config: Config, start: date, end: date) -> Plan:
     calendars are planned session by session beside the columns."""
     alone = [j for j in config.jobs if planned_alone(j)]
     if alone:
-        from dataclasses import replace
-
         columns_config = replace(config, jobs=[j for j in config.jobs if not planned_alone(j)])
     else:
         columns_config = config
@@ -336,7 +185,7 @@ def _job_sessions(config: Config, job: Job, start: date, end: date) -> list[cale
     if job.calendars:
         return selection.joint_sessions(job, start, end, job_overrides(config, job))
     cal = calendars.resolve(job.calendar)
-    return calendars.sessions(cal, start, end, calendar_overrides(config, cal))
+    return calendar_sessions.sessions(cal, start, end, calendar_overrides(config, cal))
 
 
 def _follower(config: Config, job: Job):
@@ -345,7 +194,7 @@ def _follower(config: Config, job: Job):
     if job.calendars:
         return None
     cal = calendars.resolve(job.calendar)
-    return calendars.follower(cal, calendar_overrides(config, cal))
+    return calendar_sessions.follower(cal, calendar_overrides(config, cal))
 
 
 def job_overrides(config: Config, job: Job):
@@ -369,18 +218,18 @@ def plan_ahead_partial(config: Config, now: datetime, horizon: int | None = None
     def fires_of(cal: str, jobs: list[Job]) -> list[Fire]:
         _, last = calendars.data_limits(cal)
         if last is not None and last < now.date():  # its data has ended (named with now)
-            raise calendars.none_after(cal, now, last)
+            raise calendar_sessions.none_after(cal, now, last)
         # Look back a day so that a job after the close of the current session is kept.
         override = calendar_overrides(config, cal)
-        sess = calendars.next_sessions(cal, now - timedelta(days=1), horizon + 1, override)
+        sess = calendar_sessions.next_sessions(cal, now - timedelta(days=1), horizon + 1, override)
         # last_utc: a periodic job's session stays planned until its last slot has passed
-        after = calendars.follower(cal, override)
+        after = calendar_sessions.follower(cal, override)
         fires = [f for job in jobs for f in fires_for_sessions(job, sess, override, after)
                  if f.last_utc > now]
         if not fires and last is not None and not any(s.close > now for s in sess):
             # its data ran out today: said, never an empty plan (a rule that chooses none of
             # the sessions left is not that)
-            raise calendars.none_after(cal, now, last)
+            raise calendar_sessions.none_after(cal, now, last)
         return fires
 
     result = _plan_each(config, fires_of)
@@ -402,7 +251,7 @@ def _several_ahead(config: Config, job: Job, now: datetime, horizon: int) -> lis
     """A job on several calendars: its fires on the days they trade in the next `horizon`
     sessions of any of them (the horizon then keeps the first `horizon`)."""
     overrides = job_overrides(config, job)
-    ends = [calendars.next_sessions(c, now - timedelta(days=1), horizon + 1, o)[-1].label
+    ends = [calendar_sessions.next_sessions(c, now - timedelta(days=1), horizon + 1, o)[-1].label
             for c, o in overrides.items()]
     sess = selection.joint_sessions(job, (now - timedelta(days=2)).date(), max(ends), overrides)
     return [f for f in fires_for_sessions(job, sess, overrides) if f.last_utc > now]
@@ -417,12 +266,6 @@ def _strict(result: Plan) -> list[Fire]:
     if result.failures:
         raise calendars.CalendarError("; ".join(f.line() for f in result.failures))
     return result.fires
-
-
-def fire_order(fire: Fire) -> tuple:
-    """Fire's own order (its fields in turn) as a key: sorting by key compares tuples in C, where
-    the dataclass' __lt__ builds two tuples per comparison (seconds on a few 100,000 fires)."""
-    return (fire.fire_utc, fire.job, fire.calendar, fire.session, fire.event, fire.offset)
 
 
 def _within_horizon(fires: list[Fire], horizon: int) -> list[Fire]:

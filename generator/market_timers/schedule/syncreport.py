@@ -5,9 +5,13 @@ the fires that moved, the sessions withdrawn because they already ran, and its r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from market_timers import ledger
+from market_timers.contracts import unitname
+from market_timers.contracts.instants import iso
 from market_timers.schedule import plan as planning
+from market_timers.schedule.installed import Installed
 
 
 @dataclass
@@ -84,3 +88,47 @@ class SyncResult:
                 for n in self.foreign]
         out += [f"warning: {self.plan_problem}"] if self.plan_problem else []
         return out or ["nothing to do"]
+
+
+def changes(removed: list[str], installed: dict[str, Installed], fires: list[planning.Fire]
+            ) -> list[Change]:
+    """The fires of the removed timers: each moved (its new instant) or no longer planned."""
+    # a timer's scheduled instant as Installed has it: a periodic job's is its last slot
+    new = {(f.job, f.session.isoformat()): iso(f.last_utc) for f in fires}
+    out = []
+    for name in removed:
+        job, instance = unitname.split(name)
+        session = instance[:10]  # the session's date ("daily" for a daily job)
+        old = installed[name]
+        out.append(Change(job, session, old.scheduled, new.get((job, session)), old.calendar))
+    return out
+
+
+def moved(installed: dict[str, Installed], fires: list[planning.Fire], written: set[str],
+          dropped: list[Dropped], now: datetime, reported: set[tuple[str, str]]
+          ) -> list[Change]:
+    """Fires that moved away from a timer that has already fired (which stays, elapsed): reported
+    when this sync installs the new timer, or drops it because the session already ran."""
+    not_installed = {d.unit: d for d in dropped if not d.withdrawn}
+    out = []
+    for f in fires:
+        timer = f.unit_name.timer()
+        key = (f.job, f.session.isoformat())
+        if f.is_daily or key in reported or (timer not in written and timer not in not_installed):
+            continue
+        for name, old in sorted(installed.items()):
+            instant = old.last_elapse
+            if _same_session(name, f) and name != timer and instant is not None \
+                    and instant <= now:
+                note = "it already ran: not installed, not run again" \
+                    if timer in not_installed else ""
+                out.append(Change(f.job, key[1], old.scheduled, f.fire_iso,
+                                  old.calendar or f.calendar, note))
+    return out
+
+
+def _same_session(name: str, fire: planning.Fire) -> bool:
+    """Is `name` a unit of this fire's (job, session), at this or another instant?"""
+    other = unitname.parse(name)
+    return other is not None and other.kind in (unitname.FIRE, unitname.PERIODIC) \
+        and (other.job, other.session) == (fire.job, fire.session.isoformat())

@@ -67,7 +67,7 @@ def table_of(config, name: str, kind: type, parse):
 def did_you_mean(name: str, choices, cutoff: float = 0.6) -> str:
     """'; did you mean A, B?' for the names closest to `name` (case-insensitive, shown as spelt
     in `choices`), or '' when none is close: the one hint every unknown-name error uses."""
-    import difflib
+    import difflib  # only when a name is unknown
 
     spelt = {c.upper(): c for c in choices}
     close = difflib.get_close_matches(name.upper(), list(spelt), n=3, cutoff=cutoff)

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from market_timers.alerts import api
+
 log = logging.getLogger("market_timers.watch")
 
 
@@ -19,11 +21,9 @@ def send_alert(config, *, kind: str, key: str, text: str, job: str = "", session
                severity: str | None = None, job_severity: str | None = None,
                title: str | None = None, now: datetime | None = None,
                env: dict | None = None, deliver: bool = True) -> object:
-    from market_timers.alerts.api import raise_alert
-
     clock: Callable[[], datetime] | None = (lambda: now) if now is not None else None
     try:
-        return raise_alert(config, kind=kind, job=job, session=session, text=text, key=key,
+        return api.raise_alert(config, kind=kind, job=job, session=session, text=text, key=key,
                            severity=severity, job_severity=job_severity, title=title, now=clock,
                            env=env, deliver=deliver)
     except Exception:  # raise_alert promises not to raise; be sure of it

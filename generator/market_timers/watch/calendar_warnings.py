@@ -12,6 +12,7 @@ import logging
 from datetime import date, datetime
 
 from market_timers.config.watch import watch_of
+from market_timers.schedule import calendars
 
 log = logging.getLogger("market_timers.watch")
 
@@ -23,8 +24,6 @@ YEARLY_TABLE_CALENDAR = "XSHG"
 def calendar_end_warnings(config, now: datetime, last_session_of=None, warn_days: int = 45,
                           skip=frozenset()) -> list[tuple[str, str]]:
     """(calendar, text) for each calendar of the config whose data ends within `warn_days`."""
-    from market_timers.schedule import calendars
-
     last_session_of = last_session_of or calendars.last_session
     out = []
     names = sorted({calendars.resolve(c) for j in config.jobs if j.is_session_job
@@ -48,8 +47,6 @@ def end_warning(cal: str, last: date | None, today: date, warn_days: int) -> str
     with `status`."""
     if last is None or warn_days <= 0 or (last - today).days > warn_days:
         return None
-    from market_timers.schedule import calendars
-
     when = "has passed" if last < today else f"is in {(last - today).days} day(s)"
     return (f"calendar {cal}: the installed exchange_calendars {calendars.version()} has "
             f"sessions up to {last} only; its last session {when} ([watch] calendar_warn_days = "
@@ -66,8 +63,6 @@ def data_vintage() -> tuple[date, str] | None:
     announced, around December of Y-1. That is the estimate; the end of the table is the
     calendar's public bound (calendars.data_limits).
     """
-    from market_timers.schedule import calendars
-
     try:
         end = calendars.data_limits(YEARLY_TABLE_CALENDAR)[1]
     except Exception:  # exchange_calendars broken or the calendar gone: say nothing wrong
@@ -100,8 +95,6 @@ def status_warnings(config, now: datetime) -> list[str]:
     """The data-end warning for each calendar of the config ([watch] calendar_warn_days), for
     `status`: unlike the refresh's, a calendar that does not build says so. Never breaks status."""
     try:
-        from market_timers.schedule import calendars
-
         warn_days = watch_of(config).calendar_warn_days
         names = {c for j in config.jobs if j.is_session_job for c in j.all_calendars}
     except Exception:

@@ -9,7 +9,11 @@ sync reports each fire it removed or moved (a Change); here each becomes one lin
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date
+from datetime import date, timedelta
+
+from market_timers.config.sessionrules import describe
+from market_timers.schedule import calendar_sessions, calendars, selection
+from market_timers.schedule.plan import calendar_overrides
 
 
 def _hms(text: str) -> str:
@@ -18,9 +22,6 @@ def _hms(text: str) -> str:
 
 def describe_changes(config, changes) -> list[tuple[str, str, str]]:
     """(calendar, session, line) for each Change sync reported, worded for people."""
-    from market_timers.schedule import calendars
-    from market_timers.schedule.plan import calendar_overrides
-
     jobs = {j.name: j for j in config.jobs}
     closed: dict[tuple[str, str], list[str]] = defaultdict(list)
     out: list[tuple[str, str, str]] = []
@@ -43,7 +44,8 @@ def describe_changes(config, changes) -> list[tuple[str, str, str]]:
                                         f"(was due {c.old_utc})"))
             continue
         try:
-            is_session = bool(calendars.sessions(cal, day, day, calendar_overrides(config, cal)))
+            is_session = bool(calendar_sessions.sessions(cal, day, day,
+                                                         calendar_overrides(config, cal)))
         except calendars.CalendarError:
             is_session = False
         if not is_session:
@@ -63,12 +65,6 @@ def describe_changes(config, changes) -> list[tuple[str, str, str]]:
 
 def _moved_to(config, job, cal: str, day: date) -> str:
     """"month end -2; now 2025-11-24": the rule, and the session it chooses nearest `day`."""
-    from datetime import timedelta
-
-    from market_timers.config.sessionrules import describe
-    from market_timers.schedule import calendars, selection
-    from market_timers.schedule.plan import calendar_overrides
-
     try:
         chosen = selection.chosen(job, cal, day - timedelta(days=31), day + timedelta(days=31),
                                   calendar_overrides(config, cal)) or {}

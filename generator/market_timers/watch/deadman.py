@@ -37,13 +37,21 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from market_timers.alerts.model import UNDELIVERABLE
+from market_timers.alerts.outbox import Outbox
+from market_timers.alerts.snapshot import announce
 from market_timers.config.watch import WatchConfig, watch_of
 from market_timers.contracts import journal, unitname
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.files import atomicfile, safefs
+from market_timers.host.clock import utcnow
 from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import DatabaseError, Key, runrecord
-from market_timers.watch import findings, reported, slots
+from market_timers.ledger.halts import cluster_records as halt_records
+from market_timers.ledger.halts import halted
+from market_timers.ledger.pauses import cluster_records as pause_records
+from market_timers.ledger.pauses import holds, paused
+from market_timers.watch import findings, reported, slots, statuspage
 from market_timers.watch.alert import send_alert
 from market_timers.watch.findings import UNREACHABLE_KEY, PassResult
 from market_timers.watch.fires import PLAN_FILE, deadline, read_plan, timer_state
@@ -90,9 +98,6 @@ def own_parts(config, systemctl: Systemctl, result: PassResult) -> None:
     """What makes the heartbeat /fail for as long as it lasts, beyond the pass's findings: an
     alert that is undeliverable on every channel of its chain (the outside watcher is then the
     only one who can learn of it), and a failed unit of the package's own."""
-    from market_timers.alerts.model import UNDELIVERABLE
-    from market_timers.alerts.outbox import Outbox
-
     spool = getattr(config, "spool_dir", None)
     if spool is not None:
         stuck = [a for a in Outbox(spool).load_all() if a.state == UNDELIVERABLE]
@@ -165,6 +170,35 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
     reported.save(state_dir, state)
 
 
+class _Holds:
+    """Whether a pause or a halt holds a fire's session: each job's read once a pass, the
+    cluster ledger's pauses and halts at the first need (an unreachable ledger: none, the
+    ledger-unreachable finding says so)."""
+
+    def __init__(self, config, state_dir: Path, book):
+        # A degraded config's snapshot jobs have no lock group: their job pauses still count.
+        self.groups = {j.name: getattr(j, "lock", "") or j.name for j in config.jobs}
+        self.orders = {j.name for j in config.jobs if getattr(j, "orders", False)}
+        self.state_dir, self.book = str(state_dir), book
+        self.pauses: dict[str, dict | None] = {}  # job -> the pause in force
+        self.cluster: list = []  # the cluster ledger's pauses and halts
+
+    def __call__(self, entry: dict) -> bool:
+        job = entry["job"]
+        if not self.cluster:
+            try:
+                self.cluster.extend((pause_records(self.book), halt_records(self.book))
+                                    if self.book is not None else (None, None))
+            except DatabaseError:
+                self.cluster[:] = [None, None]
+        if job not in self.pauses:
+            group = self.groups.get(job, job)
+            self.pauses[job] = paused(self.state_dir, job, group, "0000-00-00",
+                                      cluster=self.cluster[0]) or \
+                halted(self.state_dir, job, group, job in self.orders, cluster=self.cluster[1])
+        return self.pauses[job] is not None and holds(self.pauses[job], entry["session"])
+
+
 def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fires: list[dict],
                  jobs: set[str], seen: dict[str, str], book, result: PassResult,
                  alert) -> list:
@@ -175,31 +209,7 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
     def ran(entry: dict) -> dict | None:
         return runrecord.read(state_dir, entry["job"], entry["session"], book)
 
-    from market_timers.ledger.halts import cluster_records as halt_records
-    from market_timers.ledger.halts import halted
-    from market_timers.ledger.pauses import cluster_records, holds, paused
-
-    # A degraded config's snapshot jobs have no lock group: their job pauses still count.
-    groups = {j.name: getattr(j, "lock", "") or j.name for j in config.jobs}
-    orders = {j.name for j in config.jobs if getattr(j, "orders", False)}
-    pauses: dict[str, dict | None] = {}  # job -> the pause in force (read once a pass)
-    cluster: list = []  # the cluster ledger's pauses and halts, read at the first need
-
-    def held(entry: dict) -> bool:
-        job = entry["job"]
-        if not cluster:
-            try:
-                cluster.extend((cluster_records(book), halt_records(book)) if book is not None
-                               else (None, None))
-            except DatabaseError:  # unreachable: the ledger-unreachable finding says so
-                cluster[:] = [None, None]
-        if job not in pauses:
-            pauses[job] = paused(str(state_dir), job, groups.get(job, job), "0000-00-00",
-                                 cluster=cluster[0]) or \
-                halted(str(state_dir), job, groups.get(job, job), job in orders,
-                       cluster=cluster[1])
-        return pauses[job] is not None and holds(pauses[job], entry["session"])
-
+    held = _Holds(config, state_dir, book)
     upcoming: list[dict] = []
     try:
         for entry in fires:
@@ -253,9 +263,6 @@ def _sync_running(state_dir: Path) -> bool:
 def command(config, now: datetime | None = None) -> int:
     """`market-timers deadman`: 0 when the pass could look at everything (whatever it found)."""
     journal.setup()
-    from market_timers.alerts.snapshot import announce
-    from market_timers.host.clock import utcnow
-
     now = now or utcnow()
     try:  # a broken live config is a critical alert of its own (once per content)
         announce(config, now=lambda: now)
@@ -268,7 +275,5 @@ def command(config, now: datetime | None = None) -> int:
         log.error("deadman: %s", e)
     log.info("deadman: %d open finding(s), %d new, heartbeat %s", len(result.findings),
              len(result.new), result.ping or "off")
-    from market_timers.watch import statuspage
-
     statuspage.refresh(config, now)  # <state_dir>/status.html: a view, never fails the pass
     return 1 if result.errors else 0

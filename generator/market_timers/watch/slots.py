@@ -14,8 +14,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from market_timers.alerts.skipped_slots import warn_once
 from market_timers.config.watch import WatchConfig
 from market_timers.contracts.instants import iso
+from market_timers.contracts.slotcount import SlotCount
+from market_timers.runner.slotaccount import account, stall
+from market_timers.runner.slotclock import PeriodicSlots
+from market_timers.runner.slotrecords import prune
 from market_timers.watch.findings import Finding, PassResult
 
 
@@ -30,10 +35,6 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
     """A periodic job's session: record the skipped slots, the session's one skip warning, and a
     finding when no slot has started for stall_after (or none at all in the session). `seen`:
     deadman.json's reported keys (the judged mark of an old session is kept there)."""
-    from market_timers.alerts.skipped_slots import warn_once
-    from market_timers.runner.slotaccount import account, stall
-    from market_timers.runner.slotclock import PeriodicSlots
-
     schedule = PeriodicSlots.from_plan(entry)
     job = next((j for j in config.jobs if j.name == entry["job"]), None)
     periodic = getattr(job, "periodic", None)
@@ -52,8 +53,8 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
         kw.pop("details", None)
         return alert(cfg, **kw)
 
-    warn_once(config, entry["job"], entry["session"], summary, entry.get("severity"), state_dir,
-              now=now, raise_alert=raise_)
+    warn_once(config, entry["job"], entry["session"], SlotCount.of(summary, entry["job"]),
+              entry.get("severity"), state_dir, now=now, raise_alert=raise_)
     if not summary.ran and not summary.ahead \
             and now > schedule.last + timedelta(seconds=grace + watch.slack_sec):
         # the same key as the stall's "has not run at all": said once, whichever came first
@@ -72,8 +73,6 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
 
 def prune_records(config, state_dir: Path, now: datetime) -> None:
     """Periodic jobs' slot records older than retention_days go (hundreds per session)."""
-    from market_timers.runner.slotrecords import prune
-
     before = (now - timedelta(days=config.retention_days + 1)).date().isoformat()
     for job in config.jobs:
         if getattr(job, "periodic", None) is not None:
