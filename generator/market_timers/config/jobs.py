@@ -1,7 +1,7 @@
 """The `[[job]]` tables of market-timers.toml: one Job each, every problem named.
 
 Each key is one `Key` row below (its check: jobchecks.py); the row's field (`Key.field`) is the
-Job field it fills, with the same default: tests/test_config.py fails when a row and the Job
+Job field it fills, with the same default: tests/config/test_job_keys.py fails when a row and the Job
 disagree. The keys are checked in the rows' order, then what involves several keys: the
 keys that say when the job runs (WHEN) depend on each other and are checked by `_when`; a
 periodic job's keys by periodic.py, the retries' cross-checks by retries.py. Exchange calendar

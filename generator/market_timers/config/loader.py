@@ -54,7 +54,7 @@ class Config:
     spool_dir: Path = Path(environment.DEFAULT_SPOOL_DIR)
     runtime_dir: Path = Path(environment.DEFAULT_RUNTIME_DIR)
     runner: str | None = None
-    operator_group: str = ""  # besides root, may pause, halt and resume (schedule/controls.py)
+    operator_group: str = ""  # besides root, may pause, halt and resume (controls/)
     on_halt: list[str] = field(default_factory=list)  # run once per `market-timers halt`
     jobs: list[Job] = field(default_factory=list)
     overrides: dict[str, Override] = field(default_factory=dict)

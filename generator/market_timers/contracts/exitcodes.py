@@ -4,7 +4,7 @@ The runner's own refusals are rows of the outcome table (contracts/outcomes.py),
 from the range LSB reserves for applications (150-199), so that they never collide with a job's
 own exit status (the runner execs the job, so a job's status passes through unchanged) nor with
 systemd's own 200-243; the names below are read from it. They are documented in
-market-timers(1) and market-timers-run(1) (tests/test_docs.py holds the pages to the table).
+market-timers(1) and market-timers-run(1) (tests/project/test_docs.py holds the pages to the table).
 """
 
 from market_timers.contracts.outcomes import EXIT as _EXIT

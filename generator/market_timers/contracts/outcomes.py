@@ -8,7 +8,7 @@ its place in the metrics and the digest, and the man page's line for it. The exi
 (exitcodes.py), `classify`, the titles, `result_text`, the alert kinds and their default
 severities (config/alerts.py), the status text, the page's states and legend (watch/), the digest
 (alerts/digest.py) and the metrics' labels (metrics/) are all read from it: a new outcome is one
-row (tests/test_outcomes.py shows it). tests/test_docs.py holds the man pages' EXIT STATUS to it.
+row (tests/contracts/test_outcomes.py shows it). tests/project/test_docs.py holds the man pages' EXIT STATUS to it.
 
 The runner imports this module (through exitcodes.py): standard library only, and cheap to import
 (a namedtuple, not a dataclass: `dataclasses` alone costs the runner's start tens of ms).

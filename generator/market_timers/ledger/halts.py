@@ -14,7 +14,7 @@ halt survives a reboot, and the runner reads it fresh at every start.
 
 In a cluster ([cluster]) a halt is a row of the cluster ledger as well (mt_halts, through its
 functions), so that it holds on every node: the runner asks the ledger it opened (`book`, one
-call per check), and each node's `market-timers halt-watch` (schedule/haltwatch.py) listens for
+call per check), and each node's `market-timers halt-watch` (controls/haltwatch.py) listens for
 the ledger's notification and stops the runs a new halt covers on its host. A file here still
 counts on a cluster node: the halt made while the ledger could not be reached.
 

@@ -277,7 +277,7 @@ def _record(row: tuple) -> dict:
 
 
 
-# Names callers take from here (cli/cluster.py, schedule/haltwatch.py, the ledger's opener, tests).
+# Names callers take from here (cli/cluster.py, controls/haltwatch.py, the ledger's opener, tests).
 __all__ = ["HALT_CHANNEL", "HAND_OFF_DIR", "HOLDER_DEATH_BOUND_SEC", "LOCK_NAMESPACE",
            "MIGRATIONS", "SCHEMA_VERSION", "TABLES", "UNIQUE_VIOLATION", "DatabaseError",
            "PostgresLedger", "Unreachable", "connect", "drop_hand_off", "hand_off_dsn",

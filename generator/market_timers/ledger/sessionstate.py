@@ -1,6 +1,6 @@
 """How a (job, session) stands in the run ledger, in one phrase: what the runner's `requires`
 check tells (runner/upstream.py) and what a backfill reports for each run it waited for
-(schedule/backfill.py). Standard library only: the runner's hot path reads it.
+(controls/backfill.py). Standard library only: the runner's hot path reads it.
 
     succeeded                    its latest attempt ended with systemd's Result "success"
     failed (exit N)              its latest attempt ended otherwise (killed, timed out...)
