@@ -58,6 +58,10 @@ def test_the_jobs_exit_status_and_its_death_by_a_signal_pass_through(tmp_path):
     killed = run(context(tmp_path, MARKET_JOB_USER="nobody", MARKET_SESSION="2025-11-29"),
                  "/bin/sh", "-c", "kill -TERM $$")
     assert killed.returncode == -signal.SIGTERM  # the runner died of it, as the job did
+    # SIGKILL too (the OOM killer's): its action cannot be set, the supervisor still dies of it
+    oom = run(context(tmp_path, MARKET_JOB_USER="nobody", MARKET_SESSION="2025-11-30"),
+              "/bin/sh", "-c", "kill -KILL $$")
+    assert oom.returncode == -signal.SIGKILL, oom.stderr
 
 
 @root_only

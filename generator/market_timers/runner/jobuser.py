@@ -197,7 +197,8 @@ def _supervise(argv, child_env, user, realtime, after_fork, keeper, serve) -> in
     sig = os.WTERMSIG(status)
     if keeper is not None:  # before this process dies of the job's signal
         keeper.release()
-    signal.signal(sig, signal.SIG_DFL)
+    if sig != signal.SIGKILL:  # its action cannot be set (OSError): it is the default anyway
+        signal.signal(sig, signal.SIG_DFL)
     os.kill(os.getpid(), sig)  # die as the job died: systemd sees the same result
     return 128 + sig  # a signal that does not end a process (not reached for the others)
 
