@@ -103,8 +103,8 @@ def how_it_ended(env: dict, ending: list[str]) -> dict:
     elif verb == "killed" and len(ending) > 1:
         if fields["result"] in ("success", "exit-code"):  # not watchdog, timeout, oom-kill...
             fields.update(result="signal", exit_code="killed", exit_status=ending[1])
-        if "stop" in ending[2:]:
-            fields["stopped"] = "the unit was stopped"
+            if "stop" in ending[2:]:
+                fields["stopped"] = "the unit was stopped"
     elif verb == "ran" and fields["exit_code"] in ("killed", "dumped") and \
             fields["result"] == "success":
         fields["result"] = "signal"
