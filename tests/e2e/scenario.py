@@ -39,7 +39,7 @@ MIN_LEAD = 2.0  # `market-timers sync` does not write a fire closer than this
 # One program for every test job, run by the package's runner as user market-timers under the
 # job unit's sandbox (ProtectSystem=strict). Its first argument says what to do.
 JOB_SCRIPT = r'''#!/opt/venvs/market-timers/bin/python3
-"""e2e test job: ok | fail CODE | hang | sleep SECONDS | append FILE | instant."""
+"""e2e test job: ok | fail CODE | hang | sleep SECONDS | term | append FILE | instant."""
 import os
 import pwd
 import sys
@@ -74,6 +74,13 @@ elif mode == "hang":
 elif mode == "sleep":
     time.sleep(float(sys.argv[2]))
     print("e2e-job slept", flush=True)
+elif mode == "term":  # halfway, the job SIGTERMs itself (a wrapper's `kill -TERM $$`)
+    import signal
+
+    print("e2e-job step 1: half the orders sent", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+    print("e2e-job step 2: never reached", flush=True)
 elif mode == "instant":  # its rights, then its scheduling policy at and after its instant
     from market_timers.jobnotify import wait_for_instant
 

@@ -50,6 +50,11 @@ def test_a_halt_stops_and_refuses_the_order_jobs_and_runs_on_halt_once(scenario:
                                and scenario.run_record(running), 20, "the stop's record")
         print(stopped)
         assert stopped["stopped_by_halt"] == "order jobs (orders = true): e2e runaway"
+        # issue 45: killed by the stop's SIGTERM, never a success; told as stopped by halt
+        assert (stopped["result"], stopped["exit_status"]) == ("signal", "TERM")
+        stop_alert = scenario.wait_message(
+            "telegram", f"{running.name} was stopped by market-timers halt", timeout=30)["text"]
+        assert "e2e runaway" in stop_alert
 
         # the job's own user can neither lift nor make a halt
         job_user = box.run(["runuser", "-u", "market-jobs", "--", "market-timers", "resume"],

@@ -32,3 +32,27 @@ def test_a_failed_upstream_refuses_the_downstream_with_one_alert(scenario: Scena
     assert "it requires signal, which did not succeed: failed (exit 3)" in alert
     time.sleep(3)  # one alert for the refusal, not a second one (the dead-man: not missed)
     assert len(scenario.messages("telegram", "closing-orders")) == 1
+
+
+@pytest.mark.parametrize("name, mode, told", [
+    ("selfterm", ["term"], "selfterm was killed by signal TERM"),
+    ("exit178", ["fail", "178"], "exit178 failed with exit status 178"),
+], ids=["sigterm-itself", "exit-178"])
+def test_an_upstream_that_sigterms_itself_or_exits_178_is_a_failure_alerted_and_refuses_the_downstream(
+        scenario: Scenario, name: str, mode: list[str], told: str) -> None:
+    """issue 45: a job's SIGTERM (a clean end for systemd) and its own exit 178 (the runner's
+    halted status) are the job's failures: the unit fails, the alert says so, `requires` holds."""
+    upstream = Job(name, instant_in(LEAD), mode)
+    downstream = Job(f"after-{name}", instant_in(LEAD + 6), ["ok"], {"requires": [name]})
+    for job in (upstream, downstream):
+        scenario.forget_runs(job)
+    scenario.schedule([upstream, downstream])
+    ran = scenario.wait_finished(upstream, LEAD + 20)
+    print(ran)
+    assert not ran.get("refused") and ran["result"] != "success"
+    assert scenario.box.show(upstream.service, "Result") == "exit-code"
+    alert = scenario.wait_message("telegram", told, timeout=30)["text"]
+    assert alert.startswith(f"[CRITICAL] {told}")
+    refused = scenario.wait_finished(downstream, 30)
+    assert refused["refused"] == "requires-unmet"
+    assert "e2e-job" not in scenario.journal_of(downstream)

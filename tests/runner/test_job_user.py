@@ -53,11 +53,17 @@ def test_the_supervisor_holds_the_lock_while_the_job_runs(tmp_path):
 
 @root_only
 def test_the_jobs_exit_status_and_its_death_by_a_signal_pass_through(tmp_path):
+    """A death by SIGTERM, SIGINT, SIGHUP or SIGPIPE would be a success in systemd's eyes."""
     assert run(context(tmp_path, MARKET_JOB_USER="nobody"), "/bin/sh", "-c",
                "exit 3").returncode == 3
     killed = run(context(tmp_path, MARKET_JOB_USER="nobody", MARKET_SESSION="2025-11-29"),
+                 "/bin/sh", "-c", "kill -KILL $$")
+    assert killed.returncode == -signal.SIGKILL  # the runner died of it, as the job did
+    # ...but not of a signal systemd counts as a clean end: 128 + its number, a failure
+    termed = run(context(tmp_path, MARKET_JOB_USER="nobody", MARKET_SESSION="2025-11-30"),
                  "/bin/sh", "-c", "kill -TERM $$")
-    assert killed.returncode == -signal.SIGTERM  # the runner died of it, as the job did
+    assert termed.returncode == 128 + signal.SIGTERM
+    assert "the job was killed by signal TERM; the runner exits 143" in termed.stderr
 
 
 @root_only

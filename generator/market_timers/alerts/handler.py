@@ -104,6 +104,8 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     job = info.get(environment.JOB) or unit.removesuffix(".service")
     session = info.get(environment.SESSION, "")
     kind = classify(result, exit_code, status, success=(mode == "success"))
+    if (ran := recorded_run(config, job, session, invocation)) is not None:  # the job's own end
+        result, exit_code, status, kind = told(ran)
     if info.get(environment.SLOT_EVERY_SEC):  # a periodic job: skipped slots are counted, not alerted
         if on_handler(config, info, kind, now=now):
             return 0
@@ -123,9 +125,8 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
         log.info("%s: attempt failed (%s); systemd restarts it (retries): no alert yet", unit,
                  ", ".join(x for x in (result, exit_code, status) if x))
         return 0
-    title = None
+    title = stopped_by_halt(job, ran)
     if status == "174" or result == "start-limit-hit":  # the last of a job's retries failed
-
         if (last := final_failure(config, job, session)) is not None:
             kind, title, extra = last
             details.update(extra)
@@ -147,6 +148,40 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     raise_alert(config, kind=kind, job=job, session=session, details=details, title=title,
                 job_severity=info.get(environment.SEVERITY), now=now, env=env)
     return 0
+
+
+def recorded_run(config, job: str, session: str, invocation: str) -> dict | None:
+    """The job's run in this invocation as the record step wrote it (the runner's account of its
+    end: exited N, killed by S), or None when the runner refused the start (its exit status is
+    then the runner's) or nothing was recorded (told from MONITOR_* alone, as before)."""
+    from market_timers.ledger import DatabaseError, runrecord
+
+    state_dir = getattr(config, "state_dir", None)
+    if not state_dir or not session or not invocation:
+        return None
+    book = runrecord.cluster_book(config)
+    try:
+        return runrecord.job_run_of(state_dir, job, session, invocation, book=book)
+    except DatabaseError:  # the cluster ledger is unreachable: this node's local ledger
+        return runrecord.job_run_of(state_dir, job, session, invocation)
+    finally:
+        if book is not None:
+            book.close()
+
+
+def told(ran: dict) -> tuple[str, str, str, str]:
+    """(result, exit code, exit status, kind) of the job's run as recorded: its status is the
+    job's own, never read as one of the runner's refusals."""
+    result, code, status = (str(ran.get(k) or "") for k in ("result", "exit_code", "exit_status"))
+    return result, code, status, classify(result, code, status, success=(result == "success"),
+                                          ran=True)
+
+
+def stopped_by_halt(job: str, ran: dict | None) -> str | None:
+    """The title of a run that `market-timers halt` stopped (the record step says so)."""
+    if not ran or not ran.get("stopped_by_halt"):
+        return None
+    return f"{job} was stopped by market-timers halt ({ran['stopped_by_halt']})"
 
 
 def failure_pause(config, job: str, info: dict) -> str | None:
@@ -201,7 +236,7 @@ def final_failure(config, job: str, session: str) -> tuple[str, str, dict] | Non
     attempts = int(record.get("attempt") or record.get("attempts") or 1)
     result, code = str(record.get("result") or ""), str(record.get("exit_code") or "")
     status = str(record.get("exit_status") or "")
-    kind = classify(result, code, status)
+    kind = classify(result, code, status, ran="attempt" in record and not record.get("refused"))
     if kind == "ok":
         return None
     head = run_title(kind, job, session, status, result)

@@ -17,7 +17,10 @@ MONITOR_SERVICE_RESULT is the unit's Result: `exit-code` (then MONITOR_EXIT_STAT
 one of the runner's 170-179 below, or the job's own), `signal` / `core-dump` (killed:
 MONITOR_EXIT_STATUS is the signal name), `watchdog` (hang: killed with SIGABRT), `timeout`
 (RuntimeMaxSec), `oom-kill`, and a few start-up failures. A success handler still checks the
-status in case 170/171 were declared SuccessExitStatus=.
+status in case 170/171 were declared SuccessExitStatus=. A status 170-179 is the runner's only
+when the runner says so: the record step writes the runner's own account of the ending to the
+ledger (runner/record.py), and a run the runner did not refuse is classified with `ran` (a job's
+own exit 178 is "failed"; a job killed by SIGTERM is "killed", though the supervisor exits 143).
 """
 
 from __future__ import annotations
@@ -164,11 +167,14 @@ OUTCOME_OF = {**{k: "failed" for k in FAILURE_KINDS},  # the alert layer's last 
               **{o.name: "missed" for o in OUTCOMES if o.counts == MISSED}}
 
 
-def classify(result: str, exit_code: str, exit_status: str, success: bool = False) -> str:
+def classify(result: str, exit_code: str, exit_status: str, success: bool = False,
+             ran: bool = False) -> str:
     """The outcome's name for what systemd says of a run (MONITOR_*): the runner's own exit
-    status first (even a success: 170/171 may be SuccessExitStatus=), then the unit's Result."""
+    status first (even a success: 170/171 may be SuccessExitStatus=), then the unit's Result.
+    `ran`: the runner's account says the job ran (the ledger's attempt, runner/record.py), so the
+    status is the job's own: its exit 178 is a failure, never a halt."""
     status = exit_status.strip()
-    if status.isdigit() and int(status) in _BY_EXIT:
+    if not ran and status.isdigit() and int(status) in _BY_EXIT:
         return _BY_EXIT[int(status)]
     if success:
         return "ok"
@@ -199,13 +205,13 @@ _SYSTEMD_RESULTS = {  # a failed run's systemd Result in words ({signal}: the si
 }
 
 
-def result_text(result: str, exit_status: str | None) -> str:
+def result_text(result: str, exit_status: str | None, ran: bool = False) -> str:
     """A run's systemd Result in words for a person (`status`): `exit-code` and status 3 ->
     `failed (exit 3)`; anything that is not a systemd Result of a failure is returned as it is
-    (success, running, missed...)."""
+    (success, running, missed...). `ran`: the status is the job's own (see classify)."""
     status = str(exit_status or "").strip()
     if result == "exit-code":
-        if status.isdigit() and int(status) in _RUNNER_EXITS:
+        if not ran and status.isdigit() and int(status) in _RUNNER_EXITS:
             return f"{_RUNNER_EXITS[int(status)]} (exit {status})"
         return f"failed (exit {status})" if status else "failed"
     if result not in _SYSTEMD_RESULTS:

@@ -62,6 +62,28 @@ def read(state_dir: str | os.PathLike, job: str, session: str, book=None) -> dic
                                                     state_dir)
 
 
+def job_run_of(state_dir: str | os.PathLike, job: str, session: str, invocation: str,
+               book=None) -> dict | None:
+    """The attempt that systemd's `invocation` ran, with how it ended as the record step wrote it
+    (runner/record.py: the runner's account over systemd's view); None when that invocation did
+    not run the job (the runner refused it) or the ledger holds nothing of it. `book`: the
+    cluster ledger first (its DatabaseError is the caller's)."""
+    try:
+        key = Key(job, session)
+    except ValueError:
+        return None
+    books = [book] if book is not None else []
+    for source in [*books, LocalLedger(os.fspath(state_dir))]:
+        try:
+            mine = [a for a in source.attempts(key) if invocation and
+                    a.get("invocation") == invocation]
+        except OSError:
+            continue
+        if mine:
+            return None if mine[-1].get("refused") else mine[-1]
+    return None
+
+
 def cluster_book(config):
     """The cluster ledger (ledger.postgresql) for the readers in cluster mode, else None.
     Connects lazily: the first read raises DatabaseError when it cannot be reached."""

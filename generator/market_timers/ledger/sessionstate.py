@@ -2,7 +2,8 @@
 check tells (runner/upstream.py) and what a backfill reports for each run it waited for
 (controls/backfill.py). Standard library only: the runner's hot path reads it.
 
-    succeeded                    its latest attempt ended with systemd's Result "success"
+    succeeded                    its latest attempt ended with the Result "success" (exit 0: a
+                                 job killed by SIGTERM is "signal", runner/record.py)
     failed (exit N)              its latest attempt ended otherwise (killed, timed out...)
     still running                its latest attempt started and has not ended yet
     refused (KIND)               it never ran: its start was refused (stale-start, paused...)

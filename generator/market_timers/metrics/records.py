@@ -22,7 +22,12 @@ def run_kind(record: dict) -> str:
     if refused in METRIC_KINDS and not record.get("exit_status"):
         return refused
     return classify(str(record.get("result") or ""), str(record.get("exit_code") or ""),
-                    str(record.get("exit_status") or ""))
+                    str(record.get("exit_status") or ""), ran=job_ran(record))
+
+
+def job_ran(record: dict) -> bool:
+    """The record is an attempt the runner did not refuse: its exit status is the job's own."""
+    return "attempt" in record and not record.get("refused")
 
 
 def exit_status_number(record: dict) -> int | None:

@@ -27,6 +27,7 @@ from market_timers.contracts.exitcodes import (
     RUNNER_ERROR,
     STALE_START,
 )
+from market_timers.contracts.outcomes import EXIT
 from market_timers.ledger import DatabaseError
 from market_timers.runner.jobuser import JobUserError
 from market_timers.runner.jobuser import resolve as resolve_user
@@ -39,6 +40,7 @@ from market_timers.runner.start import (
     exec_job,
     fence_answerer,
     log,
+    note_ending,
     note_refusal,
     now_text,
     refuse_already_ran,
@@ -46,6 +48,8 @@ from market_timers.runner.start import (
     take_lock,
     utc_text,
 )
+
+REFUSAL_OF_STATUS = {status: name for name, status in EXIT.items()}  # 178 -> "halted"...
 
 # A start not judged by the grace (the operator's `market-timers run`, a retry) gives its database
 # steps this long on the cluster ledger.
@@ -62,7 +66,9 @@ group (171), a start whose `requires` did not succeed in the session (176), a pa
 group (177), a job a halt covers (178, `market-timers halt`; every start, the operator's too),
 a start on a node whose clock is more than [cluster] max_clock_skew_ms off the cluster ledger's
 (179), and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit
-status passes through. --record (ExecStopPost=) records how the run ended.
+status passes through (128 + the signal for a job killed by SIGTERM, SIGINT, SIGHUP or SIGPIPE,
+which systemd would count as a success). --record (ExecStopPost=) records how the run ended,
+from the runner's own account of it: a job's own exit 170-179 is its failure, not a refusal.
 See market-timers-run(1).
 """
 
@@ -132,6 +138,17 @@ def read_start(argv: list[str], env: dict) -> Start:
 
 
 def run(argv: list[str], env: dict) -> int:
+    """A start, and the runner's account of a refusal (start.py note_ending) unless the job's
+    own ending was noted first (a job that ran and exited 178 is not a halt): the record step and
+    the alert handler read the refusal from it, never from the exit status alone."""
+    status = _run(argv, env)
+    kind = REFUSAL_OF_STATUS.get(status)
+    if kind is not None:
+        note_ending(env, f"refused {kind}")
+    return status
+
+
+def _run(argv: list[str], env: dict) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:

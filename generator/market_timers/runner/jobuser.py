@@ -14,7 +14,10 @@ it (setpriv --pdeathsig=SIGKILL: a supervisor killed -9 never leaves its job run
 group released, issue 23), and it with the job. It passes on the signals it gets (systemd
 signals the job itself too: the unit's KillMode=control-group), waits, and exits with the job's
 status, or dies of the job's signal, so that $SERVICE_RESULT, $EXIT_CODE and $EXIT_STATUS of
-ExecStopPost= and OnFailure= say what they said when the job was the main process. The job's heartbeats reach
+ExecStopPost= and OnFailure= say what they said when the job was the main process; but for the
+signals systemd counts as a clean end (CLEAN_END: a job that SIGTERMs itself, a stop, a halt) it
+exits 128 + the signal, so that the unit fails, and it notes how the job ended for the record step
+(start.py note_ending: "killed TERM stop" when the unit was being stopped). The job's heartbeats reach
 systemd through NotifyAccess=all (render.py); WATCHDOG_PID names the job.
 
 The supplementary groups: the job user's own, plus the package's group (the runner's gid), whose
@@ -38,6 +41,9 @@ CAP_SETGID, CAP_SETUID = 6, 7
 # What the supervisor passes on to the job: systemd's stop and reload signals, a terminal's.
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
              signal.SIGUSR2, signal.SIGABRT, signal.SIGCONT)
+# The signals systemd counts as a clean end of a service (SIGHUP, SIGINT, SIGTERM, SIGPIPE): a
+# job killed by one must not end the unit as a success.
+CLEAN_END = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)
 # RLIMIT_RTTIME of a job lent SCHED_FIFO for its instant: real-time CPU time without a blocking
 # call, in microseconds. The escort's window is 150 ms; a job that keeps the policy past it (it
 # cannot stop the escort: another uid) is killed by the kernel after this much spinning.
@@ -117,7 +123,7 @@ FENCE_FD = 3  # the job's end of the fence socket (`serve`), the first descripto
 def supervise(argv: list[str], env: dict, user: JobUser, *, realtime: bool = False,
               after_fork=None, serve=None) -> int:
     """Fork the job as `user` and wait for it: its exit status, or this process dies of its
-    signal. after_fork(pid) runs in the supervisor once the child exists (the escort).
+    signal (128 + a CLEAN_END signal: see _ended). after_fork(pid) runs in the supervisor once the child exists (the escort).
     serve(request) -> reply: answers the job's requests on a socket (fd FENCE_FD in the job,
     $MARKET_FENCE_FD) from a thread of the supervisor while the job lives: `market-timers
     fence check` asks it, over the supervisor's own ledger connection."""
@@ -164,6 +170,8 @@ def _supervise(argv, child_env, user, realtime, after_fork, keeper, serve) -> in
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         raise
     if pid == 0:  # the child: nothing of the supervisor's but stdin/out/err, then the job
+        from market_timers.runner.start import note_ending
+
         code = 172  # exitcodes.RUNNER_ERROR, without importing it here
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # the job's mask is its own
@@ -179,12 +187,14 @@ def _supervise(argv, child_env, user, realtime, after_fork, keeper, serve) -> in
             os.execve(command[0], command, child_env)
         except BaseException as e:  # noqa: BLE001 - a forked child never returns into the runner
             _say(f"cannot start the job as {user.name}: {e}")
+            note_ending(child_env, "refused runner-error")  # not the job's own 172
         os._exit(code)
     import faulthandler  # the job's PYTHONFAULTHANDLER is not the supervisor's
 
     faulthandler.disable()
+    received = []  # the signals this process got: systemd's stop (or halt's) signals us too
     for sig in FORWARDED:
-        signal.signal(sig, lambda signum, frame: _forward(pid, signum))
+        signal.signal(sig, lambda signum, frame: (received.append(signum), _forward(pid, signum)))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # a held one is forwarded now
     server = _serve(ours, theirs, serve) if serve is not None else None
     if after_fork is not None:
@@ -192,12 +202,32 @@ def _supervise(argv, child_env, user, realtime, after_fork, keeper, serve) -> in
     _, status = os.waitpid(pid, 0)  # PEP 475: retried after each forwarded signal
     if server is not None:
         _stop_serving(ours, server)
+    return _ended(status, child_env, keeper, stopped=received)
+
+
+def _ended(status: int, child_env: dict, keeper, stopped: list) -> int:
+    """The runner's account of the job's end (start.py note_ending), and this process's end: the
+    job's exit status; for a signal systemd counts as a clean end, 128 + its number (so that the
+    unit fails: Result=exit-code, OnFailure=); for any other, death by it, as the job died (so
+    that Result=signal, core-dump or watchdog say what they said of the job)."""
+    from market_timers.runner.start import note_ending
+
     if os.WIFEXITED(status):
+        note_ending(child_env, f"exited {os.WEXITSTATUS(status)}")
         return os.WEXITSTATUS(status)
     sig = os.WTERMSIG(status)
+    name = signal.Signals(sig).name.removeprefix("SIG")
+    by_stop = sig in stopped  # this process got it too: the unit was stopped (stop, halt...)
+    note_ending(child_env, f"killed {name}" + (" stop" if by_stop else ""))
+    if sig in CLEAN_END:
+        _say(f"the job was killed by signal {name}"
+             f"{' (the unit was stopped)' if by_stop else ''}; the runner exits {128 + sig}, "
+             f"since systemd counts a death by {name} as a clean end")
+        return 128 + sig
     if keeper is not None:  # before this process dies of the job's signal
         keeper.release()
-    signal.signal(sig, signal.SIG_DFL)
+    if sig != signal.SIGKILL:  # its action cannot be set (OSError): it is the default anyway
+        signal.signal(sig, signal.SIG_DFL)
     os.kill(os.getpid(), sig)  # die as the job died: systemd sees the same result
     return 128 + sig  # a signal that does not end a process (not reached for the others)
 

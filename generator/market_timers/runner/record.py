@@ -38,35 +38,84 @@ def _record(env: dict) -> int:
         set_nice(job_nice(env))  # the unit's Nice=-10 was for the wait, not for this step
         _drop_capabilities()
     now = datetime.now(UTC)
+    ending = take_ending(env)  # read first: removed whatever follows
     if env.get(environment.SLOT_EVERY_SEC):  # the slot this invocation judged
         return complete_slot(env, env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR,
-                                 job, now)
+                             job, now, ending)
     try:
         session = env.get(environment.SESSION) or scheduled_instant(env, now).date().isoformat()
         key = ledger.Key(job, session, env.get(environment.SLOT, ""))
         book = ledger.open_ledger(env) if not _ran_locally(env, key) else local_ledger(env)
+        ended = how_it_ended(env, ending)
         book.finish(key, env.get("INVOCATION_ID"), dict(
-            result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
-            exit_status=env.get("EXIT_STATUS"),
-            finished_utc=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            **_stopped_by_halt(env, job, book)))
+            ended, finished_utc=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            **_stopped_by_halt(ended, job, env, book)))
         if env.get(environment.RETRIES, "0") != "0":  # retries.py: the marker for the next start
             attempts = book.attempts(key)
             latest = attempts[-1] if attempts else {}
             if latest.get("invocation") == env.get("INVOCATION_ID"):  # this start ran the job
                 plan_retry(env, env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, job,
                            session, int(latest.get("attempt") or 1), now)
-        if env.get(environment.PAUSE_ON_FAILURE) and env.get("SERVICE_RESULT") != "success":
+        if env.get(environment.PAUSE_ON_FAILURE) and ended["result"] != "success":
             _pause_on_failure(env, book, key, now)
     except (OSError, ValueError, KeyError, DatabaseError) as e:
         log(WARNING, f"cannot record how the run ended in the run ledger: {e}")
     return 0
 
 
-def _stopped_by_halt(env: dict, job: str, book=None) -> dict:
-    """A run killed by a signal while a halt covers its job: `market-timers halt` stopped it
-    (systemd calls a stop's SIGTERM a success), so the record says so: stopped_by_halt."""
-    if env.get("EXIT_CODE") not in ("killed", "dumped"):
+def take_ending(env: dict) -> list[str]:
+    """The runner's own account of how this invocation ended (start.py note_ending), read and
+    removed: ["refused", KIND], ["ran"], ["exited", N] or ["killed", SIG(, "stop")]; [] when
+    there is none (a runner older than this, or one killed before it could write)."""
+    from market_timers.runner.start import ENDINGS
+
+    invocation = env.get("INVOCATION_ID") or ""
+    if not invocation.isalnum():
+        return []
+    path = os.path.join(env.get(environment.LOCK_DIR, environment.DEFAULT_RUNTIME_DIR), ENDINGS,
+                        invocation)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return []
+    try:
+        text = os.read(fd, 256).decode(errors="replace")
+    finally:
+        os.close(fd)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return text.split()
+
+
+def how_it_ended(env: dict, ending: list[str]) -> dict:
+    """The run's end as the ledger records it: systemd's $SERVICE_RESULT, $EXIT_CODE and
+    $EXIT_STATUS, where the runner's account (`ending`, start.py note_ending) knows better. A
+    job killed by SIGTERM (SIGINT, SIGHUP, SIGPIPE) is `signal`, never `success`: the supervisor
+    exits 128 + the signal rather than die of it (jobuser.py), and a job exec'd in place died of
+    it, which systemd calls a success. `refused`: the runner refused the start (its kind), not
+    the job's own exit 17x; `stopped`: the unit was stopped (systemd signalled the runner too)."""
+    fields = {"result": env.get("SERVICE_RESULT"), "exit_code": env.get("EXIT_CODE"),
+              "exit_status": env.get("EXIT_STATUS")}
+    verb = ending[0] if ending else ""
+    if verb == "refused" and len(ending) > 1:
+        fields["refused"] = ending[1]
+    elif verb == "killed" and len(ending) > 1:
+        if fields["result"] in ("success", "exit-code"):  # not watchdog, timeout, oom-kill...
+            fields.update(result="signal", exit_code="killed", exit_status=ending[1])
+            if "stop" in ending[2:]:
+                fields["stopped"] = "the unit was stopped"
+    elif verb == "ran" and fields["exit_code"] in ("killed", "dumped") and \
+            fields["result"] == "success":
+        fields["result"] = "signal"
+    return fields
+
+
+def _stopped_by_halt(ended: dict, job: str, env: dict, book=None) -> dict:
+    """A run killed by a signal while a halt covers its job: `market-timers halt` stopped it,
+    so the record says so: stopped_by_halt."""
+    if ended.get("exit_code") not in ("killed", "dumped"):
         return {}
     from market_timers.ledger.halts import halted
 
@@ -118,7 +167,8 @@ def _pause_on_failure(env: dict, book, key, now: datetime) -> None:
                  f"{group}")
 
 
-def complete_slot(env: dict, state_dir: str, job: str, now: datetime) -> int:
+def complete_slot(env: dict, state_dir: str, job: str, now: datetime,
+                  ending: list[str] | None = None) -> int:
     """`market-timers-run --record` for a periodic job: complete the slot this invocation judged
     (the runner left a pointer named by $INVOCATION_ID), then record the slots skipped meanwhile."""
     from market_timers.runner.slotaccount import account
@@ -137,8 +187,7 @@ def complete_slot(env: dict, state_dir: str, job: str, now: datetime) -> int:
                 key = ""  # a duplicate start (173) or no record could be written
             if key:
                 previous = read_slot(state_dir, job, key) or {}
-                fields = dict(result=env.get("SERVICE_RESULT"), exit_code=env.get("EXIT_CODE"),
-                              exit_status=env.get("EXIT_STATUS"),
+                fields = dict(how_it_ended(env, ending or []),
                               finished_utc=now.isoformat(timespec="milliseconds"))
                 _finish_in_ledger(env, job, key, invocation, fields)
                 if "started_mono" in previous:

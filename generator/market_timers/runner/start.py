@@ -212,10 +212,12 @@ def exec_job(argv: list[str], env: dict, session: str, scheduled_text: str, clai
         )
 
         drop(f"the exec of {argv[0]}")
+    note_ending(env, "ran")  # the job is this process from here: its end is systemd's to tell
     try:
         os.execve(argv[0], argv, _child_env(env, session, scheduled_text, claim, fence, context))
     except OSError as e:
         log(ERR, f"cannot run {argv[0]}: {e.strerror}")
+        note_ending(env, "refused runner-error", replace=True)
         return RUNNER_ERROR
     return RUNNER_ERROR  # not reached
 
@@ -262,6 +264,32 @@ def refuse_already_ran(book, key, holder: dict, base: dict) -> int:
     note_refusal(book, key, base, "already-ran", ran_host=holder.get("host"),
             ran_pid=holder.get("pid"), ran_utc=holder.get("started_utc"))
     return ALREADY_RAN
+
+
+ENDINGS = "endings"  # <lock dir>/endings/<invocation>: 0700, like locks/
+
+
+def note_ending(env: dict, text: str, replace: bool = False) -> None:
+    """The runner's own account of how this invocation ended, for the record step (record.py):
+    `refused KIND`, `ran` (the job was exec'd in place), `exited N` or `killed SIG [stop]` (the
+    supervisor's). Only the package's user writes there, so a job (another user) cannot make its
+    own exit status 178 pass for a halt. The first account stands unless `replace`. Best effort:
+    without one the record step reads systemd's $EXIT_STATUS as before."""
+    invocation = env.get("INVOCATION_ID") or ""
+    if not invocation.isalnum():
+        return
+    directory = os.path.join(env.get(environment.LOCK_DIR, environment.DEFAULT_RUNTIME_DIR),
+                             ENDINGS)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if replace else os.O_EXCL)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(directory, invocation), flags, 0o600)
+    except OSError:  # FileExistsError: an account already stands
+        return
+    try:
+        os.write(fd, text.encode() + b"\n")
+    finally:
+        os.close(fd)
 
 
 def note_refusal(book, key, base: dict, why: str, **fields) -> None:

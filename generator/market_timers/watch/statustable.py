@@ -18,7 +18,7 @@ def table(doc: dict) -> str:
     for s in doc["sessions"]:
         for j in s["jobs"]:
             duration = j["duration_sec"]
-            result = result_text(j["result"], j["exit_status"]) + (
+            result = result_text(j["result"], j["exit_status"], ran=j["attempts"] > 0) + (
                 f" (attempt {j['attempts']})" if j["attempts"] > 1 else "")
             if (text := said(j)) is not None:  # which upstream, the pause's note, the halt's reason
                 result = text
