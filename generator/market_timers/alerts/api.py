@@ -12,6 +12,7 @@ import logging
 
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import send_direct, try_now
+from market_timers.alerts.incidents import incident_key, is_try, resolves
 from market_timers.alerts.model import Alert, make_id
 from market_timers.alerts.router import chain_for, effective_severity
 from market_timers.contracts import journal
@@ -48,7 +49,9 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
     now = ctx.now()
     if ctx.note:
         text = f"{text}\n\n{ctx.note}" if text else ctx.note
-    key = key or f"{kind}:{job or session}"
+    if not key:  # a job's outcome is one incident per (kind, job, session)
+        key = incident_key(kind, job, session) if job and kind in OUTCOME_OF \
+            else f"{kind}:{job or session}"
     sev = severity or effective_severity(ctx.cfg, kind, job, job_severity)
     if chain is None:
         chain = chain_for(ctx.cfg, sev) if (sev and ctx.cfg.enabled) else []
@@ -147,26 +150,46 @@ def _count_suppressed(ctx, alert_id: str) -> None:
 
 def record_success(config, *, job: str, session: str = "", details: dict | None = None,
                    now=None, env: dict | None = None) -> Alert | None:
-    """A run of `job` succeeded: announce a recovery only if its last outcome was failed/missed."""
+    """A run of `job` for `session` succeeded: it resolves the open incidents of that session and
+    of older ones (their repeats stop), and announces the recovery when it resolved any. A newer
+    session's incident stays open; a try resolves nothing."""
     ctx: AlertContext = context_from(config, now=now, env=env)
     details = details or {}
     try:
         t = ctx.now()
         with ctx.state.locked():
-            last = ctx.state.job_outcome(job)
-            ctx.state.set_job_outcome(job, "ok", t, session=session)
             ctx.state.add_event(session, {"at": iso(t), "event": "run", "job": job,
                                           "kind": "ok", "duration": details.get("duration")})
-            closed = ctx.escalations.close_job(job)
+            if is_try(session):
+                return None
+            incidents = ctx.state.open_incidents(job)
+            resolved = {s: v for s, v in incidents.items() if resolves(session, s)}
+            still = {s: v for s, v in incidents.items() if s not in resolved}
+            ctx.state.set_job_outcome(job, "ok", t, session=session, still_open=still)
+            closed = ctx.escalations.close_job(job, lambda s: resolves(session, s))
         if closed:
             ctx.escalations.drop_pending_repeats(ctx.outbox, closed)
-        if last.get("outcome") not in ("failed", "missed"):
+        if not resolved:
             return None
-        text = f"The previous run ({last.get('session') or '?'}) had {last['outcome']}" + (
-            f"; alert {last['alert_id']} is resolved." if last.get("alert_id") else ".")
-        return raise_alert(ctx, kind="recovery", job=job, session=session, text=text,
-                           key=f"recovery:{job}", severity=last.get("severity") or "warning",
-                           chain=last.get("chain") or [], details=details)
+        return _announce_recovery(ctx, job, session, resolved, still, details)
     except Exception:
         log.exception("alerts: could not record the success of %s", job)
         return None
+
+
+def _announce_recovery(ctx, job: str, session: str, resolved: dict, still: dict,
+                       details: dict) -> Alert | None:
+    """The recovery alert: which sessions' incidents it resolves, which are still failed."""
+    parts = []
+    for s, inc in sorted(resolved.items()):
+        alert = f"; alert {inc['alert_id']} is resolved" if inc.get("alert_id") else ""
+        parts.append(f"The previous run ({s or '?'}) had {inc.get('outcome', 'failed')}{alert}.")
+    if still:
+        parts.append("Not resolved by this run (a newer session), still failed: "
+                     + ", ".join(sorted(still)) + ".")
+        details = {**details, "still_failed": sorted(still)}
+    newest = resolved[max(resolved)]
+    return raise_alert(ctx, kind="recovery", job=job, session=session, text="\n".join(parts),
+                       key=f"recovery:{job}:{session}",
+                       severity=newest.get("severity") or "warning",
+                       chain=newest.get("chain") or [], details=details)
