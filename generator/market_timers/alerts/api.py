@@ -148,6 +148,21 @@ def _count_suppressed(ctx, alert_id: str) -> None:
         ctx.escalations.save(alert_id, record)
 
 
+def resolve_incident(config, key_prefix: str, now=None, env: dict | None = None) -> list[str]:
+    """The incident whose alerts' keys start with `key_prefix` is over (a halt lifted): its
+    criticals stop repeating and their queued repeats go. Returns the ids closed."""
+    ctx: AlertContext = context_from(config, now=now, env=env)
+    try:
+        with ctx.state.locked():
+            closed = ctx.escalations.close_incident(key_prefix)
+        if closed:
+            ctx.escalations.drop_pending_repeats(ctx.outbox, closed)
+        return closed
+    except Exception:  # monitoring never breaks the caller
+        log.exception("alerts: could not resolve the incident %s", key_prefix)
+        return []
+
+
 def record_success(config, *, job: str, session: str = "", details: dict | None = None,
                    now=None, env: dict | None = None) -> Alert | None:
     """A run of `job` for `session` succeeded: it resolves the open incidents of that session and

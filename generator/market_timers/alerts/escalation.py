@@ -62,6 +62,15 @@ class Escalations:
             self.close(alert_id)
         return closed
 
+    def close_incident(self, key_prefix: str) -> list[str]:
+        """Close the open criticals whose key starts with `key_prefix` (one incident's alerts,
+        one per channel: a halt's); return their ids."""
+        closed = [r["alert"]["id"] for r in self.active()
+                  if str(r["alert"].get("key") or "").startswith(key_prefix)]
+        for alert_id in closed:
+            self.close(alert_id)
+        return closed
+
     def due_repeats(self, outbox: Outbox, now: datetime, repeat_minutes: float,
                     escalate_after: int, escalation_channel: str) -> list[Alert]:
         """Queue the repeats that are due into the outbox and return them."""
