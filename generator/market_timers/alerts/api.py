@@ -1,8 +1,9 @@
 """The one entry point every flow uses to raise an alert (handler, deadman, refresh).
 
-`raise_alert` records the event for the digest, keeps the job's last outcome (so the next success
-knows whether to announce a recovery), applies the severity rules and the dedup window, spools
-the alert durably and tries one immediate delivery. It never raises because a channel is down or
+`raise_alert` records the event for the digest, keeps the job's open incident for its session (so
+a success of that session or a newer one announces the recovery), applies the severity rules and
+the dedup window (one incident: kind, job, session; alerts/incidents.py), spools the alert
+durably and tries one immediate delivery. It never raises because a channel is down or
 misconfigured: the outbox has the alert and the outbox timer retries it.
 """
 
