@@ -20,7 +20,7 @@ def test_burst_of_same_key_inside_window_is_counted_not_resent(make_ctx, api, cl
     assert len(api.received()) == 1
     events = [e["event"] for e in ctx.state.events(S)]
     assert events.count("deduplicated") == 4
-    assert ctx.state.dedup_hit("failed:j", clock(), 30) == first.id  # still inside the window
+    assert ctx.state.dedup_hit(f"failed:j:{S}", clock(), 30) == first.id  # still in the window
 
 
 def test_same_key_after_the_window_alerts_again(make_ctx, api, clock):

@@ -36,6 +36,16 @@ def test_a_failure_triggers_and_the_recovery_resolves_the_same_incident(make_ctx
     assert api.incidents == {key: "resolved"}
 
 
+def test_an_older_sessions_recovery_leaves_a_newer_failure_triggered(make_ctx, api):
+    ctx = pd_ctx(make_ctx, api)
+    raise_alert(ctx, kind="failed", job="signal", session="2026-11-27", job_severity="critical")
+    raise_alert(ctx, kind="failed", job="signal", session="2026-11-30", job_severity="critical")
+    record_success(ctx, job="signal", session="2026-11-27")
+    assert set(api.incidents.values()) == {"triggered"}
+    record_success(ctx, job="signal", session="2026-11-30")
+    assert set(api.incidents.values()) == {"resolved"}
+
+
 def test_one_incident_per_job_whatever_went_wrong_and_another_for_another_job(make_ctx, api):
     ctx = pd_ctx(make_ctx, api, dedup_minutes=0)
     raise_alert(ctx, kind="failed", job="signal", job_severity="critical")

@@ -1,8 +1,9 @@
 """The one entry point every flow uses to raise an alert (handler, deadman, refresh).
 
-`raise_alert` records the event for the digest, keeps the job's last outcome (so the next success
-knows whether to announce a recovery), applies the severity rules and the dedup window, spools
-the alert durably and tries one immediate delivery. It never raises because a channel is down or
+`raise_alert` records the event for the digest, keeps the job's open incident for its session (so
+a success of that session or a newer one announces the recovery), applies the severity rules and
+the dedup window (one incident: kind, job, session; alerts/incidents.py), spools the alert
+durably and tries one immediate delivery. It never raises because a channel is down or
 misconfigured: the outbox has the alert and the outbox timer retries it.
 """
 
@@ -12,6 +13,7 @@ import logging
 
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import send_direct, try_now
+from market_timers.alerts.incidents import incident_key, is_try, resolves
 from market_timers.alerts.model import Alert, make_id
 from market_timers.alerts.router import chain_for, effective_severity
 from market_timers.contracts import journal
@@ -48,7 +50,9 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
     now = ctx.now()
     if ctx.note:
         text = f"{text}\n\n{ctx.note}" if text else ctx.note
-    key = key or f"{kind}:{job or session}"
+    if not key:  # a job's outcome is one incident per (kind, job, session)
+        key = incident_key(kind, job, session) if job and kind in OUTCOME_OF \
+            else f"{kind}:{job or session}"
     sev = severity or effective_severity(ctx.cfg, kind, job, job_severity)
     if chain is None:
         chain = chain_for(ctx.cfg, sev) if (sev and ctx.cfg.enabled) else []
@@ -145,28 +149,63 @@ def _count_suppressed(ctx, alert_id: str) -> None:
         ctx.escalations.save(alert_id, record)
 
 
+def resolve_incident(config, key_prefix: str, now=None, env: dict | None = None) -> list[str]:
+    """The incident whose alerts' keys start with `key_prefix` is over (a halt lifted): its
+    criticals stop repeating and their queued repeats go. Returns the ids closed."""
+    ctx: AlertContext = context_from(config, now=now, env=env)
+    try:
+        with ctx.state.locked():
+            closed = ctx.escalations.close_incident(key_prefix)
+        if closed:
+            ctx.escalations.drop_pending_repeats(ctx.outbox, closed)
+        return closed
+    except Exception:  # monitoring never breaks the caller
+        log.exception("alerts: could not resolve the incident %s", key_prefix)
+        return []
+
+
 def record_success(config, *, job: str, session: str = "", details: dict | None = None,
                    now=None, env: dict | None = None) -> Alert | None:
-    """A run of `job` succeeded: announce a recovery only if its last outcome was failed/missed."""
+    """A run of `job` for `session` succeeded: it resolves the open incidents of that session and
+    of older ones (their repeats stop), and announces the recovery when it resolved any. A newer
+    session's incident stays open; a try resolves nothing."""
     ctx: AlertContext = context_from(config, now=now, env=env)
     details = details or {}
     try:
         t = ctx.now()
         with ctx.state.locked():
-            last = ctx.state.job_outcome(job)
-            ctx.state.set_job_outcome(job, "ok", t, session=session)
             ctx.state.add_event(session, {"at": iso(t), "event": "run", "job": job,
                                           "kind": "ok", "duration": details.get("duration")})
-            closed = ctx.escalations.close_job(job)
+            if is_try(session):
+                return None
+            incidents = ctx.state.open_incidents(job)
+            resolved = {s: v for s, v in incidents.items() if resolves(session, s)}
+            still = {s: v for s, v in incidents.items() if s not in resolved}
+            ctx.state.set_job_outcome(job, "ok", t, session=session, still_open=still)
+            closed = ctx.escalations.close_job(job, lambda s: resolves(session, s))
         if closed:
             ctx.escalations.drop_pending_repeats(ctx.outbox, closed)
-        if last.get("outcome") not in ("failed", "missed"):
+        if not resolved:
             return None
-        text = f"The previous run ({last.get('session') or '?'}) had {last['outcome']}" + (
-            f"; alert {last['alert_id']} is resolved." if last.get("alert_id") else ".")
-        return raise_alert(ctx, kind="recovery", job=job, session=session, text=text,
-                           key=f"recovery:{job}", severity=last.get("severity") or "warning",
-                           chain=last.get("chain") or [], details=details)
+        return _announce_recovery(ctx, job, session, resolved, still, details)
     except Exception:
         log.exception("alerts: could not record the success of %s", job)
         return None
+
+
+def _announce_recovery(ctx, job: str, session: str, resolved: dict, still: dict,
+                       details: dict) -> Alert | None:
+    """The recovery alert: which sessions' incidents it resolves, which are still failed."""
+    parts = []
+    for s, inc in sorted(resolved.items()):
+        alert = f"; alert {inc['alert_id']} is resolved" if inc.get("alert_id") else ""
+        parts.append(f"The previous run ({s or '?'}) had {inc.get('outcome', 'failed')}{alert}.")
+    if still:
+        parts.append("Not resolved by this run (a newer session), still failed: "
+                     + ", ".join(sorted(still)) + ".")
+        details = {**details, "still_failed": sorted(still)}
+    newest = resolved[max(resolved)]
+    return raise_alert(ctx, kind="recovery", job=job, session=session, text="\n".join(parts),
+                       key=f"recovery:{job}:{session}",
+                       severity=newest.get("severity") or "warning",
+                       chain=newest.get("chain") or [], details=details)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -52,9 +53,20 @@ class Escalations:
     def close(self, alert_id: str) -> bool:
         return safefs.unlink(self._path(alert_id), base=self.base)
 
-    def close_job(self, job: str) -> list[str]:
-        """Close every open critical of `job` (its recovery); return their ids."""
-        closed = [r["alert"]["id"] for r in self.active() if r["alert"].get("job") == job]
+    def close_job(self, job: str, resolved: Callable[[str], bool]) -> list[str]:
+        """Close the open criticals of `job` whose session a success `resolved` (see
+        alerts/incidents.py); return their ids."""
+        closed = [r["alert"]["id"] for r in self.active() if r["alert"].get("job") == job
+                  and resolved(str(r["alert"].get("session") or ""))]
+        for alert_id in closed:
+            self.close(alert_id)
+        return closed
+
+    def close_incident(self, key_prefix: str) -> list[str]:
+        """Close the open criticals whose key starts with `key_prefix` (one incident's alerts,
+        one per channel: a halt's); return their ids."""
+        closed = [r["alert"]["id"] for r in self.active()
+                  if str(r["alert"].get("key") or "").startswith(key_prefix)]
         for alert_id in closed:
             self.close(alert_id)
         return closed

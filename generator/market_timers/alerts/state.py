@@ -2,7 +2,10 @@
 
 * `dedup.json`            key -> {"id", "sent", "count"}: the dedup window, as last compacted
 * `dedup.jsonl`           entries recorded since, one JSON line each (the later line wins)
-* `jobs/<job>.json`       the job's last outcome (ok | failed | missed) and the alert it raised
+* `jobs/<job>.json`       the job's last outcome (ok | failed | missed) and, under "open", its
+                          unresolved incidents by session: {"outcome", "alert_id", "chain",
+                          "severity", "at"} (a file of the per-job format, without "open",
+                          reads as the one incident of its last failed/missed session)
 * `channels.json`         channel -> not-before instant (a 429 applies to the whole channel)
 * `events/<session>.jsonl` every run outcome and alert of a session, for the digest
 """
@@ -15,10 +18,12 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from market_timers.alerts.incidents import is_try
 from market_timers.alerts.model import parse_iso
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
 
+INCIDENT_FIELDS = ("outcome", "at", "alert_id", "chain", "severity")
 COMPACT_AFTER = 1000  # journal lines before the dedup table is rewritten whole
 
 
@@ -126,13 +131,30 @@ class AlertState:
     def dedup_record(self, key: str, alert_id: str, now: datetime, window_minutes: float) -> None:
         self._dedup_put(key, {"id": alert_id, "sent": iso(now), "count": 0}, now, window_minutes)
 
-    # per-job last outcome -------------------------------------------------------------------
+    # per-job last outcome and open incidents ------------------------------------------------
     def job_outcome(self, job: str) -> dict:
         return self.read(self.dir / "jobs" / f"{_safe(job)}.json", {}) or {}
 
-    def set_job_outcome(self, job: str, outcome: str, now: datetime, **extra) -> None:
+    def open_incidents(self, job: str) -> dict[str, dict]:
+        """The job's unresolved failures/misses by session (see the module's doc)."""
+        doc = self.job_outcome(job)
+        table = doc.get("open")
+        if isinstance(table, dict):
+            return {s: v for s, v in table.items() if isinstance(v, dict)}
+        if doc.get("outcome") in ("failed", "missed") and isinstance(doc.get("session"), str):
+            return {doc["session"]: {k: doc.get(k) for k in INCIDENT_FIELDS if k in doc}}
+        return {}
+
+    def set_job_outcome(self, job: str, outcome: str, now: datetime, *, session: str = "",
+                        still_open: dict | None = None, **extra) -> None:
+        """Keep the job's last outcome; a failure or miss (not a try's) opens its session's
+        incident; `still_open` replaces the open incidents (a success resolving some)."""
+        table = self.open_incidents(job) if still_open is None else dict(still_open)
+        if outcome in ("failed", "missed") and not is_try(session):
+            table[session] = {"outcome": outcome, "at": iso(now), **extra}
         self.write(self.dir / "jobs" / f"{_safe(job)}.json",
-                          {"outcome": outcome, "at": iso(now), **extra})
+                   {"outcome": outcome, "at": iso(now), "session": session, **extra,
+                    "open": table})
 
     # channel rate limits --------------------------------------------------------------------
     def channel_not_before(self, channel: str) -> datetime | None:

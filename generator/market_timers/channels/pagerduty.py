@@ -62,7 +62,9 @@ class PagerDutyChannel(HttpChannel):
         routing_key = self.secret(self.settings.routing_key_credential)
         source = self.settings.source or socket.gethostname() or "market-timers"
         key = dedup_key(alert, source)
-        if alert.kind == "recovery":
+        if alert.kind == "recovery":  # not while a newer session of the job is still failed
+            if alert.details.get("still_failed"):
+                return
             self._post({"routing_key": routing_key, "event_action": "resolve", "dedup_key": key})
             return
         self._post({

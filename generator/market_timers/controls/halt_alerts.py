@@ -1,6 +1,7 @@
 """The halt alert policy: a halt's alert (critical) and its lifting's (warning), one per configured
 channel, raised once the halt's own work is done (cli/ composes it with halt.py and resume.py,
-which send none)."""
+which send none). Lifting a halt resolves its incident: the HALT alerts of every channel stop
+repeating (their keys share `halt:<scope>:<name>:<since>:`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,14 @@ def _package_user_exists() -> bool:
     return True
 
 
+def _resolve_lifted(config, key_prefixes: list[str]) -> None:
+    """The lifted halts' incidents are over: their HALT alerts stop repeating on every channel."""
+    from market_timers.alerts.api import resolve_incident
+
+    for prefix in key_prefixes:
+        resolve_incident(config, prefix)
+
+
 def halt_alerts(config, lifted: bool = False):
     """A halt's alert (critical) or its lifting's (warning), to every configured channel: one
     alert per channel, each of its own chain, so that none waits for another's failure.
@@ -30,11 +39,13 @@ def halt_alerts(config, lifted: bool = False):
     from market_timers.alerts.privileges import become_service_user
 
     pending: list[dict] = []
+    resolving: list[str] = []  # key prefixes of the halts lifted
 
     def send() -> None:
         if not pending:
             return
         if os.geteuid() != 0 or not _package_user_exists():
+            _resolve_lifted(config, resolving)
             for kw in pending:  # as we are (an operator; a machine without the package's user)
                 if raise_alert(config, **kw) is None and kw.get("chain"):
                     print(f"market-timers: the alert {kw['title']!r} could not be spooled as "
@@ -46,6 +57,7 @@ def halt_alerts(config, lifted: bool = False):
             code = 1
             try:
                 become_service_user(config)
+                _resolve_lifted(config, resolving)
                 for kw in pending:
                     raise_alert(config, **kw)
                 code = 0
@@ -67,10 +79,11 @@ def halt_alerts(config, lifted: bool = False):
         alerts = getattr(config, "alerts", None)
         channels = alerts.configured() if alerts is not None and alerts.enabled else []
         kind = "halt-lifted" if lifted else "halt"
+        incident = f"{record['scope']}:{record.get('name') or ''}:{record.get('since')}:"
+        resolving.extend([f"halt:{incident}"] if lifted else [])  # resume ends the HALT's
         for channel in channels or [None]:
             pending.append(dict(kind=kind, severity="warning" if lifted else "critical",
-                                key=f"{kind}:{record['scope']}:{record.get('name') or ''}:"
-                                    f"{record.get('since')}:{channel or ''}",
+                                key=f"{kind}:{incident}{channel or ''}",
                                 title=title, text=title, details=details,
                                 chain=[channel] if channel else None))
 
