@@ -17,7 +17,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from market_timers.cron.check import check_cron, command, format_text, to_json
+from market_timers.cron.check import check_cron, command
+from market_timers.cron.report import format_text, to_json
 
 SEED_FROM, SEED_TO = date(2025, 9, 2), date(2025, 12, 31)
 CLOSE_MINUS_15 = -15 * 60

@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
-from market_timers.cli.commands import COMMANDS, UsageError
+from market_timers.cli.commandcontext import UsageError
+from market_timers.cli.commands import COMMANDS
 from market_timers.cli.parser import CRON_QUOTE_HINT, build_parser
 from market_timers.contracts.exitcodes import USAGE
 from market_timers.schema.problems import ConfigError

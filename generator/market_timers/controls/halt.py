@@ -43,50 +43,18 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     fields = {"scope": scope, "name": name or None, "by": operator_name(), "since": iso(now),
               "host": os.uname().nodename, "reason": " ".join(reason.split())}
     problems = []
-    new, record = None, None
-    if getattr(config, "cluster", None) is not None:  # the cluster ledger: every node obeys
-        try:
-            with cluster_book(config) as book:
-                new = book.set_halt(scope, name or "", fields)  # True once in the cluster
-                record = halts.cluster_record(book.halt_list(), scope, name)
-        except DatabaseError as e:
-            new = None
-            problems.append(f"the cluster ledger cannot be reached ({e}): this halt holds on "
-                            "this node only (its own record): halt every other node too")
-    if new is None:  # no cluster, or its ledger unreachable: this host's own record
-        try:
-            path = os.path.join(controls_directory(config), halts.record_name(scope, name))
-        except (ValueError, OSError) as e:
-            print(f"market-timers halt: {e}", file=sys.stderr)
-            return FAILURE
-        new = atomicfile.create(path, format_fields(fields), mode=0o644)  # a second: False
-        record = halts.read(str(config.state_dir), scope, name)
-    record = record or dict(fields, what=halts.describe(scope, name),
-                            resume=halts.resume_command(scope, name))
+    written = _write_halt(config, scope, name, fields, problems)
+    if isinstance(written, int):
+        return written
+    new, record = written
     covered = [j.name for j in config.jobs
                if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
     if systemctl is None:
         from market_timers.host.systemctl import Systemctl
 
         systemctl = Systemctl()
-    stopped = systemctl.running([unitname.job_services_glob(j) for j in covered])
-    if stopped:
-        systemctl.stop(stopped)  # SIGTERM, SIGKILL after each unit's TimeoutStopSec
-        if still := systemctl.running(stopped):  # e.g. an operator whom systemd refuses
-            problems.append(f"could not stop {', '.join(still)}: run `systemctl stop` on it as "
-                            "root (its next starts are refused)")
-            stopped = [u for u in stopped if u not in still]
-    on_halt_unit = None
-    if new and getattr(config, "on_halt", None):
-        on_halt_unit = unitname.on_halt_unit(now)
-        try:
-            systemctl.run_transient(on_halt_unit, list(config.on_halt), config.user, {
-                "MARKET_HALT_REASON": record.get("reason", ""),
-                "MARKET_HALT_BY": record.get("by", ""), "MARKET_HALT_SCOPE": record["what"],
-                "MARKET_HALT_HOST": record.get("host", "")})
-        except (OSError, RuntimeError) as e:
-            problems.append(f"on_halt could not be started: {e}")
-            on_halt_unit = None
+    stopped = _stop_running(systemctl, covered, problems)
+    on_halt_unit = _start_on_halt(config, systemctl, record, now, problems) if new else None
     if new and announce is not None:
         announce(record, stopped, on_halt_unit)
     for problem in problems:
@@ -96,7 +64,68 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
                           "by": record.get("by"), "since": record.get("since"),
                           "host": record.get("host"), "reason": record.get("reason"),
                           "jobs": covered, "stopped": stopped, "on_halt_unit": on_halt_unit}))
-        return FAILURE if problems else OK
+    else:
+        _tell(config, record, new, covered, stopped, on_halt_unit, problems)
+    return FAILURE if problems else OK
+
+
+def _write_halt(config, scope: str, name: str, fields: dict, problems: list):
+    """The halt's record: in the cluster ledger (every node obeys), else, or when it cannot be
+    reached, this host's own. (new: whether this halt wrote it, the record), or FAILURE."""
+    new, record = None, None
+    if getattr(config, "cluster", None) is not None:
+        try:
+            with cluster_book(config) as book:
+                new = book.set_halt(scope, name or "", fields)  # True once in the cluster
+                record = halts.cluster_record(book.halt_list(), scope, name)
+        except DatabaseError as e:
+            new = None
+            problems.append(f"the cluster ledger cannot be reached ({e}): this halt holds on "
+                            "this node only (its own record): halt every other node too")
+    if new is None:
+        try:
+            path = os.path.join(controls_directory(config), halts.record_name(scope, name))
+        except (ValueError, OSError) as e:
+            print(f"market-timers halt: {e}", file=sys.stderr)
+            return FAILURE
+        new = atomicfile.create(path, format_fields(fields), mode=0o644)  # a second: False
+        record = halts.read(str(config.state_dir), scope, name)
+    record = record or dict(fields, what=halts.describe(scope, name),
+                            resume=halts.resume_command(scope, name))
+    return new, record
+
+
+def _stop_running(systemctl, covered: list[str], problems: list) -> list[str]:
+    """Stop this host's running services of the covered jobs: the units that stopped."""
+    stopped = systemctl.running([unitname.job_services_glob(j) for j in covered])
+    if stopped:
+        systemctl.stop(stopped)  # SIGTERM, SIGKILL after each unit's TimeoutStopSec
+        if still := systemctl.running(stopped):  # e.g. an operator whom systemd refuses
+            problems.append(f"could not stop {', '.join(still)}: run `systemctl stop` on it as "
+                            "root (its next starts are refused)")
+            stopped = [u for u in stopped if u not in still]
+    return stopped
+
+
+def _start_on_halt(config, systemctl, record: dict, now: datetime, problems: list) -> str | None:
+    """The config's `on_halt`, once, as a transient unit of the jobs' user: its name, or None."""
+    if not getattr(config, "on_halt", None):
+        return None
+    on_halt_unit = unitname.on_halt_unit(now)
+    try:
+        systemctl.run_transient(on_halt_unit, list(config.on_halt), config.user, {
+            "MARKET_HALT_REASON": record.get("reason", ""),
+            "MARKET_HALT_BY": record.get("by", ""), "MARKET_HALT_SCOPE": record["what"],
+            "MARKET_HALT_HOST": record.get("host", "")})
+    except (OSError, RuntimeError) as e:
+        problems.append(f"on_halt could not be started: {e}")
+        return None
+    return on_halt_unit
+
+
+def _tell(config, record: dict, new: bool, covered: list[str], stopped: list[str],
+          on_halt_unit: str | None, problems: list) -> None:
+    """What the halt did, for the operator's terminal."""
     what = record["what"]
     print(f"halted {what}: every start of {', '.join(covered) or 'no job of the config yet'} is "
           f"refused (exit 178, recorded as halted), the operator's `market-timers run` too"
@@ -111,4 +140,3 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     if getattr(config, "cluster", None) is not None and not problems:
         print("every node: the halt is in the cluster ledger; each node's market-halt-watch "
               "stops the runs it covers there, and every node refuses their starts")
-    return FAILURE if problems else OK

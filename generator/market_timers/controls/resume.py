@@ -40,20 +40,8 @@ def resume(config, job: str | None, group: str | None, now: datetime,
     cluster = None
     halts_left = None  # the cluster's halts after this resume
     if getattr(config, "cluster", None) is not None:
-        try:  # the cluster's pauses and halts (every node's)
-            with cluster_book(config) as book:
-                if scope in ("job", "group"):
-                    if book.unpause(scope, name):
-                        ended.append(PAUSE_ENDED)
-                    if scope == "group" and book.unpause("failure", name):
-                        ended.append(FAILURE_PAUSE_ENDED)
-                    cluster = cluster_records(book)
-                lifted = halts.cluster_record(book.halt_list(), scope, name)
-                if book.unhalt(scope, name or ""):
-                    ended.append(("halt", f"the halt of {halts.describe(scope, name)}"))
-                    if lifted is not None and announce is not None:
-                        announce(lifted)
-                halts_left = halts.cluster_records(book)
+        try:
+            cluster, halts_left = _resume_cluster(config, scope, name, ended, announce)
         except DatabaseError as e:
             print(f"market-timers resume: cannot reach the cluster ledger ({e}): nothing was "
                   "resumed", file=sys.stderr)
@@ -68,25 +56,57 @@ def resume(config, job: str | None, group: str | None, now: datetime,
     if directory is not None:
         if scope in ("job", "group"):
             _resume_local(config, directory, scope, name, now, ended)
-        lifted = halts.read(str(config.state_dir), scope, name)
-        try:
-            os.unlink(os.path.join(directory, halts.record_name(scope, name)))
-            if not any(key == "halt" for key, _ in ended):
-                ended.append(("halt", f"the halt of {halts.describe(scope, name)}"))
-                if lifted is not None and announce is not None:
-                    announce(lifted)
-        except FileNotFoundError:
-            pass
+        _unhalt_local(config, directory, scope, name, ended, announce)
     still = paused(str(config.state_dir), name, config.job(name).lock, "0000-00-00",
                    cluster=cluster) if scope == "job" else None
     still_halted = _still_halted(config, scope, name, halts_left)
-    label = f"{'lock group ' if scope == 'group' else ''}{name}" if name else \
-        halts.describe(scope)
     if as_json:
         print(json.dumps({"action": "resume", "scope": scope, "name": name or None,
                           "ended": [key for key, _ in ended], "still_paused": still,
                           "still_halted": still_halted}))
         return OK
+    _tell(scope, name, ended, still, still_halted)
+    return OK
+
+
+def _resume_cluster(config, scope: str, name: str, ended: list, announce):
+    """The cluster's pauses and halts (every node's) of the scope ended: (the cluster's pauses,
+    its halts) after this resume, for what still holds. DatabaseError: the ledger unreachable."""
+    cluster = None
+    with cluster_book(config) as book:
+        if scope in ("job", "group"):
+            if book.unpause(scope, name):
+                ended.append(PAUSE_ENDED)
+            if scope == "group" and book.unpause("failure", name):
+                ended.append(FAILURE_PAUSE_ENDED)
+            cluster = cluster_records(book)
+        lifted = halts.cluster_record(book.halt_list(), scope, name)
+        if book.unhalt(scope, name or ""):
+            ended.append(("halt", f"the halt of {halts.describe(scope, name)}"))
+            if lifted is not None and announce is not None:
+                announce(lifted)
+        return cluster, halts.cluster_records(book)
+
+
+def _unhalt_local(config, directory: str, scope: str, name: str, ended: list,
+                  announce) -> None:
+    """This host's own halt record of the scope removed (announced unless the cluster's was)."""
+    lifted = halts.read(str(config.state_dir), scope, name)
+    try:
+        os.unlink(os.path.join(directory, halts.record_name(scope, name)))
+        if not any(key == "halt" for key, _ in ended):
+            ended.append(("halt", f"the halt of {halts.describe(scope, name)}"))
+            if lifted is not None and announce is not None:
+                announce(lifted)
+    except FileNotFoundError:
+        pass
+
+
+def _tell(scope: str, name: str, ended: list, still: dict | None,
+          still_halted: list[dict]) -> None:
+    """What the resume ended and what still holds, for the operator's terminal."""
+    label = f"{'lock group ' if scope == 'group' else ''}{name}" if name else \
+        halts.describe(scope)
     if not ended:
         print(f"{label} was not {'paused nor halted' if name else 'halted'}")
     else:
@@ -96,7 +116,6 @@ def resume(config, job: str | None, group: str | None, now: datetime,
     for held in still_halted:
         print(f"still halted: {held['what']} by {held.get('by', '?')} ({held.get('reason', '')})"
               f": to lift it: {held['resume']}")
-    return OK
 
 
 PAUSE_ENDED = ("pause", "its pause")  # (JSON name, text) of what resume ended

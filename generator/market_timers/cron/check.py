@@ -13,12 +13,8 @@ For people migrating from cron. Given a cron line in some time zone and the job 
 With --job the calendar, event, offset and rule are the configured job's, and its instants are
 the plan's (schedule/plan.py), so "on time" means what the job itself would have done.
 
-The cron line is read by cronsim, whose stated goal is to evaluate expressions exactly as Debian's
-cron does (healthchecks.io uses it to check cron schedules): Sunday is 0 (7 too), and when both
-day-of-month and day-of-week are restricted a day matching EITHER fires. Only the five-field form
-and the @-macros cron knows are accepted (a macro is read as the line cronie's own table gives it);
-extensions cron does not have (a sixth field for seconds, "H" hashing, "L", "#") are refused, so
-the check never answers for a line that cron itself would reject or read differently.
+The cron line is read as Debian's cron reads it (cronline.py); the report, text or JSON, is
+report.py's.
 
 DST, as Debian's cron does it (and cronsim, checked here): a wall-clock time that does not exist
 (spring) fires once, at the end of the gap (Madrid "30 2 * * *" on 2025-03-30 fires at 03:00 CEST =
@@ -32,30 +28,19 @@ them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from market_timers.config.jobs import EVENTS
-from market_timers.contracts.instants import iso
+from market_timers.cron.cronline import cron_line
+from market_timers.cron.report import format_text, hm_local, to_json
 from market_timers.schema.problems import did_you_mean
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
 
 DEFAULT_DAYS = 90
-
-# What cron (cronie) accepts in a field: numbers, "*", ranges, steps, lists, and names for months
-# and days of week. cronsim accepts more (L, #); those are refused.
-_MONTHS = {"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}
-_DAYS = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
-_FIELD_NAMES = ("minute", "hour", "day of month", "month", "day of week")
-_ATOM = re.compile(r"^(?:\*|[0-9]+|[a-z]{3})$")
-# cronie's macros and the lines they stand for (cronsim reads five fields only).
-_MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-           "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
-           "@hourly": "0 * * * *"}
 
 _EVENT_WORDS = {
     "open": "opens",
@@ -87,8 +72,8 @@ class WrongFire:
         if self.event_local is None or self.expected_utc is None:
             return "session has no break; no fire is due"
         return "session {} {}; fire should be {} ({})".format(
-            _EVENT_WORDS.get(self.event, self.event), _hm_local(self.event_local),
-            _hm_local(self.expected_utc.astimezone(self.fire_local.tzinfo)),
+            _EVENT_WORDS.get(self.event, self.event), hm_local(self.event_local),
+            hm_local(self.expected_utc.astimezone(self.fire_local.tzinfo)),
             self.expected_utc.strftime("%H:%M UTC"),
         )
 
@@ -111,45 +96,8 @@ class CronCheckResult:
     wrong: list[WrongFire] = field(default_factory=list)
 
 
-def _hm_local(t: datetime) -> str:
-    return f"{t:%H:%M} {t.tzname()}"
-
-
 # ---------------------------------------------------------------------------------------------
-# validation
-
-
-def _check_expr(expr: str) -> str:
-    """The five-field line cron would run for `expr` (a macro expanded); ValueError if none."""
-    from cronsim import CronSim, CronSimError
-
-    text = expr.strip()
-    if not text:
-        raise ValueError("cron expression: empty; write five fields such as \"45 15 * * 1-5\"")
-    if text.startswith("@"):
-        if text.lower() == "@reboot":
-            raise ValueError(f"cron expression {expr!r}: @reboot has no schedule to check")
-        if text.lower() not in _MACROS:
-            raise ValueError(f"cron expression {expr!r}: unknown macro; cron knows "
-                             + ", ".join(sorted(_MACROS)))
-        return _MACROS[text.lower()]
-    fields = text.split()
-    if len(fields) != 5:
-        raise ValueError(f"cron expression {expr!r}: has {len(fields)} fields, cron has 5 "
-                         "(minute hour day-of-month month day-of-week)")
-    for name, value in zip(_FIELD_NAMES, fields, strict=True):
-        for atom in re.split(r"[,/-]", value.lower()):
-            names = _MONTHS if name == "month" else _DAYS if name == "day of week" else set()
-            if not _ATOM.match(atom) or (atom.isalpha() and atom not in names):
-                raise ValueError(f"cron expression {expr!r}: {name} field {value!r} is not "
-                                 "cron syntax (numbers, *, ranges a-b, steps /n, lists a,b"
-                                 + (", names" if names else "") + ")")
-    try:
-        CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
-    except CronSimError:
-        raise ValueError(f"cron expression {expr!r}: a value is out of range (minute 0-59, "
-                         "hour 0-23, day of month 1-31, month 1-12, day of week 0-7)") from None
-    return text
+# the zone and the calendar
 
 
 def _zone(tz: str):
@@ -190,20 +138,42 @@ def _calendar(name: str, start: date, end: date):
 # the check
 
 
+def _session_events(cal, event: str) -> dict[date, datetime | None]:
+    """Session date -> its event's instant (UTC) or None (no break that day)."""
+    import pandas as pd
+
+    return {label.date(): None if pd.isna(t) else t.to_pydatetime()
+            for label, t in cal.schedule[event].items()}
+
+
+def _fires(line: str, zone, start: date, end: date):
+    """Every fire of the cron line `line` in `zone` from `start` 00:00 UTC to `end` 23:59:59 UTC,
+    in UTC."""
+    from cronsim import CronSim
+
+    lo = datetime(start.year, start.month, start.day, tzinfo=UTC)
+    hi = datetime(end.year, end.month, end.day, 23, 59, 59, tzinfo=UTC)
+    # cronsim yields instants strictly after its start: begin one second early so that a fire at exactly
+    # --from 00:00 UTC counts. The start is tz-aware in the cron's zone so cronsim walks wall time.
+    it = CronSim(line, (lo - timedelta(seconds=1)).astimezone(zone))
+    while True:
+        fire_utc = next(it).astimezone(UTC)
+        if fire_utc > hi:
+            return
+        yield fire_utc
+
+
 def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: int,
                start: date, end: date, chosen: dict[date, datetime] | None = None,
                rule: str = "") -> CronCheckResult:
     """Classify every fire of `expr` (in zone `tz`) from `start` 00:00 UTC to `end` 23:59 UTC.
     `chosen`: the sessions a job's rule chooses and their instants (the plan's), `rule` its
     words; then a fire on another session is not_chosen."""
-    import pandas as pd
-    from cronsim import CronSim
-
     if event not in EVENTS:
         raise ValueError(f"--event {event!r}: must be one of {', '.join(EVENTS)}")
     if start > end:
         raise ValueError(f"--from {start.isoformat()} is after --to {end.isoformat()}")
-    line = _check_expr(expr)
+    line = cron_line(expr)
     zone = _zone(tz)
     cal = _calendar(calendar, start, end)
     if event.startswith("break") and not cal.has_break:
@@ -211,28 +181,15 @@ def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: in
                          "(use open or close)")
 
     xtz = cal.tz
-    sched = cal.schedule
     offset = timedelta(seconds=offset_seconds)
-    # session label -> event instant (UTC, python datetime) or None (no break that day)
-    events: dict[date, datetime | None] = {}
-    for label, t in sched[event].items():
-        events[label.date()] = None if pd.isna(t) else t.to_pydatetime()
+    events = _session_events(cal, event)
     targets = {t + offset for t in events.values() if t is not None}
     if chosen is not None:
         targets = set(chosen.values())
 
     res = CronCheckResult(expr=expr, tz=tz, calendar=cal.name, event=event,
                           offset_seconds=offset_seconds, start=start, end=end)
-    lo = datetime(start.year, start.month, start.day, tzinfo=UTC)
-    hi = datetime(end.year, end.month, end.day, 23, 59, 59, tzinfo=UTC)
-    # cronsim yields instants strictly after its start: begin one second early so that a fire at exactly
-    # --from 00:00 UTC counts. The start is tz-aware in the cron's zone so cronsim walks wall time.
-    it = CronSim(line, (lo - timedelta(seconds=1)).astimezone(zone))
-    while True:
-        fire = next(it)
-        fire_utc = fire.astimezone(UTC)
-        if fire_utc > hi:
-            break
+    for fire_utc in _fires(line, zone, start, end):
         res.fires += 1
         if fire_utc in targets:
             res.on_time += 1
@@ -256,67 +213,6 @@ def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: in
                           else None if ev is None else (ev + offset).astimezone(UTC)),
         ))
     return res
-
-
-# ---------------------------------------------------------------------------------------------
-# output
-
-
-def to_json(result: CronCheckResult) -> dict:
-    from market_timers.schema.durations import format_offset
-
-    return {
-        "expr": result.expr,
-        "tz": result.tz,
-        "calendar": result.calendar,
-        "event": result.event,
-        "offset": format_offset(result.offset_seconds),
-        "offset_seconds": result.offset_seconds,
-        "from": result.start.isoformat(),
-        "to": result.end.isoformat(),
-        "fires": result.fires,
-        "on_time": result.on_time,
-        "no_session": result.no_session,
-        "other_time": result.other_time,
-        **({"job": result.job, "not_chosen": result.not_chosen} if result.job else {}),
-        "wrong_fires": [
-            {
-                "kind": w.kind,
-                "fire_utc": iso(w.fire_utc),
-                "fire_local": w.fire_local.isoformat(),
-                "local_date": w.fire_local.date().isoformat(),
-                "session": w.session.isoformat() if w.session else None,
-                "expected_utc": iso(w.expected_utc) if w.expected_utc else None,
-                "calendar_says": w.calendar_says(),
-            }
-            for w in result.wrong
-        ],
-    }
-
-
-def format_text(result: CronCheckResult) -> str:
-    from market_timers.schema.durations import format_offset
-
-    r = result
-    job = f"job {r.job}: " if r.job else ""
-    lines = [
-        f"cron {r.expr!r} in {r.tz} vs {job}{r.calendar} {r.event} "
-        f"{format_offset(r.offset_seconds)}, "
-        f"{r.start.isoformat()} 00:00 UTC .. {r.end.isoformat()} 23:59 UTC",
-        f"fires: {r.fires}  on time: {r.on_time}  no session: {r.no_session}  "
-        f"other time: {r.other_time}" + (f"  not chosen: {r.not_chosen}" if r.job else ""),
-    ]
-    if r.wrong:
-        lines.append("")
-        lines.append(f"wrong fires ({len(r.wrong)}):")
-        for w in r.wrong:
-            lines.append(
-                f"  {w.fire_utc:%Y-%m-%d %H:%M} UTC = {w.fire_local:%a %Y-%m-%d} "
-                f"{_hm_local(w.fire_local)}: {w.calendar_says()}"
-            )
-    elif r.fires:
-        lines.append("every fire was on time")
-    return "\n".join(lines) + "\n"
 
 
 def command(args: argparse.Namespace, config=None) -> int:

@@ -92,7 +92,7 @@ def _clock_skew(start, error) -> int:
 
 
 def refuse_late_claim(start) -> int:
-    """The gate `claim_within_grace` (runner/__init__.py): a claim that completed past instant +
+    """The gate `claim_within_grace` (runner/gates.py): a claim that completed past instant +
     grace is not run, and taken back so that the session stays runnable once (`market-timers
     run`)."""
     book, key = start.book, start.key

@@ -1,5 +1,5 @@
 """A start by `market-timers run` (manual_run.py): its one-off ticket, consumed by the start's
-gate `operator_ticket` (runner/__init__.py). Imported only for a start whose unit has one
+gate `operator_ticket` (runner/gates.py). Imported only for a start whose unit has one
 (MARKET_TICKET): a timer's start never loads it.
 """
 

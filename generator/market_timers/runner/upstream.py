@@ -28,7 +28,7 @@ def first_unmet(book, names: str, session: str) -> tuple[str, str] | None:
 
 
 def refuse_unmet(start) -> int | None:
-    """The start's gate `requires_met` (runner/__init__.py): REQUIRES_UNMET (176) when a
+    """The start's gate `requires_met` (runner/gates.py): REQUIRES_UNMET (176) when a
     required job did not succeed in this session, with the refusal noted (no claim: `market-timers
     run --session` runs it once the upstream has succeeded); None when every one did."""
     env, key = start.env, start.key
