@@ -16,12 +16,26 @@ import pytest
 PROPERTY = "run-group"
 
 
+# A release's session fixtures (tests/e2e/conftest.py, test_cluster.py): a test that uses one
+# runs in its release's worker, where they are made once.
+RELEASE_SESSION = frozenset({"deb_path", "booted", "deb_inside", "container", "scenario",
+                             "release_cluster"})
+
+
 def group_of(item: pytest.Item) -> str:
-    """'e2e-<suite>' for a test of one Debian release (it uses the `release` fixture), else
-    'unit' (the e2e tests that boot nothing run with the unit tier)."""
+    """'e2e-<suite>' for a test that uses one of the release's session fixtures, else 'unit':
+    the unit tier, and the e2e tests that need only a rootfs of the release (`make demo` on a
+    fresh system, minutes of pip: beside the releases' workers, not on their clock)."""
     callspec = getattr(item, "callspec", None)
     suite = callspec.params.get("release") if callspec is not None else None
-    return f"e2e-{suite}" if suite else "unit"
+    if suite and RELEASE_SESSION & set(getattr(item, "fixturenames", ())):
+        return f"e2e-{suite}"
+    return "unit"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist registers the mark itself; without xdist (-p no:xdist) it is inert but known
+    config.addinivalue_line("markers", "xdist_group(name): the pytest-xdist worker group")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist names the test by its group (nodeid@group)
