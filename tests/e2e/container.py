@@ -61,13 +61,15 @@ class ContainerError(RuntimeError):
 
 @contextmanager
 def fresh_container(prefix: str, keep: bool = False, suite: str = "bookworm",
-                    remove: Callable[[Path], object] | None = None) -> Iterator[Container]:
+                    remove: Callable[[Path], object] | None = None,
+                    source: Callable[..., Path] | None = None) -> Iterator[Container]:
     """A booted copy of the cached rootfs of suite (built first if missing); powered off and
     deleted afterwards unless keep. `box.boot_seconds` says how long the boot took. `remove`
-    deletes the copy's directory instead of an rmtree at once (the benchmarks defer it)."""
+    deletes the copy's directory instead of an rmtree at once (the benchmarks defer it).
+    `source(suite=...)` gives another cached rootfs to copy (rootfs.ensure_pg_rootfs)."""
     from .rootfs import cache_dir, copy_rootfs, ensure_rootfs
 
-    root = copy_rootfs(ensure_rootfs(suite=suite), cache_dir() / "runs")
+    root = copy_rootfs((source or ensure_rootfs)(suite=suite), cache_dir() / "runs")
     box = Container(root, f"{prefix}-{suite}-{os.getpid()}", root.parent / "console.log", suite)
     try:
         box.boot_seconds = box.boot()
@@ -196,10 +198,27 @@ class Container:
             raise ContainerError(f"systemd-nspawn exited early:\n{self._console_tail()}")
         assert self._nspawn is not None
         children = Path(f"/proc/{self._nspawn.pid}/task/{self._nspawn.pid}/children")
-        pids = children.read_text().split() if children.exists() else []
-        return int(pids[0]) if pids else None
+        try:
+            pids = children.read_text().split()
+        except OSError:
+            return None
+        # The container's init is the child in a PID namespace of its own: nspawn forks helpers
+        # first, and one taken for init (then gone) made every nsenter fail ("cannot open
+        # /proc/N/ns/ipc") until the boot timed out.
+        ours = os.readlink("/proc/self/ns/pid")
+        for pid in pids:
+            try:
+                if os.readlink(f"/proc/{pid}/ns/pid") != ours:
+                    return int(pid)
+            except OSError:
+                continue
+        return None
 
     def _systemd_settled(self) -> bool:
+        if self.pid is None or not Path(f"/proc/{self.pid}").exists():
+            self.pid = self._init_pid()  # raises if nspawn is gone
+            if self.pid is None:
+                return False
         try:
             result = self.run(["systemctl", "is-system-running", "--wait"], check=False,
                               timeout=60)
@@ -246,11 +265,36 @@ class Container:
         self._remove_cgroups()
 
     def kill(self) -> None:
-        if self._nspawn is None or self._nspawn.poll() is not None:
+        """SIGKILL systemd-nspawn and every process of the container. nspawn's own process
+        group does not hold them (the container is a session of its own): killed alone, it left
+        the container's systemd running on the rootfs, and a boot again ran two of them."""
+        if self._nspawn is None:
             return
-        os.killpg(self._nspawn.pid, signal.SIGKILL)
-        self._nspawn.wait(10)
+        if self._nspawn.poll() is None:
+            os.killpg(self._nspawn.pid, signal.SIGKILL)
+            self._nspawn.wait(10)
+        self._kill_cgroups()
         self._remove_cgroups()
+
+    def _kill_cgroups(self, timeout: float = 10) -> None:
+        """SIGKILL whatever is left in the container's own cgroups; wait until they are empty."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pids = set()
+            for top in self._cgroups():
+                for procs in (top.rglob("cgroup.procs") if top.is_dir() else ()):
+                    try:
+                        pids |= {int(p) for p in procs.read_text().split()}
+                    except OSError:
+                        pass
+            if not pids or time.monotonic() > deadline:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.1)
 
     # -- commands ----------------------------------------------------------
 
