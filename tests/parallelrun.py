@@ -1,71 +1,81 @@
-"""How `make test` runs the suite side by side (pytest-xdist, `--dist loadgroup`), and the time of
-each part at the end of the run.
+"""How `make test` runs the suite side by side (pytest-xdist, `-n 3 --dist loadgroup`), and the
+time of each part at the end of the run.
 
-Three groups, one worker each: the unit tier ("unit", in one process as before: its tests were
-never written to run beside each other), and the e2e tests of each Debian release
-("e2e-bookworm", "e2e-trixie": a release's session fixtures, its container and its cluster, live
-in one process). A release's e2e tests mostly wait for real instants, so the three share the two
-cores well. Loaded by tests/conftest.py; without xdist the marks are inert and the summary still
-says how long each part took.
+Three parts, one worker each: the unit tier ("unit", in one process as before: its tests were
+never written to run beside each other), and the e2e tests of each Debian release ("e2e-d12",
+"e2e-d13": a release's session fixtures, its container and its cluster, live in one process). A
+release's e2e tests mostly wait for real instants, so the three share the two cores well.
+
+The part is read from the test's id alone, in the main process, by a scheduler of our own:
+xdist's own grouping (the xdist_group mark) renames `item._nodeid`, which pytest 9 no longer
+reads (it keeps the id in `item._id`), so under pytest 9 every test was scheduled on its own.
+Loaded by tests/conftest.py; without xdist the summary still says how long each part took.
 """
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-PROPERTY = "run-group"
+# A release's tests have its short name (tests/e2e/rootfs.py, Release.short: d12) among their
+# parameter ids: test_x[d12], test_y[d13-stale] (other ids may hold brackets and dashes).
+RELEASE_ID = re.compile(r"^d\d+$")
+# Tests of a release that need only its rootfs, not its container or .deb: they run with the unit
+# tier, beside the releases' workers (`make demo` on a fresh system: minutes of apt and pip).
+ROOTFS_ONLY = ("tests/e2e/test_setup_fresh.py::",)
 
 
-# A release's session fixtures (tests/e2e/conftest.py, test_cluster.py): a test that uses one
-# runs in its release's worker, where they are made once.
-RELEASE_SESSION = frozenset({"deb_path", "booted", "deb_inside", "container", "scenario",
-                             "release_cluster"})
+def part_of(nodeid: str) -> str:
+    """'e2e-d12' / 'e2e-d13' for a test of one release, else 'unit'."""
+    name = nodeid.rsplit("::", 1)[-1]
+    ids = name.partition("[")[2].removesuffix("]").split("-") if "[" in name else []
+    found = [i for i in ids if RELEASE_ID.match(i)]
+    if not found or nodeid.startswith(ROOTFS_ONLY):
+        return "unit"
+    return f"e2e-{found[0]}"
 
 
-def group_of(item: pytest.Item) -> str:
-    """'e2e-<suite>' for a test that uses one of the release's session fixtures, else 'unit':
-    the unit tier, and the e2e tests that need only a rootfs of the release (`make demo` on a
-    fresh system, minutes of pip: beside the releases' workers, not on their clock)."""
-    callspec = getattr(item, "callspec", None)
-    suite = callspec.params.get("release") if callspec is not None else None
-    if suite and RELEASE_SESSION & set(getattr(item, "fixturenames", ())):
-        return f"e2e-{suite}"
-    return "unit"
+def _scheduler_class():
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByPart(LoadScopeScheduling):
+        """xdist's scope scheduling, a scope being a part: each part runs in one worker, the
+        largest first (--loadscope-reorder, xdist's default)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return part_of(nodeid)
+
+    return ByPart
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # xdist registers the mark itself; without xdist (-p no:xdist) it is inert but known
-    config.addinivalue_line("markers", "xdist_group(name): the pytest-xdist worker group")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist names the test by its group (nodeid@group)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        group = group_of(item)
-        item.add_marker(pytest.mark.xdist_group(group))
-        item.user_properties.append((PROPERTY, group))  # travels with the reports to the main
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return _scheduler_class()(config, log)
 
 
 class PartTimes:
-    """Per group: how many tests, and the wall time from the first start to the last stop."""
+    """Per part: how many tests, and the wall time from the first start to the last stop."""
 
     def __init__(self) -> None:
         self.spans: dict[str, list[float]] = {}
         self.tests: dict[str, set[str]] = {}
 
     def add(self, report: pytest.TestReport) -> None:
-        group = dict(report.user_properties).get(PROPERTY)
-        if group is None or not report.start:
+        if not report.start:
             return
-        span = self.spans.setdefault(group, [report.start, report.stop])
+        part = part_of(report.nodeid)
+        span = self.spans.setdefault(part, [report.start, report.stop])
         span[0], span[1] = min(span[0], report.start), max(span[1], report.stop)
-        self.tests.setdefault(group, set()).add(report.nodeid)
+        self.tests.setdefault(part, set()).add(report.nodeid)
 
     def lines(self) -> list[str]:
         out = []
-        for group in sorted(self.spans, key=lambda g: (g != "unit", g)):
-            start, stop = self.spans[group]
-            out.append(f"{group}: {len(self.tests[group])} tests, {stop - start:.0f} s "
+        for part in sorted(self.spans, key=lambda p: (p != "unit", p)):
+            start, stop = self.spans[part]
+            out.append(f"{part}: {len(self.tests[part])} tests, {stop - start:.0f} s "
                        f"(wall, first start to last stop)")
         return out
 
