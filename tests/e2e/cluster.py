@@ -28,6 +28,7 @@ from tests.fakes.stallproxy import HoldingProxy
 from .conftest import install_package
 from .container import Container, fresh_container
 from .netlink import LoopbackRelay, VethLink
+from .rootfs import ensure_pg_rootfs
 from .scenario import CREDSTORE, Job, Scenario
 
 NODES = ("ny4-a", "ny4-b")
@@ -230,10 +231,12 @@ class Cluster:
 def start_postgresql(box: Container, port: int, link: VethLink) -> None:
     """Debian's postgresql in the `pg` container, on 127.0.0.1:port and the host end of the
     test's own veth only, password auth."""
-    box.write_file("/etc/postgresql-common/createcluster.conf", "create_main_cluster = false\n")
-    box.run(["apt-get", "update", "-q"], timeout=300)
-    box.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "postgresql"],
-            timeout=600)
+    if not box.exists("/usr/lib/postgresql"):  # the cached rootfs has it (ensure_pg_rootfs)
+        box.write_file("/etc/postgresql-common/createcluster.conf",
+                       "create_main_cluster = false\n")
+        box.run(["apt-get", "update", "-q"], timeout=300)
+        box.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "postgresql"],
+                timeout=600)
     version = box.run("ls /usr/lib/postgresql | sort -n | tail -1").stdout.strip()
     box.run(["pg_createcluster", version, "main", "-p", str(port), "--",
              "--auth-host=scram-sha-256", "--auth-local=peer"])
@@ -284,7 +287,8 @@ def booted_cluster(suite: str, deb_path: Path, api) -> Iterator[Cluster]:
     port = free_port()
     with ExitStack() as stack:
         link = stack.enter_context(VethLink("cluster"))  # deleted last, whatever happens
-        pg, *boxes = side_by_side(stack, [fresh_container("mt-pg", suite=suite)] + [
+        pg, *boxes = side_by_side(stack, [
+            fresh_container("mt-pg", suite=suite, source=ensure_pg_rootfs)] + [
             fresh_container(f"mt-{name}", suite=suite) for name in NODES])
         nodes = dict(zip(NODES, boxes, strict=True))
         each_at_once(lambda: start_postgresql(pg, port, link),
