@@ -9,7 +9,7 @@ EXAMPLE := scripts/examples/market-timers.example.toml
 DIST   ?=
 DEBS   := bookworm trixie
 
-.PHONY: venv demo test test-unit test-e2e lint deb repo bench clean
+.PHONY: venv demo test check test-unit test-e2e lint deb repo bench clean
 
 # The runtime dependencies at the versions the .deb ships (requirements.lock, debian/rules), so
 # that the tests run on them; the test tools at their latest.
@@ -68,7 +68,8 @@ test: venv
 	echo "make test: $$(( $$(date +%s) - start )) s in all, exit status $$status"; \
 	exit $$status
 
-test-unit: venv
+# The unit tier alone, for development (README); `make test` is what CI runs.
+check test-unit: venv
 	$(PY) -m pytest tests -m 'not e2e'
 
 test-e2e: venv
