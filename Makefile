@@ -58,13 +58,13 @@ lint: venv
 	$(VENV)/bin/ruff check generator tests scripts bench
 	cd generator && ../$(VENV)/bin/lint-imports ../pyproject.toml
 
-# Everything: lint, the unit tier and both releases' e2e tests, side by side in three pytest-xdist
-# workers (tests/parallelrun.py: one group each; the .debs build while the unit tier runs). Ends
-# with pytest's one summary line, then the total.
+# Everything: lint, the unit tier and both releases' e2e tests, side by side in five pytest-xdist
+# workers (tests/parallelrun.py: the unit tier, and per release its cluster tests and the others;
+# the .debs build while the unit tier runs). Ends with pytest's one summary line, then the total.
 test: venv
 	@start=$$(date +%s); status=0; \
 	$(MAKE) --no-print-directory lint && \
-	$(PY) -m pytest tests -n 3 --dist loadgroup --durations=40 || status=$$?; \
+	$(PY) -m pytest tests -n 5 --dist loadgroup --durations=40 || status=$$?; \
 	echo "make test: $$(( $$(date +%s) - start )) s in all, exit status $$status"; \
 	exit $$status
 

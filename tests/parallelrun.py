@@ -1,10 +1,11 @@
-"""How `make test` runs the suite side by side (pytest-xdist, `-n 3 --dist loadgroup`), and the
+"""How `make test` runs the suite side by side (pytest-xdist, `-n 5 --dist loadgroup`), and the
 time of each part at the end of the run.
 
-Three parts, one worker each: the unit tier ("unit", in one process as before: its tests were
-never written to run beside each other), and the e2e tests of each Debian release ("e2e-d12",
-"e2e-d13": a release's session fixtures, its container and its cluster, live in one process). A
-release's e2e tests mostly wait for real instants, so the three share the two cores well.
+Five parts, one worker each: the unit tier ("unit", in one process as before: its tests were
+never written to run beside each other), and for each Debian release its cluster tests
+("e2e-d12-cluster") and its other e2e tests ("e2e-d12": the release's session fixtures, its
+container, live in one process). The e2e tests mostly wait for real instants, so the five share
+the two cores well.
 
 The part is read from the test's id alone, in the main process, by a scheduler of our own:
 xdist's own grouping (the xdist_group mark) renames `item._nodeid`, which pytest 9 no longer
@@ -24,16 +25,21 @@ RELEASE_ID = re.compile(r"^d\d+$")
 # Tests of a release that need only its rootfs, not its container or .deb: they run with the unit
 # tier, beside the releases' workers (`make demo` on a fresh system: minutes of apt and pip).
 ROOTFS_ONLY = ("tests/e2e/test_setup_fresh.py::",)
+# A release's cluster tests (three containers of their own, a third of its e2e time, mostly
+# waiting for instants): a part of their own, beside the release's other e2e tests. The two
+# processes share the release's .deb (tests/e2e/debpkg.py builds it once, under a lock).
+OWN_CLUSTER = ("tests/e2e/test_cluster.py::",)
 
 
 def part_of(nodeid: str) -> str:
-    """'e2e-d12' / 'e2e-d13' for a test of one release, else 'unit'."""
+    """'e2e-d12' / 'e2e-d13' for a test of one release ('e2e-d12-cluster' for its cluster
+    tests), else 'unit'."""
     name = nodeid.rsplit("::", 1)[-1]
     ids = name.partition("[")[2].removesuffix("]").split("-") if "[" in name else []
     found = [i for i in ids if RELEASE_ID.match(i)]
     if not found or nodeid.startswith(ROOTFS_ONLY):
         return "unit"
-    return f"e2e-{found[0]}"
+    return f"e2e-{found[0]}" + ("-cluster" if nodeid.startswith(OWN_CLUSTER) else "")
 
 
 def _scheduler_class():
