@@ -26,7 +26,7 @@ from tests.fakes.pgserver import free_port
 from tests.fakes.stallproxy import HoldingProxy
 
 from .conftest import install_package
-from .container import Container, fresh_container
+from .container import Container, fresh_container, patience
 from .netlink import LoopbackRelay, VethLink
 from .rootfs import ensure_pg_rootfs
 from .scenario import CREDSTORE, Job, Scenario
@@ -161,6 +161,7 @@ class Cluster:
                 self.write_dsn(name)
             if box.ensure_healthy():
                 healed.append(name)
+            boot_refresh_over(box)
         return healed
 
     def fence_checks(self) -> dict[str, str]:
@@ -226,6 +227,17 @@ class Cluster:
                 (box.root / LOG_DIR.lstrip("/") / log).unlink(missing_ok=True)
         for scene in running:
             scene.install()
+
+
+def boot_refresh_over(box: Container) -> None:
+    """Wait until the package's refresh of this boot is over: market-refresh.timer runs it 1 min
+    after every boot (OnBootSec=), and one that lands between a test's config and its sync does
+    the sync itself ("nothing to do": the test's check of what sync started fails). A cluster
+    test starts about a minute after its nodes booted."""
+    box.wait_for(lambda: box.show("market-refresh.timer", "NextElapseUSecMonotonic")
+                 in ("infinity", "", "0")
+                 and box.show("market-refresh.service", "ActiveState") != "activating",
+                 patience(120), "the boot-time refresh to be over", interval=0.5)
 
 
 def start_postgresql(box: Container, port: int, link: VethLink) -> None:
