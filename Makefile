@@ -9,7 +9,7 @@ EXAMPLE := scripts/examples/market-timers.example.toml
 DIST   ?=
 DEBS   := bookworm trixie
 
-.PHONY: venv demo test test-unit test-e2e lint deb repo bench clean
+.PHONY: venv demo test check test-unit test-e2e lint deb repo bench clean
 
 # The runtime dependencies at the versions the .deb ships (requirements.lock, debian/rules), so
 # that the tests run on them; the test tools at their latest.
@@ -58,10 +58,18 @@ lint: venv
 	$(VENV)/bin/ruff check generator tests scripts bench
 	cd generator && ../$(VENV)/bin/lint-imports ../pyproject.toml
 
-test: venv lint
-	$(PY) -m pytest tests --durations=40
+# Everything: lint, the unit tier and both releases' e2e tests, side by side in five pytest-xdist
+# workers (tests/parallelrun.py: the unit tier, and per release its cluster tests and the others;
+# the .debs build while the unit tier runs). Ends with pytest's one summary line, then the total.
+test: venv
+	@start=$$(date +%s); status=0; \
+	$(MAKE) --no-print-directory lint && \
+	$(PY) -m pytest tests -n 5 --dist loadgroup --durations=40 || status=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s in all, exit status $$status"; \
+	exit $$status
 
-test-unit: venv
+# The unit tier alone, for development (README); `make test` is what CI runs.
+check test-unit: venv
 	$(PY) -m pytest tests -m 'not e2e'
 
 test-e2e: venv

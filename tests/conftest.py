@@ -75,4 +75,6 @@ def fill_up():
     return fill
 
 
-pytest_plugins = ["skipsummary"]  # outside CI: what was skipped, and why (tests/skipsummary.py)
+# outside CI: what was skipped, and why (tests/skipsummary.py); the parts `make test` runs side by
+# side, and the time of each (tests/parallelrun.py)
+pytest_plugins = ["skipsummary", "parallelrun"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,8 +26,9 @@ from tests.fakes.pgserver import free_port
 from tests.fakes.stallproxy import HoldingProxy
 
 from .conftest import install_package
-from .container import Container, fresh_container
+from .container import Container, fresh_container, patience
 from .netlink import LoopbackRelay, VethLink
+from .rootfs import ensure_pg_rootfs
 from .scenario import CREDSTORE, Job, Scenario
 
 NODES = ("ny4-a", "ny4-b")
@@ -143,6 +145,25 @@ class Cluster:
             self.write_dsn(name)
             box.boot()
 
+    def heal(self) -> list[str]:
+        """Boot again what an earlier test left off or broken (a node that did not come back
+        from a power-off, one left in the link's namespace): each node on the host's network
+        with its DSN, PostgreSQL's server started. Returns what was booted again."""
+        healed = []
+        self.link.up()
+        if self.pg.ensure_healthy():
+            healed.append("pg")
+        self.pg.systemctl("start", f"postgresql@{self.pg_version()}-main.service")
+        for name, box in self.nodes.items():
+            if box.network_namespace is not None:  # behind_link() did not finish its way out
+                box.poweroff()
+                box.network_namespace = None
+                self.write_dsn(name)
+            if box.ensure_healthy():
+                healed.append(name)
+            boot_refresh_over(box)
+        return healed
+
     def fence_checks(self) -> dict[str, str]:
         """Each run's `market-timers fence check`, from inside the job: job -> holds | lost."""
         out = {}
@@ -208,13 +229,26 @@ class Cluster:
             scene.install()
 
 
+def boot_refresh_over(box: Container) -> None:
+    """Wait until the package's refresh of this boot is over: market-refresh.timer runs it 1 min
+    after every boot (OnBootSec=), and one that lands between a test's config and its sync does
+    the sync itself ("nothing to do": the test's check of what sync started fails). A cluster
+    test starts about a minute after its nodes booted."""
+    box.wait_for(lambda: box.show("market-refresh.timer", "NextElapseUSecMonotonic")
+                 in ("infinity", "", "0")
+                 and box.show("market-refresh.service", "ActiveState") != "activating",
+                 patience(120), "the boot-time refresh to be over", interval=0.5)
+
+
 def start_postgresql(box: Container, port: int, link: VethLink) -> None:
     """Debian's postgresql in the `pg` container, on 127.0.0.1:port and the host end of the
     test's own veth only, password auth."""
-    box.write_file("/etc/postgresql-common/createcluster.conf", "create_main_cluster = false\n")
-    box.run(["apt-get", "update", "-q"], timeout=300)
-    box.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "postgresql"],
-            timeout=600)
+    if not box.exists("/usr/lib/postgresql"):  # the cached rootfs has it (ensure_pg_rootfs)
+        box.write_file("/etc/postgresql-common/createcluster.conf",
+                       "create_main_cluster = false\n")
+        box.run(["apt-get", "update", "-q"], timeout=300)
+        box.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "postgresql"],
+                timeout=600)
     version = box.run("ls /usr/lib/postgresql | sort -n | tail -1").stdout.strip()
     box.run(["pg_createcluster", version, "main", "-p", str(port), "--",
              "--auth-host=scram-sha-256", "--auth-local=peer"])
@@ -232,20 +266,46 @@ def start_postgresql(box: Container, port: int, link: VethLink) -> None:
              "ledger"])
 
 
+def side_by_side(stack: ExitStack, contexts: list) -> list:
+    """Enter each context manager in a thread of its own (the three boots at once); every one
+    that entered is exited by `stack`, and the first failure is raised once all are done."""
+    with ThreadPoolExecutor(len(contexts)) as pool:
+        futures = [pool.submit(cm.__enter__) for cm in contexts]
+    entered, failure = [], None
+    for cm, future in zip(contexts, futures, strict=True):
+        try:
+            entered.append(future.result())
+            stack.push(cm)
+        except BaseException as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+    return entered
+
+
+def each_at_once(*calls) -> None:
+    """Run the calls in threads; raise the first failure once all are done."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+    for future in futures:
+        future.result()
+
+
 @contextmanager
 def booted_cluster(suite: str, deb_path: Path, api) -> Iterator[Cluster]:
     """The three containers of a Debian release, the .deb (that release's build) installed on
-    both nodes, the ledger's schema created; powered off and the link deleted afterwards."""
+    both nodes, the ledger's schema created; powered off and the link deleted afterwards. The
+    three boot at once, and PostgreSQL's install runs beside the nodes' (most of it is waiting)."""
     port = free_port()
     with ExitStack() as stack:
         link = stack.enter_context(VethLink("cluster"))  # deleted last, whatever happens
-        pg = stack.enter_context(fresh_container("mt-pg", suite=suite))
-        start_postgresql(pg, port, link)
-        nodes = {}
-        for name in NODES:
-            box = stack.enter_context(fresh_container(f"mt-{name}", suite=suite))
-            install_package(box, box.copy_in(deb_path))
-            nodes[name] = box
+        pg, *boxes = side_by_side(stack, [
+            fresh_container("mt-pg", suite=suite, source=ensure_pg_rootfs)] + [
+            fresh_container(f"mt-{name}", suite=suite) for name in NODES])
+        nodes = dict(zip(NODES, boxes, strict=True))
+        each_at_once(lambda: start_postgresql(pg, port, link),
+                     *(lambda box=box: install_package(box, box.copy_in(deb_path))
+                       for box in boxes))
         usage = nodes["ny4-a"].run(["market-timers", "cluster", "init", "--help"],
                                    check=False)
         c = Cluster(pg, nodes, port, api, link,

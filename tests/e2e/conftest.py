@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from .container import Container, fresh_container, missing_prerequisite
-from .debpkg import REPO, ensure_deb, make_repo
+from .debpkg import REPO, ensure_deb, make_repo, prebuild_released
 from .rootfs import RELEASES, SUITES, Release
 from .scenario import TOKEN, Scenario
 
@@ -73,6 +73,7 @@ def deb_path(release: Release, repo_timers: list[str]) -> Path:
     start = time.monotonic()
     deb = ensure_deb(release.suite)
     timed(f"deb ready ({deb.name})", start)
+    prebuild_released(release.suite)  # the upgrade test's 0.1.0 .deb, while the tests run
     return deb
 
 
@@ -125,9 +126,9 @@ def deb_inside(booted: Container, deb_path: Path) -> str:
 
 @pytest.fixture
 def container(booted: Container, deb_inside: str) -> Container:
-    """The session's container, running and with the package installed."""
-    if not booted.running:
-        booted.boot()
+    """The session's container, healthy (booted again if an earlier test left it off or
+    broken) and with the package installed."""
+    booted.ensure_healthy()
     if not is_installed(booted):
         install_package(booted, deb_inside)
     return booted
@@ -147,8 +148,7 @@ def scenario(container: Container, fake_api: FakeApi) -> Iterator[Scenario]:
     scene = Scenario(container, fake_api)
     scene.install()
     yield scene
-    if not container.running:
-        container.boot()
+    container.ensure_healthy()
     scene.teardown()
 
 

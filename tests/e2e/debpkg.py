@@ -8,6 +8,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from .rootfs import SUITE
@@ -88,9 +89,14 @@ def _ensure_deb_locked(repo: Path, suite: str) -> Path:
     return deb
 
 
+# The last commit of 0.1.0 (before the jobs got their own user): the upgrade test installs it.
+RELEASE_0_1 = "7580deb70364c2a4c740ef094485a34427ea72ab"
+
+
 def released_deb(commit: str, suite: str = SUITE, repo: Path = REPO) -> Path:
     """The .deb of an earlier commit (a release users have installed), for the upgrade tests:
-    built once from a detached worktree of that commit and kept in the e2e cache."""
+    built once per machine from a detached worktree of that commit and kept in the e2e cache,
+    under the commit's name (what it is built from)."""
     from .rootfs import cache_dir
 
     keep = cache_dir() / "released" / f"{commit[:12]}-{suite}"
@@ -101,18 +107,41 @@ def released_deb(commit: str, suite: str = SUITE, repo: Path = REPO) -> Path:
         if found:
             return found[-1]
         tree = keep / "tree"
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=repo,
-                       capture_output=True, check=False)
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=repo,
-                       capture_output=True, text=True, check=True)
+        _worktree(repo, "remove", "--force", str(tree), check=False)
+        _worktree(repo, "add", "--detach", str(tree), commit)
         try:
             deb = _ensure_deb_locked(tree, suite)
             target = keep / deb.name
             target.write_bytes(deb.read_bytes())
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=repo,
-                           capture_output=True, check=False)
+            _worktree(repo, "remove", "--force", str(tree), check=False)
         return target
+
+
+def _worktree(repo: Path, *args: str, check: bool = True) -> None:
+    """`git worktree ARGS`, one at a time per machine: each release's e2e worker may add and
+    remove a worktree of the same checkout at the same moment."""
+    from .rootfs import cache_dir
+
+    with open(cache_dir() / "released" / ".git-worktree.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["git", "worktree", *args], cwd=repo, capture_output=True, text=True,
+                       check=check)
+
+
+def prebuild_released(suite: str, commit: str = RELEASE_0_1) -> threading.Thread:
+    """released_deb() in a thread, started as soon as the session's own .deb is built: on a
+    fresh machine the old release's build overlaps the tests before the upgrade test (which
+    waits on its lock). A failure here is left to the upgrade test's own call to report."""
+    def build() -> None:
+        try:
+            released_deb(commit, suite)
+        except Exception as exc:  # the upgrade test builds again and fails with the reason
+            print(f"[e2e] building the {commit[:12]} .deb for {suite} beforehand failed: {exc}")
+
+    thread = threading.Thread(target=build, name=f"released-deb-{suite}", daemon=True)
+    thread.start()
+    return thread
 
 
 def make_repo(out: Path, debs: dict[str, Path], repo: Path = REPO) -> Path:

@@ -168,24 +168,47 @@ def build_root_name(suite: str) -> str:
 
 def ensure_build_rootfs(cache: Path | None = None, suite: str = SUITE) -> Path:
     """Return the cached build rootfs of suite (its boot rootfs plus BUILD_PACKAGES)."""
-    cache = cache or cache_dir()
+    return _with_packages(cache or cache_dir(), suite, build_root_name(suite), BUILD_PACKAGES,
+                          "build")
+
+
+# The database container of the cluster tests (tests/e2e/cluster.py): the boot rootfs plus
+# Debian's postgresql, no cluster made (each test session makes its own on its own port). Built
+# once per machine like the others, not installed from the archive at every session; the list is
+# part of the entry's name.
+PG_PACKAGES = ("postgresql",)
+PG_CREATECLUSTER = ("etc/postgresql-common/createcluster.conf", "create_main_cluster = false\n")
+
+
+def ensure_pg_rootfs(cache: Path | None = None, suite: str = SUITE) -> Path:
+    """Return the cached PostgreSQL rootfs of suite (its boot rootfs plus PG_PACKAGES)."""
+    digest = hashlib.sha256(" ".join(PG_PACKAGES).encode()).hexdigest()[:8]
+    return _with_packages(cache or cache_dir(), suite, f"pg-{suite}-{digest}", PG_PACKAGES,
+                          "PostgreSQL", PG_CREATECLUSTER)
+
+
+def _with_packages(cache: Path, suite: str, name: str, packages: tuple[str, ...], what: str,
+                   conf: tuple[str, str] | None = None) -> Path:
+    """cache/name: a copy of suite's boot rootfs with packages installed (and the file
+    conf = (path, text) written before, for their postinst to read), built once."""
     base = ensure_rootfs(cache, suite)
-    name = build_root_name(suite)
 
     def make(scratch: Path) -> None:
         scratch.rmdir()
         subprocess.run(["cp", "-a", "--reflink=auto", str(base), str(scratch)], check=True)
+        if conf is not None:
+            (scratch / conf[0]).parent.mkdir(parents=True, exist_ok=True)
+            (scratch / conf[0]).write_text(conf[1])
         log_path = cache / f"{name}.log"
         with open(log_path, "w") as log:
             for cmd in (["apt-get", "update", "-q"],
-                        ["apt-get", "install", "-y", "-q", "--no-install-recommends",
-                         *BUILD_PACKAGES],
+                        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages],
                         ["apt-get", "clean"]):
                 result = nspawn(scratch, suite, cmd, stdout=log, stderr=subprocess.STDOUT)
                 if result.returncode != 0:
                     tail = log_path.read_text(errors="replace").splitlines()[-20:]
                     raise RuntimeError(
-                        f"{' '.join(cmd)} failed in the {suite} build rootfs (exit "
+                        f"{' '.join(cmd)} failed in the {suite} {what} rootfs (exit "
                         f"{result.returncode}); last lines of {log_path}:\n" + "\n".join(tail))
 
     return _build_once(cache, name, make)

@@ -38,11 +38,21 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def cluster(release, deb_path: Path, fake_api) -> Iterator[Cluster]:
+def release_cluster(release, deb_path: Path, fake_api) -> Iterator[Cluster]:
     """The three containers of the release under test (the .deb is that release's build)."""
     require_e2e()
     with booted_cluster(release.suite, deb_path, fake_api) as c:
         yield c
+
+
+@pytest.fixture
+def cluster(release_cluster: Cluster) -> Cluster:
+    """The module's cluster, each container healthy: one an earlier test powered off and could
+    not boot again (a crowded host) is booted again here, not left to fail every later test."""
+    healed = release_cluster.heal()
+    if healed:
+        print(f"[e2e] booted again before this test: {', '.join(healed)}")
+    return release_cluster
 
 
 def test_both_nodes_up_each_fire_runs_exactly_once_on_the_preferred_node(cluster: Cluster):

@@ -1,5 +1,6 @@
-"""The seed's every-minute cycle on a real systemd, time-compressed: every 10 s, a run that takes
-15 s for a stretch and then 5 s (issue 14).
+"""The seed's every-minute cycle on a real systemd, time-compressed: every 6 s, a run that takes
+9 s for a stretch and then 3 s (issue 14; 10 s, 15 s and 5 s before issue 40: the same overlaps
+in a third of the window).
 
 What a user must see: never two copies (the job's own log has no overlapping intervals), every slot
 either ran or is recorded skipped, no replay after the slow stretch (each run starts at its own
@@ -9,18 +10,23 @@ slot), one warning for the session with the skip count, and no critical.
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from .scenario import JOB_HOME, JOBS_DIR, STATE_DIR, Scenario, instant_in, iso
+from .test_watch import start_deadman
 
 pytestmark = pytest.mark.e2e
 
-EVERY = 10
-SLOTS = 16
-SLOW_FOR = 45  # runs starting within 45 s of the first slot take 15 s, later ones 5 s
+EVERY = 6  # a period must divide a minute
+SLOTS = 10
+SLOW = 9  # a run of the slow stretch ends 3 s after the next slot (more than grace), 3 s before
+FAST = 3  # the one after
+GRACE = 2
+SLOW_FOR = 30  # runs starting within 30 s of the first slot (slots 0, 2, 4) are slow
 LOG = f"{JOB_HOME}/e2e-cycle.log"  # the job user's home: writable by the job
 CYCLE = f"{JOBS_DIR}/cycle"
 # The job: its own log of start/end (a file, not the journal: journald may attribute a line of a
@@ -34,13 +40,13 @@ start = time.time()
 slow_until = float(sys.argv[1])
 with open("{LOG}", "a") as log:
     log.write(f"start {{start:.3f}} slot {{os.environ['MARKET_SLOT_UTC']}}\\n")
-time.sleep(15 if start < slow_until else 5)
+time.sleep({SLOW} if start < slow_until else {FAST})
 with open("{LOG}", "a") as log:
     log.write(f"end {{time.time():.3f}} slot {{os.environ['MARKET_SLOT_UTC']}}\\n")
 '''
 
 
-def test_every_10s_cycle_with_a_slow_stretch_never_overlaps_and_counts_its_skips(
+def test_every_6s_cycle_with_a_slow_stretch_never_overlaps_and_counts_its_skips(
     scenario: Scenario,
 ) -> None:
     box = scenario.box
@@ -59,7 +65,7 @@ from = "open+{start_off}s"
 until = "open+{start_off + EVERY * (SLOTS - 1)}s"
 command = ["{CYCLE}", "{first.timestamp() + SLOW_FOR}"]
 lock = "orders"
-grace = "3s"
+grace = "{GRACE}s"
 severity = "critical"
 '''
     scenario.write_config([], horizon=1, extra=job)
@@ -91,12 +97,14 @@ severity = "critical"
     for (_, end), (start, _) in zip(intervals, intervals[1:], strict=False):
         assert start >= end, f"two copies at once: {intervals}"
 
-    # 2. No replay after the slow stretch: each run starts right at its own slot.
+    # 2. No replay after the slow stretch: each run starts at its own slot (within its grace,
+    # the runner's own bound; how soon is bench/'s to measure, on a quiet machine), not at the
+    # end of the run before.
     for t, slot in starts:
         delay = t - datetime.fromisoformat(slot.replace("Z", "+00:00")).timestamp()
-        assert 0 <= delay < 1.0, f"the run of {slot} started {delay:.2f} s after it"
+        assert 0 <= delay < GRACE, f"the run of {slot} started {delay:.2f} s after it"
     ran = [slot for _, slot in starts]
-    # 15 s runs at slots 0, 2, 4 swallow 1, 3, 5; from slot 6 on every slot runs (5 s).
+    # 9 s runs at slots 0, 2, 4 swallow 1, 3, 5; from slot 6 on every slot runs (3 s).
     assert ran == [slots[k] for k in (0, 2, 4, *range(6, SLOTS))], ran
 
     # 3. Every slot ran or is recorded skipped.
@@ -106,7 +114,7 @@ severity = "critical"
     not_run = sorted(s for s in slots if s not in ran)
     assert not_run == [slots[1], slots[3], slots[5]]
     # A slot that comes during a run starts nothing; when the run ends systemd 252 starts the
-    # service once more at once, and the runner refuses that start, 5 s late > grace 3 s (the
+    # service once more at once, and the runner refuses that start, 3 s late > grace 2 s (the
     # ledger keeps the refusal). The slot's record says "overlap" when the ExecStopPost= count
     # ran first, "stale-start" when the refused start did: either way not run, never replayed.
     print({s: (records[s].get("refused"), records[s].get("skipped")) for s in not_run})
@@ -129,14 +137,17 @@ severity = "critical"
     warning = scenario.wait_message("slack", "cycle: slots skipped", timeout=60)["text"]
     print(warning)
     assert warning.startswith("[WARNING]")
-    assert f"of {SLOTS} slots skipped so far, the run takes 15 s against a 10 s period" in warning
+    # the longest run, rounded: 9 s and the job's own start (10 on a crowded host)
+    assert re.search(rf"of {SLOTS} slots skipped so far, the run takes (9|10) s against a "
+                     rf"{EVERY} s period", warning), warning
     time.sleep(2)
     assert len(scenario.messages("slack", "cycle")) == 1
     assert scenario.messages("telegram", "cycle") == []
     doc = json.loads(box.run(["market-timers", "status", "--json", "--session", session]).stdout)
     row = next(j for s in doc["sessions"] for j in s["jobs"] if j["job"] == "cycle")
     print(row)
-    assert (row["slots"]["ran"], row["slots"]["skipped"], row["slots"]["total"]) == (13, 3, 16)
+    assert (row["slots"]["ran"], row["slots"]["skipped"], row["slots"]["total"]) == \
+        (SLOTS - 3, 3, SLOTS)
 
 
 def test_a_session_missed_whole_with_the_host_off_is_alerted_and_status_says_missed(
@@ -145,20 +156,22 @@ def test_a_session_missed_whole_with_the_host_off_is_alerted_and_status_says_mis
     """The host is off for the whole of a session's window and boots after it: the one start
     that Persistent=true makes at boot is refused (stale), the dead-man's first pass raises the
     cycle's miss (critical, once) and status calls the session missed. (Days later instead of
-    seconds: tests/watch/test_periodic_deadman.py, with the pass's clock.)"""
+    seconds: tests/watch/test_periodic_deadman.py, with the pass's clock.) The test starts the
+    dead-man's passes itself (the packaged unit, as its timer would a minute apart)."""
     box = scenario.box
     slots = 4
+    every = 5
     first = instant_in(45)
-    last = first + timedelta(seconds=EVERY * (slots - 1))
+    last = first + timedelta(seconds=every * (slots - 1))
     session = first.date().isoformat()
     midnight = datetime.combine(first.date(), datetime.min.time(), tzinfo=UTC)
     start_off = int((first - midnight).total_seconds())
     job = f'''
 [[job]]
 name = "cycle"
-every = "{EVERY}s"
+every = "{every}s"
 from = "open+{start_off}s"
-until = "open+{start_off + EVERY * (slots - 1)}s"
+until = "open+{start_off + every * (slots - 1)}s"
 command = ["/bin/true"]
 grace = "3s"
 severity = "warning"
@@ -171,6 +184,7 @@ severity = "warning"
     assert datetime.now(UTC) < first, "the poweroff ended after the first slot: raise the lead"
     time.sleep(max(0.0, (last - datetime.now(UTC)).total_seconds()) + 5)
     box.boot()
+    start_deadman(box)
     alert = scenario.wait_message("telegram", "cycle", timeout=150)
     print(alert)
     assert "[CRITICAL]" in alert["text"] and "ran none of its 4 slots" in alert["text"], alert
@@ -178,7 +192,9 @@ severity = "warning"
     row = next(j for s in doc["sessions"] for j in s["jobs"] if j["job"] == "cycle")
     print(row)
     assert row["result"] == "missed: none of its 4 slots ran"
-    time.sleep(70)  # another dead-man pass: the miss is not said again, and no skip warning
+    start_deadman(box)  # another dead-man pass: the miss is not said again, and no skip warning
+    scenario.flush_outbox()
+    time.sleep(3)
     assert len(scenario.messages("telegram", "cycle")) == 1
     for channel in ("telegram", "slack"):
         assert scenario.messages(channel, "slots skipped") == []

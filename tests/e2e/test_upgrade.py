@@ -8,14 +8,13 @@ import pytest
 
 from .conftest import PACKAGE
 from .container import Container
-from .debpkg import released_deb
+from .debpkg import RELEASE_0_1, released_deb
 from .rootfs import Release
 from .scenario import Job, Scenario, instant_in
 
 pytestmark = pytest.mark.e2e
 
-# The last commit of 0.1.0 (before the jobs got their own user).
-RELEASED = "7580deb70364c2a4c740ef094485a34427ea72ab"
+RELEASED = RELEASE_0_1  # built beforehand by the deb_path fixture (conftest.py)
 KEEP_CONFFILES = ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
 
 
