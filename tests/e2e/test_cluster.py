@@ -57,7 +57,7 @@ def cluster(release_cluster: Cluster) -> Cluster:
 
 def test_both_nodes_up_each_fire_runs_exactly_once_on_the_preferred_node(cluster: Cluster):
     cluster.reset()
-    first = ClusterJob("fire0", instant_in(20))
+    first = ClusterJob("fire0", instant_in(30))  # two syncs on a loaded host
     jobs = [first] + [ClusterJob(f"fire{i}", later(first, i)) for i in range(1, 10)]
     cluster.schedule(jobs)
     runs = cluster.wait_runs(10, timeout=60)
