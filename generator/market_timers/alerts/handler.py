@@ -104,8 +104,8 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     job = info.get(environment.JOB) or unit.removesuffix(".service")
     session = info.get(environment.SESSION, "")
     kind = classify(result, exit_code, status, success=(mode == "success"))
-    if (ran := recorded_run(config, job, session, invocation)) is not None:  # the job's own end
-        result, exit_code, status, kind = told(ran)
+    if (ran := recorded_run(config, job, session, invocation)) and tells(mode, result, status, ran):
+        result, exit_code, status, kind = told(ran)  # the job's own end, as the runner saw it
     if info.get(environment.SLOT_EVERY_SEC):  # a periodic job: skipped slots are counted, not alerted
         if on_handler(config, info, kind, now=now):
             return 0
@@ -167,6 +167,16 @@ def recorded_run(config, job: str, session: str, invocation: str) -> dict | None
     finally:
         if book is not None:
             book.close()
+
+
+def tells(mode: str, result: str, status: str, ran: dict) -> bool:
+    """Whether the recorded run, not systemd's view, says how this run ended. Not for the end of
+    the retries (174: final_failure reads the attempts); and for OnSuccess= only a death by a
+    signal systemd counts as clean: systemd 252 also triggers OnSuccess= when Restart= restarts
+    a failed attempt, under the same invocation id, and a retry follows that failure."""
+    if status == str(exitcodes.RETRIES_OVER) or result == "start-limit-hit":
+        return False
+    return mode != "success" or ran.get("result") in ("signal", "core-dump")
 
 
 def told(ran: dict) -> tuple[str, str, str, str]:
