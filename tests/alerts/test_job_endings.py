@@ -212,3 +212,16 @@ def test_status_shows_a_jobs_own_exit_178_as_failed_and_a_refusal_as_halted(tmp_
     ended(env, run(env, "/bin/true").returncode)
     line = status_line(runrecord.read(halted / "state", JOB, SESSION))
     assert "halted (runaway orders)" in line
+
+
+def test_systemd_252s_onsuccess_on_a_restart_does_not_tell_the_failed_attempt(tmp_path, handle,
+                                                                             api):
+    """systemd 252 also triggers OnSuccess= when Restart= restarts a failed attempt, under the
+    same invocation id: that attempt's failure (a retry follows) is not alerted by it."""
+    env = job_env(tmp_path)
+    proc = run(env, "/bin/sh", "-c", "exit 3")
+    monitor = ended(env, proc.returncode)
+    assert record(tmp_path)["exit_status"] == "3"
+    handle({**monitor, "MONITOR_SERVICE_RESULT": "success", "MONITOR_EXIT_CODE": "exited",
+            "MONITOR_EXIT_STATUS": "0"})
+    assert api.received("telegram") == []
