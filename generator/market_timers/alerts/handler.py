@@ -154,8 +154,6 @@ def recorded_run(config, job: str, session: str, invocation: str) -> dict | None
     """The job's run in this invocation as the record step wrote it (the runner's account of its
     end: exited N, killed by S), or None when the runner refused the start (its exit status is
     then the runner's) or nothing was recorded (told from MONITOR_* alone, as before)."""
-    from market_timers.ledger import DatabaseError, runrecord
-
     state_dir = getattr(config, "state_dir", None)
     if not state_dir or not session or not invocation:
         return None
