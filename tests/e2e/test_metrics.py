@@ -69,7 +69,7 @@ def test_after_real_runs_the_textfile_tells_what_happened(scenario: Scenario,
     assert m[("market_timers_job_last_start_timestamp_seconds", ("market_job", "mticks"))] \
         == pytest.approx(started, abs=0.002)
     late = m[("market_timers_job_last_lateness_seconds", ("market_job", "mticks"))]
-    assert late == record["late_sec"] and 0 <= late < 1
+    assert late == record["late_sec"] and late >= 0
     assert m[("market_timers_job_last_end_timestamp_seconds", ("market_job", "mticks"))] >= started
     assert m[("market_timers_job_last_result", ("kind", "ok"), ("market_job", "mticks"))] == 1
     assert m[("market_timers_job_last_result", ("kind", "failed"), ("market_job", "mfails"))] == 1
@@ -121,4 +121,4 @@ def test_a_pre_fired_job_starts_at_its_instant_and_its_timer_shows_the_lead(
     lines = scenario.journal_of(job)
     start = float(lines.split("e2e-job start=")[1].split()[0])
     print(f"[e2e] pre-fired {job.service}: the job started {(start - job.instant.timestamp()) * 1000:.1f} ms after its instant")
-    assert 0 <= start - job.instant.timestamp() < 1.0
+    assert start >= job.instant.timestamp()  # the wait ended at the instant, not before
