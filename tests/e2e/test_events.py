@@ -84,7 +84,8 @@ def test_live_events_from_a_gateway_and_a_job_reach_the_right_channel_at_the_rig
     job = ("[[job]]\nname = \"disconnect\"\nevent = \"open\"\n"
            f"offset = \"+{disconnect.offset}s\"\n"
            f"command = [\"{EVENT_JOB}\", \"disconnected\", \"real\"]\n")
-    s.write_config([], extra=rules("4s", within="2s") + "\n" + job)
+    # 10 s: the short cut below is two CLI starts and a second, 5-7 s on a busy host
+    s.write_config([], extra=rules("10s", within="2s") + "\n" + job)
     assert f"start {disconnect.timer}" in s.sync()
 
     # The disconnect job's own `disconnected` (jobnotify.event inside the job's sandbox): expected.
@@ -106,14 +107,14 @@ def test_live_events_from_a_gateway_and_a_job_reach_the_right_channel_at_the_rig
     as_gateway(s, "reconnected", "--key", "paper")
     as_gateway(s, "cancelled", "--key", "P00001", "--text", "limit order cancelled after 7 min")
 
-    # A long cut: Slack hears of it when 4 s have passed, while it is still down...
+    # A long cut: Slack hears of it when 10 s have passed, while it is still down...
     opened = time.monotonic()
     as_gateway(s, "heartbeat_lost", "--key", "real")
     as_gateway(s, "disconnected", "--key", "real", "--text", "closed by the broker")
-    s.wait_message("slack", "connection real: not resolved", timeout=20)
+    s.wait_message("slack", "connection real: not resolved", timeout=30)
     waited = time.monotonic() - opened
-    print(f"[e2e] long cut -> Slack {waited:.2f} s after it opened (interrupt_after 4 s)")
-    assert 3.5 <= waited < 10, waited
+    print(f"[e2e] long cut -> Slack {waited:.2f} s after it opened (interrupt_after 10 s)")
+    assert waited >= 9.5, f"told {waited:.2f} s after the cut opened, before interrupt_after"
     open_now = s.box.run(["market-timers", "incidents", "--json"]).stdout
     assert '"key": "real"' in open_now and '"alerted": true' in open_now
     # ...and of its end.
