@@ -136,8 +136,9 @@ def job_services_glob(job: str) -> str:
 
 
 def on_halt_unit(now: datetime) -> str:
-    """The transient unit that runs the config's `on_halt` for a halt made at `now`."""
-    return f"{PREFIX}on-halt-{now:%Y%m%dT%H%M%S}.service"
+    """The transient unit that runs the config's `on_halt` for a halt made at `now` (to the
+    microsecond: the unit stays loaded once it has run, and two halts may come in one second)."""
+    return f"{PREFIX}on-halt-{now:%Y%m%dT%H%M%S-%f}.service"
 
 
 def session_glob(job: str, session: str) -> str:

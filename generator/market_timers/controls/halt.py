@@ -147,7 +147,7 @@ def _wait_on_halt(systemctl, unit: str | None, record: dict, now: datetime, anno
 def _alert_on_halt(announce, record: dict, now: datetime, what: str) -> None:
     """on_halt's own critical alert, when its unit's failure handler cannot raise it."""
     if announce is not None and hasattr(announce, "on_halt_failed"):
-        announce.on_halt_failed(record, on_halt.session_of(now), what)
+        announce.on_halt_failed(record, on_halt.session_of(record, now), what)
 
 
 def _tell(config, record: dict, new: bool, covered: list[str], stopped: list[str],

@@ -50,6 +50,16 @@ def halt_alerts(config, lifted: bool = False):
             pending.clear()
             resolving.clear()
 
+    def on_halt_failed(record: dict, session: str, what: str) -> None:
+        """on_halt's critical alert when its unit's failure handler cannot raise it (it could
+        not be started; a clean signal): the incident its handler's would be (job on_halt)."""
+        title = f"on_halt {what} (the halt of {record['what']} by {record.get('by', '?')} on " \
+                f"{record.get('host', '?')}: {record.get('reason', '')})"
+        pending.append(dict(kind="failed", job="on_halt", session=session, severity="critical",
+                            title=title, text=title, details={
+                                "scope": record["what"], "since": record.get("since"),
+                                "on_halt": what, "resume": record.get("resume")}))
+
     def _send_now() -> None:
         if not pending:
             return
@@ -95,16 +105,6 @@ def halt_alerts(config, lifted: bool = False):
                                 key=f"{kind}:{incident}{channel or ''}",
                                 title=title, text=title, details=details,
                                 chain=[channel] if channel else None))
-
-    def on_halt_failed(record: dict, session: str, what: str) -> None:
-        """on_halt's critical alert when its unit's failure handler cannot raise it (it could
-        not be started; a clean signal): the incident its handler's would be (job on_halt)."""
-        title = f"on_halt {what} (the halt of {record['what']} by {record.get('by', '?')} on " \
-                f"{record.get('host', '?')}: {record.get('reason', '')})"
-        pending.append(dict(kind="failed", job="on_halt", session=session, severity="critical",
-                            title=title, text=title, details={
-                                "scope": record["what"], "since": record.get("since"),
-                                "on_halt": what, "resume": record.get("resume")}))
 
     announce.send = send
     announce.on_halt_failed = on_halt_failed

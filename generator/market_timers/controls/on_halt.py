@@ -4,7 +4,7 @@ the jobs' own failure handler (OnFailure=market-alert-failure@<unit>, a critical
 which `halt` waits for, up to WAIT_SEC, to say how it ended.
 
 Its unit carries MARKET_JOB=on_halt, MARKET_SEVERITY=critical and MARKET_SESSION=halt-<UTC
-instant>: the handler reads them from the unit's Environment= as it does a job's, so each halt's
+instant>-<scope>: the handler reads them from the unit's Environment= as it does a job's, so each halt's
 on_halt is an incident of its own. RemainAfterExit=yes and no --collect keep the unit (active
 or failed) until someone has read its result: the handler's `systemctl show`, then `halt`'s.
 """
@@ -31,9 +31,11 @@ class Ended(NamedTuple):
     unalerted: bool  # a failure systemd calls a success: no OnFailure= ran, halt alerts it
 
 
-def session_of(now: datetime) -> str:
-    """The halt's own session id for on_halt's alerts: `halt-<YYYYMMDDTHHMMSSZ>`."""
-    return f"halt-{now:%Y%m%dT%H%M%S}Z"
+def session_of(record: dict, now: datetime) -> str:
+    """The halt's own session id for on_halt's alerts, one per halt (its scope and instant):
+    `halt-<YYYYMMDDTHHMMSSZ>-<scope>[-<name>]`."""
+    return "-".join(x for x in (f"halt-{now:%Y%m%dT%H%M%S}Z", record.get("scope"),
+                                record.get("name")) if x)
 
 
 def start(config, systemctl, record: dict, now: datetime) -> str:
@@ -44,7 +46,8 @@ def start(config, systemctl, record: dict, now: datetime) -> str:
         "MARKET_HALT_REASON": record.get("reason", ""),
         "MARKET_HALT_BY": record.get("by", ""), "MARKET_HALT_SCOPE": record["what"],
         "MARKET_HALT_HOST": record.get("host", ""),
-        "MARKET_JOB": JOB, "MARKET_SESSION": session_of(now), "MARKET_SEVERITY": "critical",
+        "MARKET_JOB": JOB, "MARKET_SESSION": session_of(record, now),
+        "MARKET_SEVERITY": "critical",
     }, properties=["Type=exec", "RemainAfterExit=yes",
                    f"OnFailure=market-alert-failure@{unit}.service"])
     return unit
