@@ -41,7 +41,7 @@ def session_of(record: dict, now: datetime) -> str:
 def start(config, systemctl, record: dict, now: datetime) -> str:
     """Start on_halt for the halt `record` made at `now`: the unit's name. Raises the systemctl's
     error (OSError, RuntimeError) when systemd-run refuses (a command that does not exist)."""
-    unit = unitname.on_halt_unit(now)
+    unit = unitname.on_halt_unit(now, record["scope"], record.get("name") or "")
     systemctl.run_transient(unit, list(config.on_halt), config.user, {
         "MARKET_HALT_REASON": record.get("reason", ""),
         "MARKET_HALT_BY": record.get("by", ""), "MARKET_HALT_SCOPE": record["what"],
