@@ -48,6 +48,12 @@ class FakeSystemctl:
         self.units = list(running)
         self.stopped: list[str] = []
         self.transient: list[tuple] = []
+        self.properties: list[list[str]] = []  # each transient unit's -p settings
+        # how on_halt's unit stands at each look (`systemctl show`): by default it ran, exit 0
+        self.on_halt_states = [{"LoadState": "loaded", "ActiveState": "active",
+                                "SubState": "exited", "Result": "success", "ExecMainCode": "1",
+                                "ExecMainStatus": "0"}]
+        self.looks = 0
 
     def running(self, patterns):
         import fnmatch
@@ -58,8 +64,14 @@ class FakeSystemctl:
         self.stopped += units
         self.units = [u for u in self.units if u not in units]
 
-    def run_transient(self, unit, argv, user, env):
+    def run_transient(self, unit, argv, user, env, properties=()):
         self.transient.append((unit, argv, user, env))
+        self.properties.append(list(properties))
+
+    def show(self, units, props):
+        state = self.on_halt_states[min(self.looks, len(self.on_halt_states) - 1)]
+        self.looks += 1
+        return {u: dict(state) for u in units}
 
 
 @pytest.fixture

@@ -135,9 +135,11 @@ def job_services_glob(job: str) -> str:
     return f"{PREFIX}{job}@*.service"
 
 
-def on_halt_unit(now: datetime) -> str:
-    """The transient unit that runs the config's `on_halt` for a halt made at `now`."""
-    return f"{PREFIX}on-halt-{now:%Y%m%dT%H%M%S}.service"
+def on_halt_unit(now: datetime, scope: str, name: str = "") -> str:
+    """The transient unit that runs the config's `on_halt` for the halt of `scope` (`name`: the
+    job or group) made at `now`: the unit stays loaded once it has run, and two halts of other
+    scopes may come in the same second (a scope is halted once)."""
+    return f"{PREFIX}on-halt-{now:%Y%m%dT%H%M%S}-{scope}{'-' + name if name else ''}.service"
 
 
 def session_glob(job: str, session: str) -> str:

@@ -6,9 +6,10 @@ this host (`systemctl stop`: SIGTERM, then SIGKILL after the unit's TimeoutStopS
 scope was not already halted, starts the config's `on_halt` once, as a transient unit
 (systemd-run) of the jobs' user (`user`): like a job, it is the firm's own program, given no more
 than an order job has (never root: the config is root's, but nothing in it runs as root). Its
-environment says why: MARKET_HALT_REASON, MARKET_HALT_BY, MARKET_HALT_SCOPE, MARKET_HALT_HOST. The
-alert is halt_alerts.py's `announce`, which the command line passes in and sends once this
-module's work is done; this module sends none.
+environment says why: MARKET_HALT_REASON, MARKET_HALT_BY, MARKET_HALT_SCOPE, MARKET_HALT_HOST. It
+is a job like the others (on_halt.py): its failure is a critical alert, and `halt` waits for its
+end (bounded) and says it. The alert is halt_alerts.py's `announce`, which the command line
+passes in; this module sends it once the halt's own work is done, before it waits for on_halt.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from datetime import datetime
 from market_timers.contracts import unitname
 from market_timers.contracts.exitcodes import FAILURE, OK, USAGE
 from market_timers.contracts.instants import iso
+from market_timers.controls import on_halt
 from market_timers.controls.access import checked_target, cluster_book, controls_directory
 from market_timers.controls.operator import operator_name
 from market_timers.files import atomicfile
@@ -54,19 +56,20 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
 
         systemctl = Systemctl()
     stopped = _stop_running(systemctl, covered, problems)
-    on_halt_unit = _start_on_halt(config, systemctl, record, now, problems) if new else None
-    if new and announce is not None:
-        announce(record, stopped, on_halt_unit)
+    on_halt_unit = _start_on_halt(config, systemctl, record, now, stopped, announce,
+                                  problems) if new else None
     for problem in problems:
         print(f"market-timers halt: {problem}", file=sys.stderr)
+    if not as_json:
+        _tell(config, record, new, covered, stopped, on_halt_unit, problems)
+    ended = _wait_on_halt(systemctl, on_halt_unit, record, now, announce, as_json)
     if as_json:
         print(json.dumps({"action": "halt", "scope": scope, "name": name or None, "new": new,
                           "by": record.get("by"), "since": record.get("since"),
                           "host": record.get("host"), "reason": record.get("reason"),
-                          "jobs": covered, "stopped": stopped, "on_halt_unit": on_halt_unit}))
-    else:
-        _tell(config, record, new, covered, stopped, on_halt_unit, problems)
-    return FAILURE if problems else OK
+                          "jobs": covered, "stopped": stopped, "on_halt_unit": on_halt_unit,
+                          "on_halt_result": on_halt.result_text(ended)}))
+    return FAILURE if problems or (ended is not None and ended.ok is False) else OK
 
 
 def _write_halt(config, scope: str, name: str, fields: dict, problems: list):
@@ -107,20 +110,44 @@ def _stop_running(systemctl, covered: list[str], problems: list) -> list[str]:
     return stopped
 
 
-def _start_on_halt(config, systemctl, record: dict, now: datetime, problems: list) -> str | None:
-    """The config's `on_halt`, once, as a transient unit of the jobs' user: its name, or None."""
-    if not getattr(config, "on_halt", None):
-        return None
-    on_halt_unit = unitname.on_halt_unit(now)
-    try:
-        systemctl.run_transient(on_halt_unit, list(config.on_halt), config.user, {
-            "MARKET_HALT_REASON": record.get("reason", ""),
-            "MARKET_HALT_BY": record.get("by", ""), "MARKET_HALT_SCOPE": record["what"],
-            "MARKET_HALT_HOST": record.get("host", "")})
-    except (OSError, RuntimeError) as e:
-        problems.append(f"on_halt could not be started: {e}")
-        return None
+def _start_on_halt(config, systemctl, record: dict, now: datetime, stopped: list[str],
+                   announce, problems: list) -> str | None:
+    """The config's `on_halt`, once, as a transient unit of the jobs' user: its name, or None.
+    The halt's alert goes out here, before `halt` waits for on_halt: never delayed by it. An
+    on_halt that could not be started is a critical alert of its own."""
+    on_halt_unit, why_not = None, None
+    if getattr(config, "on_halt", None):
+        try:
+            on_halt_unit = on_halt.start(config, systemctl, record, now)
+        except (OSError, RuntimeError) as e:
+            why_not = str(e)
+            problems.append(f"on_halt could not be started: {why_not}")
+    if announce is not None:
+        announce(record, stopped, on_halt_unit)
+        if why_not:
+            _alert_on_halt(announce, record, now, f"could not be started: {why_not}")
+        getattr(announce, "send", lambda: None)()
     return on_halt_unit
+
+
+def _wait_on_halt(systemctl, unit: str | None, record: dict, now: datetime, announce,
+                  as_json: bool):
+    """on_halt's end (on_halt.wait), said; a failure systemd calls a success (a clean signal:
+    no OnFailure=) is alerted here. None when no on_halt was started."""
+    if unit is None:
+        return None
+    ended = on_halt.wait(systemctl, unit)
+    if ended.unalerted:
+        _alert_on_halt(announce, record, now, f"failed: {ended.how}")
+    if not as_json:
+        print(on_halt.told(unit, ended))
+    return ended
+
+
+def _alert_on_halt(announce, record: dict, now: datetime, what: str) -> None:
+    """on_halt's own critical alert, when its unit's failure handler cannot raise it."""
+    if announce is not None and hasattr(announce, "on_halt_failed"):
+        announce.on_halt_failed(record, on_halt.session_of(record, now), what)
 
 
 def _tell(config, record: dict, new: bool, covered: list[str], stopped: list[str],
@@ -135,7 +162,8 @@ def _tell(config, record: dict, new: bool, covered: list[str], stopped: list[str
     print(f"stopped: {', '.join(stopped)}" if stopped else
           "stopped: none" if problems else "stopped: none was running")
     if on_halt_unit:
-        print(f"on_halt started once: {on_halt_unit} ({' '.join(config.on_halt)})")
+        print(f"on_halt: started {on_halt_unit} ({' '.join(config.on_halt)}), waiting up to "
+              f"{on_halt.WAIT_SEC:g} s for its end", flush=True)
     print(f"To lift it: {record['resume']}")
     if getattr(config, "cluster", None) is not None and not problems:
         print("every node: the halt is in the cluster ledger; each node's market-halt-watch "

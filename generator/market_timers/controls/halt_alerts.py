@@ -42,6 +42,25 @@ def halt_alerts(config, lifted: bool = False):
     resolving: list[str] = []  # key prefixes of the halts lifted
 
     def send() -> None:
+        """Raise what is pending, once: `halt` sends its alert before it waits for on_halt, the
+        command line then sends what came after (on_halt's own failure)."""
+        try:
+            _send_now()
+        finally:
+            pending.clear()
+            resolving.clear()
+
+    def on_halt_failed(record: dict, session: str, what: str) -> None:
+        """on_halt's critical alert when its unit's failure handler cannot raise it (it could
+        not be started; a clean signal): the incident its handler's would be (job on_halt)."""
+        title = f"on_halt {what} (the halt of {record['what']} by {record.get('by', '?')} on " \
+                f"{record.get('host', '?')}: {record.get('reason', '')})"
+        pending.append(dict(kind="failed", job="on_halt", session=session, severity="critical",
+                            title=title, text=title, details={
+                                "scope": record["what"], "since": record.get("since"),
+                                "on_halt": what, "resume": record.get("resume")}))
+
+    def _send_now() -> None:
         if not pending:
             return
         if os.geteuid() != 0 or not _package_user_exists():
@@ -88,4 +107,5 @@ def halt_alerts(config, lifted: bool = False):
                                 chain=[channel] if channel else None))
 
     announce.send = send
+    announce.on_halt_failed = on_halt_failed
     return announce

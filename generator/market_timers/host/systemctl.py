@@ -48,11 +48,13 @@ class Systemctl:
                         "--no-legend", "--full", "--", *patterns, check=False)
         return [line.split()[0] for line in out.splitlines() if line.strip()]
 
-    def run_transient(self, unit: str, argv: list[str], user: str, env: dict[str, str]) -> None:
-        """systemd-run: `argv` as the transient service `unit`, as `user`, with `env`; queued
-        (--no-block), collected once it ends (so the name may be used again)."""
-        proc = subprocess.run(["systemd-run", f"--unit={unit}", "--collect", "--no-block",
-                               f"--uid={user}",
+    def run_transient(self, unit: str, argv: list[str], user: str, env: dict[str, str],
+                      properties: Iterable[str] = ()) -> None:
+        """systemd-run: `argv` as the transient service `unit`, as `user`, with `env` and the
+        unit's `properties` ("Key=value"); queued (--no-block). Not collected: a failed unit
+        stays until reset-failed, so its handler and `systemctl --failed` can read it."""
+        proc = subprocess.run(["systemd-run", f"--unit={unit}", "--no-block", f"--uid={user}",
+                               *(f"--property={p}" for p in properties),
                                *(f"--setenv={k}={v}" for k, v in env.items()), "--", *argv],
                               capture_output=True, text=True)
         if proc.returncode != 0:

@@ -37,6 +37,9 @@ from market_timers.runner.slotrecords import read_slots
 log = logging.getLogger("market_timers.schedule.periodic")
 
 ACCOUNT_MARGIN = timedelta(seconds=2)  # beyond grace, before a slot with no record is "skipped"
+# The runner's refusals that hold a slot (market-timers pause, halt): not run, not missed, and
+# not a skip: nothing is wrong with the job, someone chose to hold it (info for the digest).
+HELD = ("paused", "halted")
 
 
 def _instant(text) -> datetime | None:
@@ -76,6 +79,8 @@ class Summary:
     refused: int = 0  # stale start or lock group busy (the runner's refusals)
     not_started: int = 0
     ahead: int = 0  # slots that may still start
+    held: int = 0  # refused by a pause or a halt (HELD): neither run nor skipped
+    last_held_slot: str | None = None  # the stall clock restarts after it (the resume)
     running: bool = False
     longest_sec: float | None = None
     last_run_slot: str | None = None
@@ -95,6 +100,8 @@ class Summary:
                  if n]
         if parts:
             line += f" ({', '.join(parts)})"
+        if self.held:
+            line += f"; {self.held} held by a pause or halt (not run, not missed)"
         return line
 
 
@@ -139,6 +146,10 @@ def account(state_dir, job: str, session: str, schedule: PeriodicSlots, grace: i
             if isinstance(duration, int | float):
                 summary.longest_sec = max(summary.longest_sec or 0.0, float(duration))
             continue
+        if record.get("refused") in HELD:
+            summary.held += 1
+            summary.last_held_slot = text
+            continue
         summary.skipped += 1
         summary.skipped_slots.append(text)
         summary.first_skipped = summary.first_skipped or text
@@ -159,6 +170,9 @@ def stall(entry: dict, summary: Summary, stall_after: int, now: datetime,
         gap_start = parse_z(summary.last_run_slot) + timedelta(seconds=schedule.every)
     else:
         gap_start = schedule.first
+    if summary.last_held_slot:  # held by a pause or halt until then: the clock restarts
+        gap_start = max(gap_start, parse_z(summary.last_held_slot) +
+                        timedelta(seconds=schedule.every))
     if schedule.pause and schedule.pause[0] < gap_start < schedule.pause[1]:
         gap_start = schedule.pause[1]
     # The latest slot that could have started by now (grace + slack passed), within the window;

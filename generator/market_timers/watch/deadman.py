@@ -58,6 +58,9 @@ from market_timers.watch.fires import PLAN_FILE, deadline, read_plan, timer_stat
 from market_timers.watch.heartbeat import heartbeat
 
 REFRESH_OVERDUE = timedelta(hours=26)  # market-refresh.timer runs daily (and at boot)
+# A timer that will fire: waiting, or running its service now (a slot's run, a pre-fired start
+# waiting for its instant, today's run of a daily unit): it waits again once the run ends.
+SCHEDULED = ("waiting", "active/running")
 log = logging.getLogger("market_timers.watch")
 
 
@@ -148,7 +151,7 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
             what = timer_state(shown.get(entry["unit"], {}))
             if what == "unknown":
                 unknown += 1
-            elif what != "waiting":
+            elif what not in SCHEDULED:
                 result.findings.append(findings.not_scheduled(entry, what))
         if unknown:
             result.errors.append(f"systemctl show told nothing about {unknown} timer(s): is "

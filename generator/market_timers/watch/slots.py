@@ -55,7 +55,7 @@ def check_session(config, entry: dict, now: datetime, watch: WatchConfig, state_
 
     warn_once(config, entry["job"], entry["session"], SlotCount.of(summary, entry["job"]),
               entry.get("severity"), state_dir, now=now, raise_alert=raise_)
-    if not summary.ran and not summary.ahead \
+    if not summary.ran and not summary.ahead and summary.held < summary.total \
             and now > schedule.last + timedelta(seconds=grace + watch.slack_sec):
         # the same key as the stall's "has not run at all": said once, whichever came first
         found = (f"missed:{entry['job']}:{entry['session']}",

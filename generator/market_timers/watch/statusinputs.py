@@ -71,14 +71,15 @@ def periodic(state_dir: Path, entry: dict, now: datetime) -> dict:
         state = "scheduled"
     else:
         state = "ahead" if s.ahead else "done"
-    result = f"{state}: {s.ran} ran, {s.skipped} skipped of {s.total}"
-    if state == "done" and not s.ran:  # no slot of the session ran: a miss, as the dead-man says
+    held = f", {s.held} held" if s.held else ""  # by a pause or halt: not run, not missed
+    result = f"{state}: {s.ran} ran, {s.skipped} skipped{held} of {s.total}"
+    if state == "done" and not s.ran and s.held < s.total:  # none ran: a miss, as the dead-man says
         result = f"missed: none of its {s.total} slots ran"
     return {"result": result, "every_sec": entry["every_sec"], "last_utc": entry.get("last_utc"),
             "duration_sec": s.longest_sec,
             "slots": {"total": s.total, "ran": s.ran, "skipped": s.skipped,
                       "skipped_overlap": s.overlap, "refused": s.refused,
-                      "not_started": s.not_started, "ahead": s.ahead,
+                      "not_started": s.not_started, "held": s.held, "ahead": s.ahead,
                       "last_run": s.last_run_slot, "longest_sec": s.longest_sec}}
 
 
