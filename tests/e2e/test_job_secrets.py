@@ -6,6 +6,8 @@ credentials directory (the runner's: there the cluster DSN lives); the copy is g
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from .scenario import CREDSTORE, JOB, JOBS_DIR, Job, Scenario, instant_in, toml_value
@@ -20,6 +22,7 @@ READER_SCRIPT = r'''#!/usr/bin/python3
 """Prints what a job sees of its credentials."""
 import os
 import pwd
+import time
 
 here = os.environ.get("CREDENTIALS_DIRECTORY", "")
 print(f"secret-reader user={pwd.getpwuid(os.getuid()).pw_name} dir={here}", flush=True)
@@ -35,12 +38,35 @@ for d in os.listdir("/run/credentials") if os.path.isdir("/run/credentials") els
     except OSError as e:
         print(f"secret-reader unit-credentials {d}: denied ({e.strerror})")
 print("secret-reader done", flush=True)
+time.sleep(float(os.environ.get("E2E_HOLD_SEC", "0")))  # held while another job peeks
 '''.replace("NAME", NAME)
+
+# Another job, running while the reader holds its copy: looks for it where the runner writes it.
+PEEKER = f"{JOBS_DIR}/secret-peeker"
+PEEKER_SCRIPT = r'''#!/usr/bin/python3
+import glob
+
+found = glob.glob("/dev/shm/market-credentials-*") + glob.glob("/dev/shm/*")
+print(f"peeker sees {sorted(set(found))}", flush=True)
+for path in glob.glob("/dev/shm/market-credentials-*/*"):
+    try:
+        with open(path) as f:
+            print(f"peeker READ {path}: {f.read().strip()}", flush=True)
+    except OSError as e:
+        print(f"peeker denied {path} ({e.strerror})", flush=True)
+print("peeker done", flush=True)
+'''
 
 
 class ReaderJob(Job):
+    program = READER
+
     def toml(self) -> str:
-        return super().toml().replace(toml_value([JOB, *self.args]), toml_value([READER]))
+        return super().toml().replace(toml_value([JOB, *self.args]), toml_value([self.program]))
+
+
+class PeekerJob(ReaderJob):
+    program = PEEKER
 
 
 def test_a_job_reads_its_own_credential_as_its_user_and_not_the_runners(
@@ -88,3 +114,28 @@ def test_a_job_whose_credential_is_missing_does_not_run_takes_no_claim_and_alert
     assert f"put it in {CREDSTORE}/{NAME}" in msg
     assert "secret-reader" not in scenario.journal_of(job)  # the job never started
     assert scenario.ledger(job)["attempts"] == []  # no claim: it can still run
+
+
+def test_another_job_cannot_reach_a_running_jobs_credential(scenario: Scenario) -> None:
+    """Issue 41: the runner's copy is in the unit's own /dev/shm (TemporaryFileSystem=), not the
+    host's, which every unit shares even under PrivateDevices=yes."""
+    box = scenario.box
+    box.write_file(READER, READER_SCRIPT, mode=0o755)
+    box.write_file(PEEKER, PEEKER_SCRIPT, mode=0o755)
+    box.write_file(f"{CREDSTORE}/{NAME}", SECRET + "\n", 0o600)
+    try:
+        reader = ReaderJob("holder", instant_in(8), [],
+                           {"credentials": [NAME], "environment": {"E2E_HOLD_SEC": "12"}})
+        peeker = PeekerJob("peeker", reader.instant + timedelta(seconds=4), [])
+        scenario.schedule([reader, peeker])
+        scenario.wait_finished(peeker, 40)
+        log = scenario.journal_of(peeker)
+        print(log)
+        assert "peeker done" in log
+        assert "market-credentials-" not in log and SECRET not in log, log
+        record = scenario.wait_finished(reader, 40)
+        held = scenario.journal_of(reader)
+        assert record["exit_status"] == "0", held
+        assert f"secret-reader secret={SECRET}" in held  # it had its copy meanwhile
+    finally:
+        box.run(["rm", "-f", f"{CREDSTORE}/{NAME}"])
