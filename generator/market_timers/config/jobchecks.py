@@ -53,8 +53,8 @@ def job_user(value: Any) -> str:
                   "characters)")
     if value in ("root", environment.PACKAGE_USER):
         raise Bad(f"a job never runs as {value}: that user owns the scheduler's run ledger, lock "
-                  f"groups and alert state; use {environment.DEFAULT_JOB_USER} (the default) or a "
-                  "user of your own")
+                  f"groups and alert state; leave `user` out (each job a user of its own) or "
+                  "name a user of your own")
     return value
 
 

@@ -18,7 +18,7 @@ import os
 import sys
 from datetime import datetime
 
-from market_timers.contracts import unitname
+from market_timers.contracts import environment, unitname
 from market_timers.contracts.exitcodes import FAILURE, OK, USAGE
 from market_timers.contracts.instants import iso
 from market_timers.controls.access import checked_target, cluster_book, controls_directory
@@ -113,7 +113,9 @@ def _start_on_halt(config, systemctl, record: dict, now: datetime, problems: lis
         return None
     on_halt_unit = unitname.on_halt_unit(now)
     try:
-        systemctl.run_transient(on_halt_unit, list(config.on_halt), config.user, {
+        # no job's own user: on_halt is no job (the package makes market-jobs)
+        user = config.user or environment.DEFAULT_JOB_USER
+        systemctl.run_transient(on_halt_unit, list(config.on_halt), user, {
             "MARKET_HALT_REASON": record.get("reason", ""),
             "MARKET_HALT_BY": record.get("by", ""), "MARKET_HALT_SCOPE": record["what"],
             "MARKET_HALT_HOST": record.get("host", "")})

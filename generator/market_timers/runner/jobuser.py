@@ -77,7 +77,8 @@ def resolve(env: dict) -> JobUser | None:
         pw = pwd.getpwnam(name)
     except KeyError:
         raise JobUserError(f"the job's user {name!r} does not exist (`user` in the config; "
-                           f"{environment.DEFAULT_JOB_USER} is made by the package)") from None
+                           "a job's own user is made by `market-timers sync` run as root, "
+                           f"{environment.DEFAULT_JOB_USER} by the package)") from None
     if pw.pw_uid == 0 or name == environment.PACKAGE_USER:
         raise JobUserError(f"the job's user {name!r} owns the scheduler's state; a job never "
                            "runs as root or as the package's user")
