@@ -38,7 +38,7 @@ from market_timers.schema.table import Bad, Key, Table
 from market_timers.schema.values import flag, one_of
 
 KIND = re.compile(r"[a-z][a-z0-9_.-]{0,39}\Z")  # \Z: "$" would let a trailing newline in
-RULE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+RULE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}\Z")
 ROUTINGS = (*SEVERITIES, "digest", "off")
 KIND_HELP = "an event kind is [a-z][a-z0-9_.-]*, at most 40 characters"
 
