@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from market_timers.config.jobchecks import USER_NAME
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.durations import parse_duration
 from market_timers.schema.problems import Problems
@@ -60,6 +61,7 @@ class IncidentRule:
     interrupt_after: int = 0  # seconds; 0 = alert as soon as it opens
     severity: str = "warning"
     recovery: bool = True  # announce the resolution of an incident whose alert was sent
+    writers: tuple[str, ...] = ()  # users who may open and close it (events/intake.py); (): any
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,18 @@ def _rule_name(value: object) -> str:
     return value
 
 
+def _writers(value: object) -> tuple[str, ...]:
+    """User names: the owner of a spooled file is its writer (the spool is sticky)."""
+    if not isinstance(value, list):
+        raise Bad("must be an array of user names")
+    bad = [Bad("must be a user name: a letter or _, then letters, digits, _ or - (at most 31 "
+               "characters)", at=f"[{i}]", shown=v) for i, v in enumerate(value)
+           if not (isinstance(v, str) and USER_NAME.match(v))]
+    if bad:
+        raise Bad.each(bad)
+    return tuple(value)
+
+
 def _threshold(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise Bad("required; a whole number >= 1 (events of this kind in one session before one "
@@ -158,6 +172,8 @@ INCIDENT = Table((
         "resolved sooner: digest only; else alert when it passes (default 0s)"),
     Key("severity", _choice(SEVERITIES), "warning", "the alert's severity"),
     Key("recovery", flag, True, "announce the resolution of an incident whose alert was sent"),
+    Key("writers", _writers, (), "the users who may open and close its incidents (default: "
+        "whoever may spool)"),
 ))
 COUNT = Table((
     Key("kind", _kind, None, "the event kind", required=True),
@@ -244,7 +260,8 @@ def _incidents(tables: object, cfg: EventsConfig, owner: dict[str, str],
         if name and opens and closes:
             names.add(name)
             cfg.incidents.append(IncidentRule(name, opens, closes, rule["interrupt_after"],
-                                              rule["severity"], rule["recovery"]))
+                                              rule["severity"], rule["recovery"],
+                                              rule["writers"]))
 
 
 def _counts(tables: object, cfg: EventsConfig, owner: dict[str, str], problems: Problems) -> None:
