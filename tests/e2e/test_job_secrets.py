@@ -6,6 +6,7 @@ credentials directory (the runner's: there the cluster DSN lives); the copy is g
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -104,6 +105,10 @@ def test_a_job_reads_its_own_credential_as_its_user_and_not_the_runners(
         scenario.schedule([job])
         unit = box.read_file(f"/etc/systemd/system/{job.service}")
         assert f"LoadCredential={NAME}\n" in unit
+        out = box.run(["systemd-analyze", "security", "--no-pager", job.service]).stdout
+        score = re.search(r"Overall exposure level for \S+: (\d+\.\d) (\S+)", out)
+        print(f"[e2e] systemd-analyze security {job.service}: {score[1]} {score[2]}")
+        assert float(score[1]) <= 4.1  # no worse than before issue 41 (3.9-4.1)
         record = scenario.wait_finished(job, 40)
         log = scenario.journal_of(job)
         print(log)
