@@ -31,6 +31,8 @@ def job_environment(config: Config, job: Job, context: list) -> list[tuple[str, 
             *([(environment.REQUIRES, ",".join(job.requires))] if job.requires else []),
             *([(environment.PAUSE_ON_FAILURE, "1")] if job.pause_on_failure else []),
             *([(environment.ORDERS, "1")] if job.orders else []),
+            *([(environment.OPERATOR_GROUP, config.operator_group)] if config.operator_group
+              else []),
             ("PYTHONFAULTHANDLER", "1"), *retry_environment(job),
             *pre_fire_environment(job), *job.environment]
 
