@@ -84,3 +84,17 @@ def test_a_dry_run_changes_nothing(write_config, tmp_path, dry_run):
     host.sync(config.load(write_config(TOP + job("a"))), dry_run=dry_run)
     assert host.ran == [] and host.dirs == {}
     assert not (tmp_path / "sysusers.d").exists()
+
+
+def test_an_unwritable_sysusers_directory_is_a_warning_not_a_failed_sync(write_config, tmp_path,
+                                                                         capsys):
+    """The daily refresh's unit cannot write /etc (ProtectSystem=strict): the users are made by
+    an operator's `market-timers sync`; the refresh warns of each one missing."""
+    (tmp_path / "etc").write_text("not a directory")
+    host = Host(tmp_path)
+    cfg = config.load(write_config(TOP + job("nosuchjob")))
+    jobusers.sync_users(cfg, file=tmp_path / "etc" / "x.conf", run=host.run,
+                        make_dir=host.make_dir, as_root=True)
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "market-job-nosuchjob does not exist" in err
+    assert host.ran == []

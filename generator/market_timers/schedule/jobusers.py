@@ -71,10 +71,17 @@ def sync_users(config, *, dry_run: bool = False, file: Path = SYSUSERS_FILE, run
         return
     if dry_run:
         return
-    if text is None:
-        file.unlink(missing_ok=True)
-    else:
-        write_atomic(file, text, sync=atomicfile.DURABLE)
+    try:
+        if text is None:
+            file.unlink(missing_ok=True)
+        else:
+            write_atomic(file, text, sync=atomicfile.DURABLE)
+    except OSError as e:  # the refresh's unit: /etc is read-only there (ProtectSystem=strict)
+        print(f"market-timers sync: warning: cannot write {file} ({e.strerror or e}): the jobs'"
+              " own users are made by `market-timers sync` run as root", file=sys.stderr)
+        _warn_missing(config)
+        return
+    if text is not None:
         (run or _run)(["systemd-sysusers", str(file)])
     for path, user, group, mode in directories(config):
         (make_dir or _make_dir)(path, user, group, mode)
@@ -101,7 +108,8 @@ def _make_dir(path: str, user: str, group: str, mode: int) -> None:
         st = os.lstat(path)
         if (st.st_uid, st.st_gid) != (uid, gid):
             os.lchown(path, uid, gid)
-        os.chmod(path, mode)
+        if st.st_mode & 0o7777 != mode:  # no write at all when it is right (a read-only /var)
+            os.chmod(path, mode)
     except (KeyError, OSError) as e:
         print(f"market-timers sync: warning: cannot make {path} ({user}:{group}, {mode:o}): "
               f"{e}", file=sys.stderr)
