@@ -98,3 +98,18 @@ def test_an_unwritable_sysusers_directory_is_a_warning_not_a_failed_sync(write_c
     err = capsys.readouterr().err
     assert "cannot write" in err and "market-job-nosuchjob does not exist" in err
     assert host.ran == []
+
+
+def test_files_of_the_former_shared_user_are_kept_and_warned_of(write_config, tmp_path, capsys):
+    """An upgrade from the one shared user: its files stay where they are, and sync says how to
+    give them to the jobs (or how to keep the shared user)."""
+    legacy = tmp_path / "market-jobs"
+    legacy.mkdir()
+    (legacy / "orders-state.json").write_text("{}")
+    jobusers._warn_legacy(config.load(write_config(TOP + job("orders"))), str(legacy))
+    err = capsys.readouterr().err
+    assert "orders-state.json" in err and 'user = "market-jobs"' in err
+    assert (legacy / "orders-state.json").exists()
+    jobusers._warn_legacy(config.load(write_config('user = "market-jobs"\n' + TOP + job("a"))),
+                          str(legacy))
+    assert capsys.readouterr().err == ""  # the shared user kept: nothing to say
