@@ -91,3 +91,17 @@ def test_a_rule_without_writers_takes_every_writer_as_before(example, ctx_for, d
     spooled_by(dirs, JOB, "reconnected", T0 + timedelta(seconds=1))
     engine = run(ctx, cfg, dirs, T0 + timedelta(seconds=2))
     assert [o for o, _ in engine.outcomes] == ["opened", "resolved"]
+
+
+@needs_root
+def test_events_writers_refuse_every_kind_from_anyone_else(example, ctx_for, dirs, api):
+    """`[events] writers`: the sources of every event; a rule's own `writers` are its own."""
+    cfg = example(events={"writers": [GATEWAY], "severity": {"rejected": "critical"}})
+    assert cfg.events.writers == (GATEWAY,)
+    ctx = ctx_for(cfg)
+    spooled_by(dirs, JOB, "rejected", T0)
+    spooled_by(dirs, GATEWAY, "rejected", T0 + timedelta(seconds=1))
+    engine = run(ctx, cfg, dirs, T0 + timedelta(seconds=2))
+    assert [o for o, _ in engine.outcomes] == ["alert"]  # the gateway's only
+    texts = [m.get("text", "") for m in api.received()]
+    assert any(f"written by {JOB}" in t and "[events] writers" in t for t in texts), texts

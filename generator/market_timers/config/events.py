@@ -79,6 +79,7 @@ class EventsConfig:
     expected: list[Expected] = field(default_factory=list)
     incidents: list[IncidentRule] = field(default_factory=list)
     counts: list[CountRule] = field(default_factory=list)
+    writers: tuple[str, ...] = ()  # who may spool any event (events/intake.py); (): anyone
 
     def incident_for(self, kind: str) -> IncidentRule | None:
         return next((r for r in self.incidents if kind in r.open or kind in r.close), None)
@@ -158,6 +159,7 @@ TABLE = Table((
     Key("expected", None, [], "[[events.expected]]: a kind a job's run makes expected"),
     Key("incident", None, [], "[[events.incident]]: kinds that open and close an incident"),
     Key("count", None, [], "[[events.count]]: a kind counted per session"),
+    Key("writers", _writers, (), "the users who may spool events (default: whoever may)"),
 ))
 EXPECTED = Table((
     Key("kind", _kind, None, "the event kind", required=True),
@@ -200,6 +202,7 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
     if top is None:
         return cfg
     cfg.default_severity = top["default_severity"]
+    cfg.writers = top["writers"]
     _severity_table(top["severity"], cfg, problems)
     _expected(top["expected"], cfg, job_names, problems)
     owner: dict[str, str] = {}  # kind -> the path of the rule that handles it

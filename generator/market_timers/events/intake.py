@@ -141,11 +141,14 @@ def refused_writer(ecfg, event: dict) -> str | None:
     The spool directories are sticky: a writer cannot replace or remove another's file, so the
     owner of a file is who wrote it. Root and the processor's own user are always writers."""
     rule = ecfg.incident_for(event["kind"]) if ecfg is not None else None
+    writers, what = ((rule.writers, f"open or close a {rule.name} incident")
+                     if rule is not None and rule.writers else
+                     (getattr(ecfg, "writers", ()), "spool events"))
     uid = event.get("writer_uid")
-    if rule is None or not rule.writers or uid in (0, os.geteuid()):
+    if not writers or uid in (0, os.geteuid()):
         return None
     allowed = set()
-    for name in rule.writers:
+    for name in writers:
         with contextlib.suppress(KeyError):
             allowed.add(pwd.getpwnam(name).pw_uid)
     if uid in allowed:
@@ -154,8 +157,9 @@ def refused_writer(ecfg, event: dict) -> str | None:
         who = pwd.getpwuid(uid).pw_name
     except KeyError:
         who = f"uid {uid}"
-    return (f"written by {who}, who may not open or close a {rule.name} incident (writers: "
-            f"{', '.join(rule.writers)}): refused, never routed")
+    where = "" if writers is getattr(rule, "writers", None) else "[events] "
+    return (f"written by {who}, who may not {what} ({where}writers: {', '.join(writers)}): "
+            "refused, never routed")
 
 
 def read_ready(store: Store, files: list[Path], now: datetime, ecfg=None
