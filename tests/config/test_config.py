@@ -347,12 +347,12 @@ def test_a_job_never_runs_as_root_or_the_package_user(write_config, where, user)
     assert f"{path}: {key}: a job never runs as {user}: that user owns the scheduler's" in line
 
 
-def test_the_jobs_user_defaults_to_market_jobs_and_a_job_may_name_its_own(write_config):
+def test_each_job_has_a_user_of_its_own_by_default_and_a_job_may_name_one(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + GOOD_JOB.replace('"signal"', '"b"')
                         + 'user = "trader"\n')
     cfg = config.load(path)
-    assert cfg.user == "market-jobs"
-    assert [j.user or cfg.user for j in cfg.jobs] == ["market-jobs", "trader"]
+    assert cfg.user == ""  # issue 41: market-jobs is no longer every job's
+    assert [cfg.user_of(j) for j in cfg.jobs] == ["market-job-signal", "trader"]
 
 
 def test_path_with_dotdot_is_refused(write_config, tmp_path):

@@ -214,6 +214,9 @@ class Scenario:
         self.api = api
         self.jobs: list[Job] = []
         self.original_config: str | None = None
+        # The tests written before issue 41 run their jobs as the one shared user (their files
+        # are in its home, JOB_HOME); "": each job a user of its own, the package's default.
+        self.shared_user = "market-jobs"
         # journal_of() reads from here on: install() of this test; a job of the same name that
         # an earlier test ran in the same container and UTC day is not this test's
         self.since = time.time()
@@ -235,6 +238,8 @@ class Scenario:
     def config_text(self, jobs: list[Job], horizon: int = 2, extra: str = "",
                     top: str = "") -> str:
         """`extra`: tables after the head's; `top`: top-level keys (before every table)."""
+        if self.shared_user and "user =" not in top:  # the tests written before issue 41
+            top = f'user = "{self.shared_user}"\n' + top
         head = f"""\
 # e2e test config
 {top}calendar = "24/7"

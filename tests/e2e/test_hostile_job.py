@@ -314,3 +314,54 @@ print("\n".join(f"{a} {b}" for a, b in found))
     out = box.run(["runuser", "-u", LOCAL_USER, "--", "/usr/bin/python3", "-c", probe]).stdout
     print(out)
     assert "LOCKED" not in out, out
+
+
+GATEWAY = "tradingd"
+EVENT_JOB = f"{JOBS_DIR}/event-job"
+EVENT_JOB_SCRIPT = """#!/opt/venvs/market-timers/bin/python3
+import os
+import sys
+from market_timers.jobnotify import event
+print(f"e2e-event-job uid={os.getuid()} spooled:", event(sys.argv[1], key=sys.argv[2]),
+      flush=True)
+"""
+GATEWAY_RULE = """
+[[events.incident]]
+name = "connection"
+open = ["heartbeat_lost", "disconnected"]
+close = ["reconnected"]
+interrupt_after = "15s"
+severity = "warning"
+writers = ["tradingd"]
+"""
+
+
+def test_a_job_cannot_close_the_gateways_incident(scenario: Scenario) -> None:
+    """Issue 41: the gateway (its own user, in the package's group) opens `connection gw1`; a
+    job, a user of its own, spools `reconnected gw1` a few seconds later: the processor refuses
+    it (the file's owner is no writer of the rule) and tells so, and the incident is alerted
+    when its 15 s pass, as if the job had said nothing."""
+    box = scenario.box
+    scenario.shared_user = ""  # the default: each job a user of its own
+    if box.run(["id", GATEWAY], check=False).returncode != 0:
+        box.run(["useradd", "--system", "--no-create-home", "-G", "market-timers", GATEWAY])
+    box.write_file(EVENT_JOB, EVENT_JOB_SCRIPT, mode=0o755)
+    closer = Job("closer", instant_in(10), ["reconnected", "gw1"])
+    scenario.write_config([ProgramJob(closer, EVENT_JOB)], extra="\n[events]\n" + GATEWAY_RULE)
+    assert f"start {closer.timer}" in scenario.sync()
+    box.run(["runuser", "-u", GATEWAY, "--", "market-timers", "event", "heartbeat_lost",
+             "--key", "gw1"], timeout=60)
+
+    scenario.wait_finished(closer, 40)
+    log = scenario.journal_of(closer)
+    print(log)
+    assert "e2e-event-job uid=" in log and "spooled: True" in log, log
+    told = scenario.wait_message("slack", "set aside", timeout=30)["text"]
+    print(told)
+    assert "written by market-job-closer" in told and "connection" in told
+    alert = scenario.wait_message("slack", "connection gw1: not resolved", timeout=40)["text"]
+    print(alert)
+    assert "gw1" in box.run(["market-timers", "incidents"]).stdout  # still open
+    box.run(["runuser", "-u", GATEWAY, "--", "market-timers", "event", "reconnected",
+             "--key", "gw1"], timeout=60)  # the gateway's own close is taken
+    scenario.wait_message("slack", "connection gw1 resolved after", timeout=30)

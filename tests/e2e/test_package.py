@@ -43,6 +43,7 @@ def test_install_creates_system_user_and_directories(container: Container) -> No
         ("/run/market-timers", "755 market-timers"),
         ("/run/market-timers/locks", "700 market-timers"),
         ("/var/lib/market-jobs", "750 market-jobs"),
+        ("/var/lib/market-timers-jobs", "755 root"),  # the jobs' own homes (issue 41)
     ):
         assert container.run(["stat", "-c", "%a %U", path]).stdout.strip() == mode, path
 
@@ -126,6 +127,8 @@ def test_purge_removes_generated_units_stamps_state_and_spool(
     container.write_file("/var/lib/prometheus/node-exporter/market_timers.prom", "# metrics\n")
     container.write_file("/var/spool/market-timers/outbox-1.json", "{}\n")
     container.write_file("/var/lib/market-timers/runs.json", "{}\n")
+    container.write_file("/var/lib/market-jobs/orders-state.json", "{}\n")  # issue 41
+    container.write_file("/etc/sysusers.d/market-timers-jobs.conf", f"{GENERATED_HEADER} sync\n")
 
     try:
         container.run(["apt-get", "purge", "-y", "-q", "market-timers"], timeout=300)
@@ -135,6 +138,7 @@ def test_purge_removes_generated_units_stamps_state_and_spool(
             "ls -d /etc/systemd/system/market-* /etc/systemd/system/*/market-* "
             "/lib/systemd/system/market-* /var/lib/systemd/timers/stamp-market-* "
             "/var/lib/market-timers /var/spool/market-timers /run/market-timers "
+            "/var/lib/market-jobs /var/lib/market-timers-jobs /etc/sysusers.d/market-timers-* "
             "/etc/market-timers /opt/venvs/market-timers /usr/bin/market-timers* "
             "/etc/systemd/system/market-*.d/* /var/lib/prometheus/node-exporter/market_timers* "
             "2>/dev/null",

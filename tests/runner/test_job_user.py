@@ -88,3 +88,13 @@ def test_a_job_user_that_cannot_be_is_refused_before_the_claim(tmp_path, user, w
     assert proc.returncode == exitcodes.RUNNER_ERROR
     assert why in proc.stderr and "did not run" in proc.stderr
     assert record(tmp_path) is None  # not claimed: the session can still run
+
+
+def test_a_job_user_among_the_operators_is_refused_before_the_claim(tmp_path):
+    """Issue 41: a job whose user, primary or supplementary group, is the operator_group could
+    lift its own halt. nobody's primary group is nogroup on Debian."""
+    proc = run(context(tmp_path, MARKET_JOB_USER="nobody", MARKET_OPERATOR_GROUP="nogroup"),
+               "/bin/true")
+    assert proc.returncode == exitcodes.RUNNER_ERROR, proc.stderr
+    assert "operator_group nogroup" in proc.stderr and "did not run" in proc.stderr
+    assert record(tmp_path) is None  # not claimed: the session can still run

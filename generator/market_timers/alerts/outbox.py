@@ -25,7 +25,7 @@ from market_timers.files import atomicfile, safefs
 
 QUARANTINE = "quarantine"
 _ID_RE = re.compile(r"[0-9]{4}-[0-9a-f]{8}")  # model.make_id
-_NAME_RE = re.compile(r"^[0-9]{4}-[0-9a-f]{8}(\.r[0-9]+(\.esc)?)?\.json$")
+_NAME_RE = re.compile(r"^[0-9]{4}-[0-9a-f]{8}(\.r[0-9]+(\.esc)?)?\.json\Z")
 
 
 def read_json(path: Path, default=None, base: Path | None = None):

@@ -24,7 +24,7 @@ from market_timers.schema.values import one_of, whole
 
 DSN_CREDENTIAL = "market-timers.cluster-dsn"
 ON_DB_UNREACHABLE = ("skip", "run")
-NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 MAX_STANDBY_DELAY = 3600
 # The bound on |ledger's clock - node's clock| at a claim (ledger/postgresql.py). 1 s: NTP or
 # chrony keep the hosts of one site within milliseconds, so a second never refuses a healthy node,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from market_timers.config.jobchecks import USER_NAME
 from market_timers.contracts.severities import SEVERITIES
 from market_timers.schema.durations import parse_duration
 from market_timers.schema.problems import Problems
@@ -38,7 +39,7 @@ from market_timers.schema.table import Bad, Key, Table
 from market_timers.schema.values import flag, one_of
 
 KIND = re.compile(r"[a-z][a-z0-9_.-]{0,39}\Z")  # \Z: "$" would let a trailing newline in
-RULE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+RULE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}\Z")
 ROUTINGS = (*SEVERITIES, "digest", "off")
 KIND_HELP = "an event kind is [a-z][a-z0-9_.-]*, at most 40 characters"
 
@@ -60,6 +61,7 @@ class IncidentRule:
     interrupt_after: int = 0  # seconds; 0 = alert as soon as it opens
     severity: str = "warning"
     recovery: bool = True  # announce the resolution of an incident whose alert was sent
+    writers: tuple[str, ...] = ()  # users who may open and close it (events/intake.py); (): any
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class EventsConfig:
     expected: list[Expected] = field(default_factory=list)
     incidents: list[IncidentRule] = field(default_factory=list)
     counts: list[CountRule] = field(default_factory=list)
+    writers: tuple[str, ...] = ()  # who may spool any event (events/intake.py); (): anyone
 
     def incident_for(self, kind: str) -> IncidentRule | None:
         return next((r for r in self.incidents if kind in r.open or kind in r.close), None)
@@ -130,6 +133,18 @@ def _rule_name(value: object) -> str:
     return value
 
 
+def _writers(value: object) -> tuple[str, ...]:
+    """User names: the owner of a spooled file is its writer (the spool is sticky)."""
+    if not isinstance(value, list):
+        raise Bad("must be an array of user names")
+    bad = [Bad("must be a user name: a letter or _, then letters, digits, _ or - (at most 31 "
+               "characters)", at=f"[{i}]", shown=v) for i, v in enumerate(value)
+           if not (isinstance(v, str) and USER_NAME.match(v))]
+    if bad:
+        raise Bad.each(bad)
+    return tuple(value)
+
+
 def _threshold(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise Bad("required; a whole number >= 1 (events of this kind in one session before one "
@@ -144,6 +159,7 @@ TABLE = Table((
     Key("expected", None, [], "[[events.expected]]: a kind a job's run makes expected"),
     Key("incident", None, [], "[[events.incident]]: kinds that open and close an incident"),
     Key("count", None, [], "[[events.count]]: a kind counted per session"),
+    Key("writers", _writers, (), "the users who may spool events (default: whoever may)"),
 ))
 EXPECTED = Table((
     Key("kind", _kind, None, "the event kind", required=True),
@@ -158,6 +174,8 @@ INCIDENT = Table((
         "resolved sooner: digest only; else alert when it passes (default 0s)"),
     Key("severity", _choice(SEVERITIES), "warning", "the alert's severity"),
     Key("recovery", flag, True, "announce the resolution of an incident whose alert was sent"),
+    Key("writers", _writers, (), "the users who may open and close its incidents (default: "
+        "whoever may spool)"),
 ))
 COUNT = Table((
     Key("kind", _kind, None, "the event kind", required=True),
@@ -184,6 +202,7 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
     if top is None:
         return cfg
     cfg.default_severity = top["default_severity"]
+    cfg.writers = top["writers"]
     _severity_table(top["severity"], cfg, problems)
     _expected(top["expected"], cfg, job_names, problems)
     owner: dict[str, str] = {}  # kind -> the path of the rule that handles it
@@ -244,7 +263,8 @@ def _incidents(tables: object, cfg: EventsConfig, owner: dict[str, str],
         if name and opens and closes:
             names.add(name)
             cfg.incidents.append(IncidentRule(name, opens, closes, rule["interrupt_after"],
-                                              rule["severity"], rule["recovery"]))
+                                              rule["severity"], rule["recovery"],
+                                              rule["writers"]))
 
 
 def _counts(tables: object, cfg: EventsConfig, owner: dict[str, str], problems: Problems) -> None:

@@ -20,8 +20,8 @@ from market_timers.schema.values import AT_TIME, path_problem, text, unit_unsafe
 EVENTS = ("open", "close", "break_start", "break_end")  # the one list (calendars, check-cron)
 # Job names become part of unit names (market-<job>@<session>-<HHMMSS>.timer) and of journal
 # fields: keep them to a conservative subset of systemd's unit-name characters.
-JOB_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
-ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+JOB_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}\Z")
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*\Z")
 # Bounds of a job's durations (seconds), with why.
 MAX_GRACE = (MAX_OFFSET, "a start later than that belongs to another session")
 MAX_TIMEOUT = (24 * 3600, "a run longer than a day would overlap the next session's run")
@@ -53,8 +53,8 @@ def job_user(value: Any) -> str:
                   "characters)")
     if value in ("root", environment.PACKAGE_USER):
         raise Bad(f"a job never runs as {value}: that user owns the scheduler's run ledger, lock "
-                  f"groups and alert state; use {environment.DEFAULT_JOB_USER} (the default) or a "
-                  "user of your own")
+                  f"groups and alert state; leave `user` out (each job a user of its own) or "
+                  "name a user of your own")
     return value
 
 
@@ -163,8 +163,10 @@ def environment_table(env: Any) -> tuple[tuple[str, str], ...]:
     bad = []
     for k, v in env.items():
         if not ENV_NAME.match(k) or k.startswith("MARKET_"):
+            label = k if k.isprintable() else repr(k)  # a problem stays one line
             bad.append(Bad("names are upper case [A-Z_][A-Z0-9_]* and must not start with "
-                           "MARKET_ (reserved for the job's context)", at=f".{k}", shown=HIDE))
+                           "MARKET_ (reserved for the job's context)", at=f".{label}",
+                           shown=HIDE))
         elif names_a_secret(k):  # the value is not shown: it may be the secret itself
             bad.append(Bad("looks like a secret, and environment values are readable by every "
                            "local user (the unit file, systemctl show): put it in the credstore "

@@ -41,6 +41,7 @@ from market_timers.config.jobchecks import (
     utc_time,
     watchdog,
 )
+from market_timers.config.jobidentity import shared_names
 from market_timers.config.periodic import KEYS as PERIODIC_KEYS
 from market_timers.config.periodic import Periodic, parse_periodic
 from market_timers.config.retries import check_retries
@@ -82,7 +83,8 @@ class Job:
     retry_delay: int = 30
     retry_delay_max: int = 600
     orders: bool = False  # sends orders: never retried, nor any job of its lock group
-    user: str = ""  # its own user; "": the config's top-level `user`
+    user: str = ""  # a user of the admin's; "": the top-level `user`, else one of its own
+    shared: tuple[str, ...] = ()  # names of [shared] directories it reads and writes
     sessions: SessionRule | None = None  # [job.sessions]: which sessions (None: every one)
     extra: frozenset[date] = frozenset()  # sessions added to the rule's (the opposite of skip)
     # Several exchanges (`calendars`; `calendar` is then the first): the job's sessions are the
@@ -151,7 +153,9 @@ _HOW = Table((
     Key("description", unit_text, "", "the units' Description="),
     Key("read_write_paths", read_write_paths, (), "paths the sandboxed job may write"),
     *retry_keys(),  # retries, retry_delay, retry_delay_max, orders: retries.py
-    Key("user", job_user, "", "the user this job runs as (default: the top-level user)"),
+    Key("user", job_user, "", "the user this job runs as (default: the top-level user, else "
+        "a user of its own)"),
+    Key("shared", shared_names, (), "names of [shared] directories it reads and writes"),
     Key("credentials", credential_names, (), "the job's secrets: names of files in "
         "/etc/credstore, in $CREDENTIALS_DIRECTORY"),
     Key("requires", required_jobs, (), "jobs that must have succeeded in the same session "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from market_timers.config import jobidentity
 from market_timers.config.alerts import parse_alerts
 from market_timers.config.cluster import check_against_jobs, parse_cluster
 from market_timers.config.dependencies import check_requires
@@ -48,7 +49,7 @@ class Config:
     calendar: str | None = None
     horizon: int = 10
     retention_days: int = 7
-    user: str = environment.DEFAULT_JOB_USER  # the jobs' user (never the package's: jobs.py)
+    user: str = ""  # every job's user; "": each job one of its own (jobidentity.py)
     unit_dir: Path = Path("/etc/systemd/system")
     state_dir: Path = Path(environment.DEFAULT_STATE_DIR)
     spool_dir: Path = Path(environment.DEFAULT_SPOOL_DIR)
@@ -57,6 +58,7 @@ class Config:
     operator_group: str = ""  # besides root, may pause, halt and resume (controls/)
     on_halt: list[str] = field(default_factory=list)  # run once per `market-timers halt`
     jobs: list[Job] = field(default_factory=list)
+    shared: dict[str, str] = field(default_factory=dict)  # [shared]: name -> directory
     overrides: dict[str, Override] = field(default_factory=dict)
     alerts: Any = None
     watch: Any = None
@@ -70,6 +72,15 @@ class Config:
             if j.name == name:
                 return j
         raise KeyError(name)
+
+    def user_of(self, job: Job) -> str:
+        return jobidentity.user_of(self, job)
+
+    def home_of(self, job: Job) -> str | None:
+        return jobidentity.home_of(self, job)
+
+    def shared_group(self, name: str) -> str:
+        return jobidentity.shared_group(name)
 
     def unknown_job(self, name: str) -> str:
         """Why `name` is no job of the config: disabled (`enabled = false`), or none by that
@@ -162,6 +173,8 @@ def parse(raw: dict, problems: Problems) -> Config:
         overrides = {}
     for cal, table in overrides.items():
         cfg.overrides[cal] = parse_override(table, f"overrides.{cal}", problems)
+    cfg.shared = jobidentity.parse_shared(raw.get("shared"), problems)
+    jobidentity.check_jobs(jobs, cfg, problems)
     _sections(raw, cfg, problems)
     if (digest := _digest_job(cfg, problems)) is not None:
         cfg.jobs.append(digest)

@@ -35,7 +35,7 @@ from market_timers.schema.durations import format_duration, parse_duration, pars
 from market_timers.schema.table import Bad, Key, Table
 from market_timers.schema.values import flag
 
-_EDGE = re.compile(r"^\s*(open|close)\s*(?:([+-].*))?$")
+_EDGE = re.compile(r"^\s*(open|close)\s*(?:([+-].*))?\Z")
 ALLOWED_PERIODS = sorted({*(s for s in range(1, 61) if 60 % s == 0),
                           *(60 * m for m in range(1, 61) if 60 % m == 0),
                           *(3600 * h for h in range(1, 25) if 24 % h == 0 and h <= 12)})

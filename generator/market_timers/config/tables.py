@@ -34,6 +34,8 @@ class Documented:
 def tables() -> list[Documented]:
     return [
         Documented("(top level)", "TOP-LEVEL KEYS", None, toplevel.TOP),
+        # [shared]: names of the config's own choosing, no fixed keys (config/jobidentity.py)
+        Documented("[shared]", "TOP-LEVEL KEYS", "shared", Table(())),
         Documented("[[job]]", "JOBS", None, jobs.JOB),
         Documented("[job.sessions]", "JOBS", None, sessionrules.TABLE),
         Documented("[overrides.<calendar>]", "OVERRIDES", None, overrides.OVERRIDE),

@@ -51,7 +51,8 @@ TOP = Table((
     Key("calendar", text, None, "the exchange calendar of every job that names none"),
     Key("horizon", whole(1, 250), 10, "sessions ahead that have timers"),
     Key("retention_days", whole(0, 366), 7, "days of run records and logs kept"),
-    Key("user", job_user, environment.DEFAULT_JOB_USER, "the user the jobs run as"),
+    Key("user", job_user, "", "the user every job runs as (default: each job a user of its "
+        "own, market-job-<name>)"),
     Key("runner", _runner, None, "the runner's absolute path"),
     Key("operator_group", _operator_group, "", "the group whose members may pause and resume"),
     Key("on_halt", _on_halt, [], "the absolute program, then its arguments, that a halt runs "
@@ -62,6 +63,7 @@ TOP = Table((
     Key("runtime_dir", _directory, Path(environment.DEFAULT_RUNTIME_DIR),
         "the runtime directory"),
     _section("job", "[[job]]: the jobs (config/jobs.py)"),
+    _section("shared", "[shared]: directories jobs share (config/jobidentity.py)"),
     _section("overrides", "[overrides.<calendar>]: what the exchange announced"),
     _section("alerts", "[alerts] (config/alerts.py)"),
     _section("watch", "[watch] (config/watch.py)"),

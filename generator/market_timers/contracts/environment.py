@@ -41,6 +41,8 @@ TEMPLATES = "MARKET_TIMERS_TEMPLATES"
 # Every job unit.
 JOB = "MARKET_JOB"
 JOB_USER = "MARKET_JOB_USER"  # the user the runner runs the job as (it runs as PACKAGE_USER)
+# The config's operator_group: a job whose user is in it is refused (runner/jobuser.py).
+OPERATOR_GROUP = "MARKET_OPERATOR_GROUP"
 # The job's own credentials (`credentials`, comma-separated): the unit loads them with
 # LoadCredential=, the runner hands the job a copy of these only (runner/jobcredentials.py).
 JOB_CREDENTIALS = "MARKET_JOB_CREDENTIALS"

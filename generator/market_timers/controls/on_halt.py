@@ -16,7 +16,7 @@ import time
 from datetime import datetime
 from typing import NamedTuple
 
-from market_timers.contracts import unitname
+from market_timers.contracts import environment, unitname
 
 JOB = "on_halt"  # its name in its alerts (MARKET_JOB)
 WAIT_SEC = 30.0  # how long `halt` waits for on_halt's end before it says "still running"
@@ -42,7 +42,9 @@ def start(config, systemctl, record: dict, now: datetime) -> str:
     """Start on_halt for the halt `record` made at `now`: the unit's name. Raises the systemctl's
     error (OSError, RuntimeError) when systemd-run refuses (a command that does not exist)."""
     unit = unitname.on_halt_unit(now, record["scope"], record.get("name") or "")
-    systemctl.run_transient(unit, list(config.on_halt), config.user, {
+    # no job's own user: on_halt is no job (the package makes market-jobs)
+    user = config.user or environment.DEFAULT_JOB_USER
+    systemctl.run_transient(unit, list(config.on_halt), user, {
         "MARKET_HALT_REASON": record.get("reason", ""),
         "MARKET_HALT_BY": record.get("by", ""), "MARKET_HALT_SCOPE": record["what"],
         "MARKET_HALT_HOST": record.get("host", ""),

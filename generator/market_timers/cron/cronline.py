@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 _MONTHS = {"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}
 _DAYS = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
 _FIELD_NAMES = ("minute", "hour", "day of month", "month", "day of week")
-_ATOM = re.compile(r"^(?:\*|[0-9]+|[a-z]{3})$")
+_ATOM = re.compile(r"^(?:\*|[0-9]+|[a-z]{3})\Z")
 # cronie's macros and the lines they stand for (cronsim reads five fields only).
 _MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
            "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",

@@ -9,6 +9,7 @@ import contextlib
 import json
 import logging
 import os
+import pwd
 import stat
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -96,6 +97,7 @@ def read_event(path: Path, now: datetime | None = None) -> dict:
         at = parse_at(event.get("at", ""))
     except (TypeError, ValueError) as e:
         raise ValueError(f"at is not an instant ({e})") from None
+    event["writer_uid"] = st.st_uid  # the file's owner, never what the file says (see writers)
     if now is not None:
         arrival = min(datetime.fromtimestamp(st.st_mtime, UTC), now)
         if at < arrival - MAX_PAST:
@@ -133,10 +135,38 @@ def set_aside(path: Path, reason: str) -> str:
     return where
 
 
-def read_ready(store: Store, files: list[Path], now: datetime
+def refused_writer(ecfg, event: dict) -> str | None:
+    """Why the event's writer may not send it (an incident rule's `writers`), or None.
+
+    The spool directories are sticky: a writer cannot replace or remove another's file, so the
+    owner of a file is who wrote it. Root and the processor's own user are always writers."""
+    rule = ecfg.incident_for(event["kind"]) if ecfg is not None else None
+    writers, what = ((rule.writers, f"open or close a {rule.name} incident")
+                     if rule is not None and rule.writers else
+                     (getattr(ecfg, "writers", ()), "spool events"))
+    uid = event.get("writer_uid")
+    if not writers or uid in (0, os.geteuid()):
+        return None
+    allowed = set()
+    for name in writers:
+        with contextlib.suppress(KeyError):
+            allowed.add(pwd.getpwnam(name).pw_uid)
+    if uid in allowed:
+        return None
+    try:
+        who = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        who = f"uid {uid}"
+    where = "" if writers is getattr(rule, "writers", None) else "[events] "
+    return (f"written by {who}, who may not {what} ({where}writers: {', '.join(writers)}): "
+            "refused, never routed")
+
+
+def read_ready(store: Store, files: list[Path], now: datetime, ecfg=None
                ) -> tuple[list[tuple[Path, dict]], list[tuple[Path, str, str]]]:
     """(path, event) of each file to route, with its id; (path, reason, where) of each set
-    aside. A file whose id the store has seen (routed before a crash removed it) goes."""
+    aside. A file whose id the store has seen (routed before a crash removed it) goes. With the
+    rules (`ecfg`), an event from a writer its incident rule does not name is set aside too."""
     bad: list[tuple[Path, str, str]] = []
     ready: list[tuple[Path, dict]] = []
     for path in files:
@@ -150,6 +180,9 @@ def read_ready(store: Store, files: list[Path], now: datetime
             continue
         except (OSError, ValueError) as e:
             reason = getattr(e, "strerror", None) or str(e)
+            bad.append((path, reason, set_aside(path, reason)))
+            continue
+        if reason := refused_writer(ecfg, event):
             bad.append((path, reason, set_aside(path, reason)))
             continue
         if "clamped_from" in event:

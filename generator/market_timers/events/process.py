@@ -75,7 +75,7 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
             schedule = PlanLookup.from_state(state_dir, {r.after_job for r in ecfg.expected},
                                              calendar, override) if files else PlanLookup()
         engine = Engine(ctx, ecfg, store, schedule)
-        ready, bad = read_ready(store, files, now)
+        ready, bad = read_ready(store, files, now, ecfg)
         _route(engine, store, ecfg, ready, now, bad)
         _tick_until(engine, now)
         store.save()

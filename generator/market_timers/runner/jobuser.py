@@ -77,7 +77,8 @@ def resolve(env: dict) -> JobUser | None:
         pw = pwd.getpwnam(name)
     except KeyError:
         raise JobUserError(f"the job's user {name!r} does not exist (`user` in the config; "
-                           f"{environment.DEFAULT_JOB_USER} is made by the package)") from None
+                           "a job's own user is made by `market-timers sync` run as root, "
+                           f"{environment.DEFAULT_JOB_USER} by the package)") from None
     if pw.pw_uid == 0 or name == environment.PACKAGE_USER:
         raise JobUserError(f"the job's user {name!r} owns the scheduler's state; a job never "
                            "runs as root or as the package's user")
@@ -90,7 +91,22 @@ def resolve(env: dict) -> JobUser | None:
         groups = sorted(set(os.getgrouplist(name, pw.pw_gid)) | {os.getgid()})
     except OSError as e:
         raise JobUserError(f"cannot read the groups of {name!r}: {e.strerror}") from None
+    _not_an_operator(name, pw.pw_gid, groups, env.get(environment.OPERATOR_GROUP))
     return JobUser(name, pw.pw_uid, pw.pw_gid, pw.pw_dir, groups)
+
+
+def _not_an_operator(name: str, gid: int, groups: list[int], operators: str | None) -> None:
+    """A job among the operators could lift its own halt (issue 41): refused."""
+    import grp
+
+    try:
+        op = grp.getgrnam(operators).gr_gid if operators else None
+    except KeyError:  # no such group here: nobody is in it
+        return
+    if op is not None and (gid == op or op in set(groups) - {os.getgid()}):
+        raise JobUserError(f"the job's user {name!r} is in the operator_group {operators}, whose "
+                           "members may halt, pause and resume: a job could lift its own halt; "
+                           "take it out of the group")
 
 
 def has_capabilities(*caps: int, status: str = "/proc/self/status") -> bool:

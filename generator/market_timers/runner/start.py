@@ -252,6 +252,7 @@ def _child_env(env: dict, session: str, scheduled_text: str, claim, fence, conte
                      **context)
     child_env.pop(environment.TICKET, None)
     child_env.pop(environment.JOB_USER, None)
+    child_env.pop(environment.OPERATOR_GROUP, None)
     if fence or claim.fence:
         child_env[environment.FENCE] = str(fence or claim.fence)
     return child_env

@@ -29,7 +29,7 @@ from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
 from market_timers.host.clock import utcnow
 from market_timers.host.systemctl import Systemctl
-from market_timers.schedule import credunits
+from market_timers.schedule import credunits, jobusers
 from market_timers.schedule import plan as planning
 from market_timers.schedule.planmerge import previous_plan, write_plan
 from market_timers.schedule.render import (
@@ -81,6 +81,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         result.changes += moved(installed, fires, set(result.written), result.dropped, now,
                                 {(c.job, c.session) for c in result.changes})
         result.reloaded = bool(result.rewritten)
+        jobusers.sync_users(config, dry_run=dry_run)  # before the units that run as them
         if credunits.sync_dropins(config, dry_run=dry_run) and not result.reloaded:  # credentials
             result.reloaded = True
             if not dry_run:  # now, before new timers exist: a reload would load them as wanted

@@ -9,14 +9,15 @@ from market_timers.contracts import environment
 
 
 def job_home(config: Config, job: Job) -> list[str]:
-    """The default job user's home, writable by its jobs (sysusers.d and tmpfiles.d make it)."""
-    return [environment.DEFAULT_JOB_HOME] if (job.user or config.user) == \
-        environment.DEFAULT_JOB_USER else []
+    """What the job may write beside the scheduler's: its home (its own, made by sync; the
+    shared default user's, by the package) and the [shared] directories it lists."""
+    home = config.home_of(job)
+    return [*([home] if home else []), *(config.shared[n] for n in job.shared)]
 
 
 def job_environment(config: Config, job: Job, context: list) -> list[tuple[str, str]]:
     """Environment= of a job's service: its MARKET_* context, then the job's own variables."""
-    return [(environment.JOB, job.name), (environment.JOB_USER, job.user or config.user),
+    return [(environment.JOB, job.name), (environment.JOB_USER, config.user_of(job)),
             *context,
             (environment.SEVERITY, job.severity),
             (environment.GRACE_SEC, str(job.grace)),
@@ -30,6 +31,8 @@ def job_environment(config: Config, job: Job, context: list) -> list[tuple[str, 
             *([(environment.REQUIRES, ",".join(job.requires))] if job.requires else []),
             *([(environment.PAUSE_ON_FAILURE, "1")] if job.pause_on_failure else []),
             *([(environment.ORDERS, "1")] if job.orders else []),
+            *([(environment.OPERATOR_GROUP, config.operator_group)] if config.operator_group
+              else []),
             ("PYTHONFAULTHANDLER", "1"), *retry_environment(job),
             *pre_fire_environment(job), *job.environment]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 _PART = re.compile(r"(\d+)(h|min|m|s)")
-_WHOLE = re.compile(r"^([+-]?)((?:\d+(?:h|min|m|s))+)$")
+_WHOLE = re.compile(r"^([+-]?)((?:\d+(?:h|min|m|s))+)\Z")
 _SECONDS = {"h": 3600, "min": 60, "m": 60, "s": 1}
 _UNIT = {"m": "min"}  # two spellings, one unit
 _REFUSED = ((re.compile(r"\d+M"), '"M" is months in systemd\'s spelling; write "min" or "m" for '

@@ -15,7 +15,7 @@ from market_timers.schema.table import Bad
 # DEL and C1. A tab is allowed only where the renderer escapes it (command arguments, environment).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_BUT_TAB = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
-AT_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2}))?(?:\s+(\S+))?$")
+AT_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2}))?(?:\s+(\S+))?\Z")
 
 
 def time_of_day(m: re.Match) -> time | None:
