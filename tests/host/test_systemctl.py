@@ -101,14 +101,16 @@ def test_states_of_many_timers_are_read_with_one_list_units_call(fake):
 
 
 def test_the_states_of_a_few_units_are_asked_by_name(fake):
-    """The dead-man reads the few timers whose window is open: PID 1 matches them by name."""
+    """The dead-man reads the few timers whose window is open: PID 1 matches them by name; one
+    it does not hold is then asked with show (which tells a missing file from an unloaded one)."""
     sc, calls, tmp = fake
     names = timers(3)
     (tmp / "listed").write_text(f"{names[0]} loaded active waiting Run job0000\n")
     got = sc.show(names, ["ActiveState"])
-    [call] = calls()
-    assert call[0] == "list-units" and call[call.index("--") + 1:] == names
-    assert got[names[0]]["ActiveState"] == "active" and got[names[2]]["ActiveState"] == "inactive"
+    first, second = calls()
+    assert first[0] == "list-units" and first[first.index("--") + 1:] == names
+    assert second[0] == "show" and second[second.index("--") + 1:] == names[1:]
+    assert got[names[0]]["ActiveState"] == "active"
 
 
 def test_other_properties_are_still_read_with_show(fake):

@@ -46,12 +46,15 @@ class Systemctl:
         return proc.stdout
 
     def show(self, units: Iterable[str], props: Iterable[str]) -> dict[str, dict[str, str]]:
-        """Properties of each unit, by unit name (one systemctl call)."""
+        """Properties of each unit, by unit name (one systemctl call; the states: states())."""
         units, props = list(units), list(props)
         if not units:
             return {}
         if set(props) <= STATE_PROPS:
             return self.states(units)
+        return self._shown(units, props)
+
+    def _shown(self, units: list[str], props: list[str]) -> dict[str, dict[str, str]]:
         out = self._run("show", "--property=Id," + ",".join(props), "--", *units, check=False)
         result: dict[str, dict[str, str]] = {}
         for block, unit in zip(out.split("\n\n"), units, strict=False):
@@ -60,8 +63,9 @@ class Systemctl:
         return result
 
     def states(self, units: list[str]) -> dict[str, dict[str, str]]:
-        """LoadState, ActiveState, SubState of each unit from one `list-units --all`; a unit
-        PID 1 has not loaded is "not-loaded", inactive (its timer was never started)."""
+        """LoadState, ActiveState, SubState of each unit from one `list-units --all`. A unit PID 1
+        does not hold is asked with `show` when there are few (a missing file is "not-found");
+        of many (a first sync), each is "not-loaded", inactive: its timer was never started."""
         patterns = units if len(units) <= NAMED_MAX else _globs(units)
         out = self._run("list-units", "--all", "--plain", "--no-legend", "--full", "--",
                         *patterns, check=False)
@@ -74,6 +78,9 @@ class Systemctl:
             if len(words) >= 4 and words[0] in wanted:
                 listed[words[0]] = {"Id": words[0], "LoadState": words[1],
                                     "ActiveState": words[2], "SubState": words[3]}
+        absent = [u for u in units if u not in listed]
+        if absent and len(absent) <= NAMED_MAX:
+            listed.update(self._shown(absent, sorted(STATE_PROPS)))
         return {u: listed.get(u) or {"Id": u, "LoadState": "not-loaded",
                                      "ActiveState": "inactive", "SubState": "dead"}
                 for u in units}
