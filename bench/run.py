@@ -31,7 +31,7 @@ from bench.common import REPO, Check, Section, machine, remove_deferred
 
 ORDER = ["runner_overhead", "cluster_claim", "plan_render", "plan_scale", "metrics_scale",
          "fire_lateness", "alternatives", "sync_systemd", "alert_latency", "miss_detection",
-         "event_flood", "event_command"]
+         "event_flood", "event_command", "scale"]
 RESULTS = REPO / "bench" / "RESULTS.md"
 PREREQUISITES = {"hyperfine": "apt-get install hyperfine", "/usr/bin/time": "apt-get install time"}
 

@@ -28,7 +28,7 @@ from market_timers.contracts import planfile, unitname
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
 from market_timers.host.clock import utcnow
-from market_timers.host.systemctl import Systemctl
+from market_timers.host.systemctl import Systemctl, SystemctlError
 from market_timers.schedule import credunits, jobusers
 from market_timers.schedule import plan as planning
 from market_timers.schedule.planmerge import previous_plan, write_plan
@@ -88,13 +88,16 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
                 systemctl.daemon_reload()  # by timers.target, which keeps a removed one listed
         if dry_run:
             return result
-        _apply(config.unit_dir, result, desired, systemctl, stamp_dir)
+        not_started = _apply(config.unit_dir, result, desired, systemctl, stamp_dir)
         if getattr(config, "cluster", None) is not None:
             # the kill switch's listener (controls/haltwatch.py): once [cluster] is configured,
             # this node stops the runs a halt made anywhere covers (started unless running; its
             # condition: the DSN credential in /etc/credstore)
             systemctl.start([HALT_WATCH])
         write_plan(config, fires, now, previous, kept, set(ran))
+        if not_started is not None:  # after plan.json: the dead-man knows every fire planned
+            raise SystemctlError(f"{not_started}; the other units are installed and started, and "
+                                 "market-timers sync again starts them", not_started.failed)
         return result
 
 
@@ -164,7 +167,9 @@ def _retire(result: SyncResult, desired: dict[str, str], existing: dict[str, str
 
 
 def _apply(unit_dir: Path, result: SyncResult, desired: dict[str, str], systemctl: Systemctl,
-           stamp_dir: Path) -> None:
+           stamp_dir: Path) -> SystemctlError | None:
+    """Write, reload once if a unit changed, stop and delete, start; the error of timers that
+    did not start (the others are started: a chunked start sends every chunk)."""
     try:
         unit_dir.mkdir(parents=True, exist_ok=True)
         # Atomic per file, made durable as one batch (syncfs + the directory's fsync) before
@@ -185,7 +190,11 @@ def _apply(unit_dir: Path, result: SyncResult, desired: dict[str, str], systemct
     for name in gone:
         _delete(unit_dir, name, stamp_dir)
     systemctl.reset_failed([unitname.service_of(n) for n in result.expired])
-    systemctl.start(result.started)
+    try:
+        systemctl.start(result.started)
+    except SystemctlError as e:
+        return e
+    return None
 
 
 class SyncError(Exception):

@@ -2,7 +2,7 @@
 
 One pass reads `<state_dir>/plan.json` (every fire sync planned while it was still ahead: it comes
 from the exchange calendar, so a holiday has no entry and an early close has its moved instant),
-the run records and `systemctl show` of the upcoming timers, and finds:
+the run records and the states of the upcoming timers (what it reads: reading.py), and finds:
 
 * missed: a planned (job, session) whose instant + grace + timeout + slack has passed with nothing
   in the run ledger (runrecord.read). The runner claims the (job, session) before it execs the
@@ -54,13 +54,11 @@ from market_timers.ledger.pauses import holds, paused
 from market_timers.watch import findings, reported, slots, statuspage
 from market_timers.watch.alert import send_alert
 from market_timers.watch.findings import UNREACHABLE_KEY, PassResult
-from market_timers.watch.fires import PLAN_FILE, deadline, read_plan, timer_state
+from market_timers.watch.fires import PLAN_FILE, deadline, read_plan
 from market_timers.watch.heartbeat import heartbeat
+from market_timers.watch.reading import LOOKAHEAD, check_timers, due_fires
 
 REFRESH_OVERDUE = timedelta(hours=26)  # market-refresh.timer runs daily (and at boot)
-# A timer that will fire: waiting, or running its service now (a slot's run, a pre-fired start
-# waiting for its instant, today's run of a daily unit): it waits again once the run ends.
-SCHEDULED = ("waiting", "active/running")
 log = logging.getLogger("market_timers.watch")
 
 
@@ -132,34 +130,33 @@ def _check(config, watch: WatchConfig, now: datetime, systemctl: Systemctl, stat
     if getattr(config, "broken", None) is not None:  # degraded config: trust the last plan
         jobs |= {e["job"] for e in fires}
 
+    # Every upcoming timer is read once per plan (the first pass after a sync), then only
+    # those due within LOOKAHEAD; a fire is judged once its deadline has passed (_due).
+    checked = state.get("timers_checked") == plan.get("generated_utc")
     book = runrecord.cluster_book(config)  # None: the local ledger only
     try:
-        upcoming = _check_fires(config, watch, now, state_dir, fires, jobs, seen, book,
-                                result, alert)
+        upcoming, ahead = _check_fires(
+            config, watch, now, state_dir,
+            due_fires(fires, state.get("judged_utc"), seen, watch.slack_sec), jobs, seen, book,
+            result, alert, until=now + LOOKAHEAD if checked else None)
     finally:
         if book is not None:
             book.close()
+    if not result.errors:
+        state["judged_utc"] = iso(now)  # the fires due by now are judged: not read again
     generated = parse_iso(plan["generated_utc"]) if plan.get("generated_utc") else None
     settling = generated is not None and now - generated < timedelta(seconds=watch.slack_sec)
     if settling or _sync_running(state_dir):
         log.info("deadman: a sync is running or has just finished; timers checked next pass")
     elif upcoming:
-        units = [e["unit"] for e in upcoming]
-        shown = systemctl.show(units, ["LoadState", "ActiveState", "SubState"])
-        unknown = 0
-        for entry in upcoming:
-            what = timer_state(shown.get(entry["unit"], {}))
-            if what == "unknown":
-                unknown += 1
-            elif what not in SCHEDULED:
-                result.findings.append(findings.not_scheduled(entry, what))
-        if unknown:
-            result.errors.append(f"systemctl show told nothing about {unknown} timer(s): is "
-                                 "systemd reachable over D-Bus?")
-    elif session_jobs and (generated is None or now - generated > REFRESH_OVERDUE):
+        if check_timers(upcoming, systemctl, result):
+            state["timers_checked"] = plan.get("generated_utc")
+    elif session_jobs and not ahead and (generated is None or now - generated > REFRESH_OVERDUE):
         # With a short horizon nothing may be ahead between the day's last fire and the next
         # daily refresh: that is only a problem once the refresh is overdue.
         result.findings.append(findings.nothing_ahead(plan.get("generated_utc", "?")))
+    elif ahead and not checked:
+        state["timers_checked"] = plan.get("generated_utc")  # all ahead ran early, by hand
 
     slots.prune_records(config, state_dir, now)
     for finding in result.findings:
@@ -204,8 +201,9 @@ class _Holds:
 
 def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fires: list[dict],
                  jobs: set[str], seen: dict[str, str], book, result: PassResult,
-                 alert) -> list:
-    """The misses (result.findings) and the upcoming fires that have not run, to check timers.
+                 alert, until: datetime | None = None) -> tuple[list, bool]:
+    """The misses (result.findings), the upcoming fires (due by `until`, if given) that have
+    not run, to check their timers, and whether any fire is ahead at all.
 
     With the cluster ledger (`book`): a miss already reported, by this node or another, is not
     reported again; an unreachable ledger is one `ledger-unreachable` finding and no miss."""
@@ -214,6 +212,7 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
 
     held = _Holds(config, state_dir, book)
     upcoming: list[dict] = []
+    ahead = False
     try:
         for entry in fires:
             if entry["job"] not in jobs:  # a job removed from the config since: nothing to expect
@@ -226,9 +225,11 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
                                     seen)
             due = deadline(entry, watch.slack_sec)
             if parse_iso(entry["fire_utc"]) > now:
+                ahead = True
                 # A (job, session) that already ran (`market-timers run` ahead of its timer) has
                 # no timer on purpose: sync withdrew it.
-                if ran(entry) is None:
+                if (until is None or parse_iso(entry["fire_utc"]) <= until) \
+                        and ran(entry) is None:
                     upcoming.append(entry)
             elif not periodic and due < now and ran(entry) is None:
                 finding = findings.missed(entry, due, now, watch)
@@ -243,9 +244,11 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
         result.findings[:] = [findings.unreachable(config, e)]
         result.errors.append(f"the cluster run ledger cannot be reached: {e}")
         # The timers can still be checked (what this node has not run locally).
-        upcoming = [e for e in fires if parse_iso(e["fire_utc"]) > now and e["job"] in jobs
+        later = [e for e in fires if e["job"] in jobs and parse_iso(e["fire_utc"]) > now]
+        ahead = bool(later)
+        upcoming = [e for e in later if (until is None or parse_iso(e["fire_utc"]) <= until)
                     and runrecord.read(state_dir, e["job"], e["session"]) is None]
-    return upcoming
+    return upcoming, ahead
 
 
 def _sync_running(state_dir: Path) -> bool:
