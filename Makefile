@@ -49,7 +49,8 @@ demo: venv
 	@rm -rf build/units && mkdir -p build
 	@$(MT) render --out build/units > build/render.log && tail -n 1 build/render.log
 	@$(MT) verify build/units
-	@echo "== next: make deb && apt install ./dist/*/market-timers_*.deb; edit"
+	@echo "== next: make deb DIST=bookworm (or trixie; root, in a container of that release) &&"
+	@echo "   apt install ./dist/*/market-timers_*.deb; edit"
 	@echo "   /etc/market-timers/market-timers.toml; market-timers plan --summary;"
 	@echo "   market-timers try <job>; market-timers sync (README: Install)"
 

@@ -109,22 +109,25 @@ def _add_plan_commands(command) -> None:
     s = command("try", "run a job once, a few seconds from now, to try it "
                        "(a one-off timer with its own session id try-<time>)")
     s.add_argument("job", metavar="JOB", help="name of a job in the config")
-    s.add_argument("--in", dest="delay", type=whole_seconds, default=5, metavar="SECONDS",
-                   help="seconds from now to the fire (default 5, at most 3600)")
+    s.add_argument("--in", dest="delay", type=whole_seconds, default=None, metavar="SECONDS",
+                   help="seconds from now to the fire (default 5, or the job's lead + 3 when "
+                        "more; less is refused: the timer would be elapsed; at most 3600)")
 
 
 def _add_check_cron(command) -> None:
     s = command("check-cron", "how a cron line would have fared against the calendar")
     s.add_argument("expr", metavar="CRON", help='five fields in quotes, e.g. "45 15 * * 1-5"')
-    s.add_argument("--tz", default="UTC", help="time zone cron runs in (default UTC)")
-    s.add_argument("--calendar", help="exchange calendar, e.g. XNYS (or --job)")
+    s.add_argument("--tz", help="time zone cron runs in, e.g. UTC or Europe/London (default: "
+                   "the exchange's zone; a crontab runs in the host's, see timedatectl)")
+    s.add_argument("--calendar", help="exchange calendar, e.g. XNYS (default: the config's "
+                   "calendar; or --job)")
     s.add_argument("--job", metavar="NAME", help="compare with this configured job instead: its "
                    "calendar, event, offset and session rule (e.g. a month end)")
     s.add_argument("--event", default="close", help="open | close | break_start | break_end")
     s.add_argument("--offset", default="0s", help='signed, e.g. "-15min"')
     s.add_argument("--from", dest="from_", type=session_date, metavar="DATE",
-                   help="first day to compare (default: a year ago)")
-    s.add_argument("--to", type=session_date, metavar="DATE", help="last day to compare")
+                   help="first day to compare (default: 90 days before --to)")
+    s.add_argument("--to", type=session_date, metavar="DATE", help="last day to compare (default: today)")
     s.add_argument("--json", action="store_true", help="print a JSON object")
 
 
