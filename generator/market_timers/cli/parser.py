@@ -199,7 +199,10 @@ def _add_event_commands(command) -> None:
 def _add_status(command) -> None:
     s = command("status", "each session's jobs: timer, result, duration, alerts")
     s.add_argument("--session", type=session_date, metavar="DATE",
-                   help="one session (default: the latest started one and the planned ones)")
+                   help="one session (default: today's session and the next one; with --json, "
+                        "the latest started one and the planned ones)")
+    s.add_argument("--week", action="store_true",
+                   help="the sessions of the seven days from today's")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--html", metavar="FILE", help="write the sessions x jobs page (one "
                    "self-contained HTML file; default window: a week back and every planned "

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from market_timers.config.watch import watch_of
@@ -53,6 +53,8 @@ from market_timers.ledger import runrecord
 from market_timers.watch import statusinputs, statuspage
 from market_timers.watch.calendar_warnings import status_warnings
 from market_timers.watch.fires import deadline, read_plan, timer_state
+from market_timers.watch.sessiondays import session_days, weekday
+from market_timers.watch.statusholds import chain_depths, mark_held
 from market_timers.watch.statustable import table
 
 
@@ -69,6 +71,8 @@ def collect(config, session=None, now: datetime | None = None, *,
     if plan is None:
         return None
     watch = watch_of(config)
+    if callable(between):  # a window that depends on the plan's sessions (desk_window)
+        between = between(plan.get("fires", []))
     wanted = _wanted(plan.get("fires", []), session, between, now)
     fires = [e for e in plan.get("fires", []) if e["session"] in wanted]
     shown = (systemctl or Systemctl()).show(sorted({e["unit"] for e in fires}),
@@ -78,7 +82,9 @@ def collect(config, session=None, now: datetime | None = None, *,
     requires = {j.name: list(j.requires) for j in getattr(config, "jobs", []) if j.requires}
     book, ledger_error = runrecord.cluster_book(config), None
     cluster = book is not None
-    for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], e["job"])):
+    depth = chain_depths(requires)
+    for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], depth.get(e["job"], 0),
+                                          e["job"])):
         record = statusinputs.read_record(state_dir, e, book) if ledger_error is None else None
         if isinstance(record, Exception):  # the cluster ledger: say so, show the local one
             ledger_error, book = f"the cluster run ledger cannot be reached: {record}", None
@@ -96,11 +102,15 @@ def collect(config, session=None, now: datetime | None = None, *,
     cluster_halts = statusinputs.cluster_halts(book)
     if book is not None:
         book.close()
+    halted = statusinputs.halts(config, cluster_halts)
+    mark_held(sessions, config, halted, held)
+    days = session_days(plan.get("fires", []))
     doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
            **({"requires": requires} if requires else {}),
            **({"pauses": held} if held else {}),
-           **({"halts": halted} if (halted := statusinputs.halts(config, cluster_halts)) else {}),
-           "sessions": [{"session": s, "jobs": jobs, **statusinputs.incidents(config, s)}
+           **({"halts": halted} if halted else {}),
+           "sessions": [{"session": s, "weekday": weekday(s), **_marks(days, s), "jobs": jobs,
+                         **statusinputs.incidents(config, s)}
                         for s, jobs in sorted(sessions.items())],
            "outbox": statusinputs.outbox(config),
            "calendar_warnings": status_warnings(config, now) if calendar_warnings else []}
@@ -114,7 +124,8 @@ def _job_row(entry: dict, record: dict, *, timer: str, result: str, alerts: list
     """One job's row of a session: the plan's entry, what the ledger holds, its alerts."""
     return {
         "job": entry["job"], "calendar": entry.get("calendar", ""), "event": entry.get("event", ""),
-        "fire_utc": entry["fire_utc"], "unit": entry["unit"],
+        "fire_utc": entry["fire_utc"], "fire_local": entry.get("fire_local"),
+        "timezone": entry.get("timezone"), "unit": entry["unit"],
         "timer": timer,
         "result": result,
         "exit_status": record.get("exit_status"),
@@ -132,6 +143,25 @@ def _job_row(entry: dict, record: dict, *, timer: str, result: str, alerts: list
         **({"stopped_by_halt": record["stopped_by_halt"]}
            if record.get("stopped_by_halt") else {}),
     }
+
+
+def _marks(days: dict, session: str) -> dict:
+    """The session's early close and late open, each naming its calendar."""
+    marks = [f"{d.calendar} {m}" for (_, s), d in sorted(days.items()) if s == session
+             for m in d.marks()]
+    return {"marks": marks} if marks else {}
+
+
+def desk_window(plan_fires: list[dict], now: datetime, week: bool) -> tuple:
+    """The table's default sessions: today's (the first on or after today, UTC) and the next
+    one; `week`: every session of the seven days from today's."""
+    labels = sorted({e["session"] for e in plan_fires if e["session"] >= f"{now:%Y-%m-%d}"})
+    if not labels:
+        return (None, None)
+    first = date.fromisoformat(labels[0])
+    if week:
+        return (first, first + timedelta(days=6))
+    return (first, date.fromisoformat(labels[1] if len(labels) > 1 else labels[0]))
 
 
 def _wanted(fires: list[dict], session, between, now: datetime) -> set[str]:
@@ -172,12 +202,19 @@ def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
 
 
 def command(config, session=None, as_json: bool = False, now: datetime | None = None,
-            html=None, since=None, until=None, *, systemctl: Systemctl | None = None) -> int:
+            html=None, since=None, until=None, week: bool = False, *,
+            systemctl: Systemctl | None = None) -> int:
     """`status`: the table, --json, or --html FILE (statuspage.py); --from/--to a date range
-    (with --html and neither: a week back and every planned session)."""
+    (with --html and neither: a week back and every planned session; the table: today's
+    session and the next, `week` the seven days from today's; --json: from the latest started
+    session on, unless `week`)."""
+    now = now or utcnow()
     between = (since, until) if since or until else None
     if html is not None and between is None and session is None:
-        between = statuspage.window(now or utcnow())
+        between = statuspage.window(now)
+    elif between is None and session is None and (week or not as_json):
+        def between(fires):
+            return desk_window(fires, now, week)
     try:
         doc = collect(config, session, now, systemctl=systemctl, between=between)
     except planfile.PlanFileError as e:  # it names the file and what is wrong with it
