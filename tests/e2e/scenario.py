@@ -251,7 +251,7 @@ calendar_max_age_days = 0
 
     def sync(self) -> str:
         started = time.monotonic()
-        out = self.box.run(["market-timers", "sync"], timeout=120).stdout
+        out = self.box.run(["market-timers", "sync", "-v"], timeout=120).stdout  # each unit
         print(f"[e2e] market-timers sync: {time.monotonic() - started:.1f}s")
         return out
 

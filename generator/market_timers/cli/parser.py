@@ -85,8 +85,8 @@ def _add_plan_commands(command) -> None:
                    help="last session to show (default: the --from date)")
     s.add_argument("--json", action="store_true", help="print a JSON array (a periodic job: "
                    "one entry per slot)")
-    s.add_argument("--summary", action="store_true", help="one line per job and session: first, "
-                   "last, count (a periodic job's slots), exchange local time")
+    s.add_argument("--summary", action="store_true", help="one line per job, in the day's "
+                   "order: its rule, its instants in exchange time, its next fire, its count")
     s.add_argument("--slots", action="store_true", help="a periodic job: one line per slot "
                    "(default: one per session, its first and last slot and their count)")
     s.add_argument("--job", action="append", metavar="NAME",
@@ -102,6 +102,8 @@ def _add_plan_commands(command) -> None:
 
     s = command("sync", "install the plan's timers into the live unit directory")
     s.add_argument("--dry-run", action="store_true", help="print what it would do")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="each unit written, started, stopped or deleted, before the summary")
 
     command("refresh", "sync, and alert on calendar changes and failures "
                        "(run daily by market-refresh.timer)")

@@ -43,6 +43,7 @@ import sys
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
+from market_timers.config.dependencies import chain_depths
 from market_timers.config.watch import watch_of
 from market_timers.contracts import planfile
 from market_timers.contracts.instants import iso, parse_iso
@@ -54,7 +55,7 @@ from market_timers.watch import statusinputs, statuspage
 from market_timers.watch.calendar_warnings import status_warnings
 from market_timers.watch.fires import deadline, read_plan, timer_state
 from market_timers.watch.sessiondays import session_days, weekday
-from market_timers.watch.statusholds import chain_depths, mark_held
+from market_timers.watch.statusholds import mark_held
 from market_timers.watch.statustable import table
 
 

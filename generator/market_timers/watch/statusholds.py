@@ -1,5 +1,5 @@
-"""The status document's view of the day's order and of the controls: where a job stands in its
-`requires` chain, and which of the runs still to come a halt or a pause in force will refuse."""
+"""Which of the runs still to come a halt or a pause in force will refuse: the status document
+marks them (the table's "halted: scheduled", the page's halted cells)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,6 @@ from market_timers.ledger.halts import covers
 
 # A run still to come: a halt or pause in force refuses its start when its instant comes.
 AHEAD = ("scheduled", "due")
-
-
-def chain_depths(requires: dict[str, list[str]]) -> dict[str, int]:
-    """job -> how many upstreams deep it is: at one instant, an upstream's row comes first."""
-    depths: dict[str, int] = {}
-
-    def depth(job: str, seen: tuple[str, ...] = ()) -> int:
-        if job not in depths:
-            ups = [u for u in requires.get(job, []) if u not in seen]
-            depths[job] = 1 + max((depth(u, (*seen, job)) for u in ups), default=-1)
-        return depths[job]
-
-    for job in requires:
-        depth(job)
-    return depths
 
 
 def _pause_holds(pause: dict, job: str, lock: str, session: str) -> bool:
