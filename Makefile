@@ -69,7 +69,7 @@ test: venv
 	echo "make test: $$(( $$(date +%s) - start )) s in all, exit status $$status"; \
 	exit $$status
 
-# The unit tier alone, for development (README); `make test` is what CI runs.
+# The unit tier alone, for development (HACKING.md); `make test` is what CI runs.
 check test-unit: venv
 	$(PY) -m pytest tests -m 'not e2e'
 
