@@ -331,3 +331,22 @@ def test_several_calendars_never_scroll_sideways(make_config, fake_systemctl, ch
     subprocess.run([*browser, f"--screenshot={shot}", page.as_uri()], capture_output=True,
                    timeout=120)
     print(f"screenshot: {shot}")
+
+
+def test_a_cell_says_a_run_was_started_by_hand_and_not_its_lateness(week, fake_systemctl):
+    from market_timers import ledger
+    from market_timers.ledger.local import LocalLedger
+
+    book = LocalLedger(str(week.state_dir))
+    key = ledger.Key("orders", "2025-11-25")  # missed by its timer, run by hand on Saturday
+    book.claim(key, "operator", {"host": "ny4-a", "by": "alice", "invocation": "i1",
+                                 "started_utc": "2025-11-29T10:00:00Z", "late_sec": 307800.0})
+    book.finish(key, "i1", {"result": "success", "exit_status": "0", "duration_sec": 2})
+    fake_systemctl.now = NOW
+    doc = status.collect(week, now=NOW, systemctl=fake_systemctl,
+                         between=(utc("2025-11-25T00:00:00Z").date(),
+                                  utc("2025-11-25T00:00:00Z").date()))
+    parsed = Page()
+    parsed.feed(statuspage.render(doc))
+    text = parsed.texts[("orders", "2025-11-25")]
+    assert "started by operator alice" in text and "late" not in text

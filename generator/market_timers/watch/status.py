@@ -31,7 +31,9 @@ start's kind when the session never started (stale-start, overlap-skipped), "run
 finished), or with nothing in the ledger: "scheduled" (instant ahead), "due" (past the instant,
 inside grace + timeout + slack) or "missed". `attempts` counts the session's runs (more than one
 only with `market-timers run --force`), `host` is where the latest ran, `refused_starts` lists the
-starts refused since (e.g. "already-ran"). In cluster mode the records are the cluster ledger's
+starts refused since (e.g. "already-ran"); `how` and `by` say who started a run that its timer
+did not (operator, forced, retry). `fire_local` and `timezone` are the instant in exchange time;
+`held` ("halted", "paused") and `held_by` mark a run still to come that a control will refuse. In cluster mode the records are the cluster ledger's
 (any node's run; each job gains `node`, the node that ran it, a NODE column in the table); when it cannot be
 reached, status says so and shows this node's local ledger.
 """
@@ -143,6 +145,9 @@ def _job_row(entry: dict, record: dict, *, timer: str, result: str, alerts: list
         **_refusal_fields(record),
         **({"stopped_by_halt": record["stopped_by_halt"]}
            if record.get("stopped_by_halt") else {}),
+        # started otherwise than by its timer: operator, forced, retry (the ledger's `how`)
+        **({"how": record["how"], "by": record.get("by")}
+           if record.get("how") not in (None, "timer") else {}),
     }
 
 

@@ -86,7 +86,9 @@ def _cell(session: str, row: dict) -> dict:
         parts.append(f"on {row.get('node') or row.get('host')}")
     if isinstance(row.get("duration_sec"), int | float):
         parts.append(f"{row['duration_sec']:.1f} s")
-    if isinstance(row.get("late_sec"), int | float) and state not in ("scheduled", "due"):
+    if row.get("how"):  # its lateness is the operator's, not the timer's: not shown
+        parts.append(f"started by {row['how']}" + (f" {row['by']}" if row.get("by") else ""))
+    elif isinstance(row.get("late_sec"), int | float) and state not in ("scheduled", "due"):
         parts.append(f"late {max(0.0, row['late_sec']) * 1000:.0f} ms")
     alerts = [f"{a.get('title') or a.get('kind')} ({HANDLED.get(a.get('handling'), 'raised')})"
               for a in row.get("alerts", [])]
