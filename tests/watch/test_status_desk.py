@@ -113,3 +113,27 @@ def test_status_command_line_takes_week(desk, fake_systemctl, capsys, monkeypatc
     assert cli.main(["--config", str(desk.source), "--now", "2025-11-26T15:00:00Z", "status",
                      "--week"]) == 0
     assert "Tue 2025-12-02" in capsys.readouterr().out
+
+
+def test_status_of_a_session_before_the_install_reads_the_ledger(desk, fake_systemctl, capsys):
+    """The plan starts at the install; a session run before it (another host, an older config)
+    is still in the run ledger, and `status --session` and the page show it."""
+    from market_timers import ledger
+    from market_timers.ledger.local import LocalLedger
+
+    book = LocalLedger(str(desk.state_dir))
+    key = ledger.Key("signal", "2025-11-20")
+    book.claim(key, "timer", {"host": "ny4-a", "invocation": "i1",
+                              "scheduled_utc": "2025-11-20T20:45:00Z",
+                              "started_utc": "2025-11-20T20:45:00Z"})
+    book.finish(key, "i1", {"result": "success", "exit_status": "0", "duration_sec": 3})
+    assert status.command(desk, utc("2025-11-20T00:00:00Z").date(), False, NOW,
+                          systemctl=fake_systemctl) == 0
+    lines = capsys.readouterr().out.splitlines()
+    [row] = [x for x in lines if x.startswith("Thu 2025-11-20")]
+    assert row.split()[2] == "signal" and "success" in row and "20:45Z" in row
+    assert status.command(desk, None, False, NOW, since=utc("2025-11-19T00:00:00Z").date(),
+                          until=utc("2025-11-24T00:00:00Z").date(), systemctl=fake_systemctl) == 0
+    sessions = {x.split()[1] for x in capsys.readouterr().out.splitlines()
+                if x[:3] in ("Mon", "Thu")}
+    assert sessions == {"2025-11-20", "2025-11-24"}

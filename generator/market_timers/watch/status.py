@@ -74,10 +74,7 @@ def collect(config, session=None, now: datetime | None = None, *,
     if plan is None:
         return None
     watch = watch_of(config)
-    if callable(between):  # a window that depends on the plan's sessions (desk_window)
-        between = between(plan.get("fires", []))
-    wanted = _wanted(plan.get("fires", []), session, between, now)
-    fires = [e for e in plan.get("fires", []) if e["session"] in wanted]
+    fires = _shown_fires(config, plan.get("fires", []), session, between, now)
     shown = (systemctl or Systemctl()).show(sorted({e["unit"] for e in fires}),
                                             ["LoadState", "ActiveState", "SubState"])
     sessions: dict[str, list[dict]] = {}
@@ -96,7 +93,7 @@ def collect(config, session=None, now: datetime | None = None, *,
             record = runrecord.read(state_dir, e["job"], e["session"])
         record = record or {}
         sessions.setdefault(e["session"], []).append(_job_row(
-            e, record, timer=timer_state(shown.get(e["unit"], {})),
+            e, record, timer=timer_state(shown.get(e["unit"], {})) if e["unit"] else "-",
             result=_result(e, record, now, watch.slack_sec), alerts=events(e["session"], e["job"]),
             node=cluster, requires=requires.get(e["job"])))
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
@@ -107,14 +104,11 @@ def collect(config, session=None, now: datetime | None = None, *,
         book.close()
     halted = statusinputs.halts(config, cluster_halts)
     mark_held(sessions, config, halted, held)
-    days = session_days(plan.get("fires", []))
     doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
            **({"requires": requires} if requires else {}),
            **({"pauses": held} if held else {}),
            **({"halts": halted} if halted else {}),
-           "sessions": [{"session": s, "weekday": weekday(s), **_marks(days, s), "jobs": jobs,
-                         **statusinputs.incidents(config, s)}
-                        for s, jobs in sorted(sessions.items())],
+           "sessions": _session_docs(config, sessions, plan.get("fires", [])),
            "outbox": statusinputs.outbox(config),
            "calendar_warnings": status_warnings(config, now) if calendar_warnings else []}
     if getattr(config, "cluster", None) is not None:
@@ -149,6 +143,27 @@ def _job_row(entry: dict, record: dict, *, timer: str, result: str, alerts: list
         **({"how": record["how"], "by": record.get("by")}
            if record.get("how") not in (None, "timer") else {}),
     }
+
+
+def _shown_fires(config, plan_fires: list[dict], session, between, now: datetime) -> list[dict]:
+    """The plan's entries of the sessions shown and, for a window with a bound, the runs the
+    ledger holds in it that the plan does not (sessions before the install)."""
+    if callable(between):  # a window that depends on the plan's sessions (desk_window)
+        between = between(plan_fires)
+    wanted = _wanted(plan_fires, session, between, now)
+    fires = [e for e in plan_fires if e["session"] in wanted]
+    first, last = (session.isoformat(),) * 2 if session else (
+        (d.isoformat() if d else None for d in between) if between else (None, None))
+    if first or last:
+        fires += statusinputs.ledger_only(config, fires, first, last)
+    return fires
+
+
+def _session_docs(config, sessions: dict[str, list[dict]], plan_fires: list[dict]) -> list:
+    """Each session's part of the document: its weekday, its marks, its jobs, its incidents."""
+    days = session_days(plan_fires)
+    return [{"session": s, "weekday": weekday(s), **_marks(days, s), "jobs": jobs,
+             **statusinputs.incidents(config, s)} for s, jobs in sorted(sessions.items())]
 
 
 def _marks(days: dict, session: str) -> dict:
