@@ -40,8 +40,9 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
                if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
     if not covered:
         print(f"market-timers halt: {halts.describe(scope, name)} covers no job of "
-              f"{config.source}: it would refuse nothing. Mark the order jobs, or "
-              f"halt one of {', '.join(_covering_scopes(config))}", file=sys.stderr)
+              f"{config.source}: it would refuse nothing. Mark the jobs that send orders "
+              f"with orders = true, or give one of: {', '.join(_covering_scopes(config))}",
+              file=sys.stderr)
         return USAGE
     if not reason.strip():
         print("market-timers halt: --reason must say why (it is in the alert and the record)",
