@@ -49,7 +49,8 @@ demo: venv
 	@rm -rf build/units && mkdir -p build
 	@$(MT) render --out build/units > build/render.log && tail -n 1 build/render.log
 	@$(MT) verify build/units
-	@echo "== next: make deb && apt install ./dist/*/market-timers_*.deb; edit"
+	@echo "== next: make deb DIST=bookworm (or trixie; root, in a container of that release) &&"
+	@echo "   apt install ./dist/*/market-timers_*.deb; edit"
 	@echo "   /etc/market-timers/market-timers.toml; market-timers plan --summary;"
 	@echo "   market-timers try <job>; market-timers sync (README: Install)"
 
@@ -68,7 +69,7 @@ test: venv
 	echo "make test: $$(( $$(date +%s) - start )) s in all, exit status $$status"; \
 	exit $$status
 
-# The unit tier alone, for development (README); `make test` is what CI runs.
+# The unit tier alone, for development (HACKING.md); `make test` is what CI runs.
 check test-unit: venv
 	$(PY) -m pytest tests -m 'not e2e'
 

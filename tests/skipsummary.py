@@ -30,6 +30,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     width = len(str(max(reasons.values())))
     for reason, count in reasons.most_common():
         write(f"  {count:>{width}}  {reason}")
-    write("To run them: install the packages .ci/run installs (README, \"Set-up\") and run as "
+    write("To run them: install the packages .ci/run installs (HACKING.md, \"The test suite\") and run as "
           "root, or run `CI=true bash .ci/run` on a fresh Debian 12 machine (there a skip is a "
           "failure).")

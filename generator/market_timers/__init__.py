@@ -1,6 +1,6 @@
 """market-timers: run a trading system's jobs on its exchange's calendar with systemd timers.
 
-The five flows, each in one folder (README, Layout; the import contract in pyproject.toml keeps
+The five flows, each in one folder (HACKING.md, Layout; the import contract in pyproject.toml keeps
 their dependencies one way):
 
 * plan -> units:     schedule/ (config/ read by config/loader.py; sync.py installs the units)

@@ -19,7 +19,7 @@ connects to its broker, then blocks until the instant:
 `event(kind, ...)` hands an event of the trading system (a disconnect, a rejection...) to
 market-timers' router: it is spooled durably and routed by the `[events]` rules of the config.
 Any process of the host may call it: a job, or a gateway running as its own user in the
-market-timers group (see "Events from your trading system" in the README).
+market-timers group (see "Events from your trading system" in docs/guide.md).
 
     from market_timers.jobnotify import event
     event("rejected", key=order_id, text=reason)      # True once spooled

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -155,11 +156,13 @@ def test_status_shows_which_node_ran_each_job(nodes, dsn, capsys):
     (job,) = [j for s in doc["sessions"] if s["session"] == SESSION for j in s["jobs"]]
     assert (job["node"], job["result"]) == ("ny4-b", "success")
     assert doc["cluster"] == {"node": "ny4-a", "ledger_error": None}
-    assert status.command(a.config, None, False, AFTER_DEADLINE, systemctl=a.systemctl) == 0
+    assert status.command(a.config, date.fromisoformat(SESSION), False, AFTER_DEADLINE,
+                          systemctl=a.systemctl) == 0
     lines = capsys.readouterr().out.splitlines()
     head = lines[0].split()
-    row = [line.split() for line in lines if line.startswith(SESSION)][0]
-    assert head[6] == "NODE" and row[6] == "ny4-b"  # FIRE (UTC) is two words, two columns
+    row = [line.split() for line in lines if line[4:14] == SESSION][0]
+    # the session (weekday, date) and the exchange time (time, zone) are two words each
+    assert head[6] == "NODE" and row[8] == "ny4-b"
 
 
 def test_status_with_the_ledger_unreachable_says_so(nodes, tmp_path, monkeypatch, capsys):

@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # Never part of the package: editing a test, a benchmark or the docs does not make the .deb stale.
-NOT_PACKAGED = ("tests/", "bench/", ".ci/", "README.md", "Makefile", "scripts/make-repo")
+NOT_PACKAGED = ("tests/", "bench/", ".ci/", "README.md", "HACKING.md", "docs/", "Makefile",
+                "scripts/make-repo")
 
 
 def _source_files(repo: Path) -> list[Path]:

@@ -270,7 +270,7 @@ calendar_max_age_days = 0
 
     def sync(self) -> str:
         started = time.monotonic()
-        out = self.box.run(["market-timers", "sync"], timeout=120).stdout
+        out = self.box.run(["market-timers", "sync", "-v"], timeout=120).stdout  # each unit
         _RECENT_SYNCS.append(time.monotonic() - started)
         print(f"[e2e] market-timers sync: {_RECENT_SYNCS[-1]:.1f}s")
         return out

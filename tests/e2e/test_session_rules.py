@@ -61,6 +61,9 @@ def test_rule_job_has_a_timer_for_each_chosen_session_only(scenario: Scenario) -
     for unit in weekly:
         assert box.show(unit, "ActiveState") == "active", unit
         assert "(week end)" in box.show(unit, "Description"), unit
-    summary = box.run(["market-timers", "plan", "--summary"]).stdout
-    rows = [r for r in summary.splitlines() if r.startswith("weekly ")]
+    table = box.run(["market-timers", "plan"]).stdout  # a line per fire, its session third
+    rows = [r for r in table.splitlines() if r.startswith("weekly ")]
     assert {r.split()[2] for r in rows} == installed and all("week end" in r for r in rows)
+    summary = box.run(["market-timers", "plan", "--summary"]).stdout  # a line per job
+    [line] = [r for r in summary.splitlines() if r.startswith("weekly ")]
+    assert "week end" in line and line.rstrip().endswith(f" {len(installed)}")

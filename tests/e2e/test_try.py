@@ -20,7 +20,7 @@ def test_try_runs_the_job_once_now_without_touching_the_planned_run(scenario: Sc
     planned = Job("trial", instant_in(3600), ["ok"])
     scenario.schedule([planned])
     try:
-        out = box.run(["market-timers", "try", "trial", "--in", "3"], timeout=120).stdout
+        out = box.run(["market-timers", "try", "trial", "--in", "5"], timeout=120).stdout
         print(out)
         m = re.search(r"started (market-trial@(try-\d{8}T\d{6}Z))\.timer", out)
         assert m, out

@@ -324,5 +324,5 @@ def test_the_channel_lists_name_every_channel():
     assert [n for n in names if not has_word(alert, n)] == [], "market-timers.1 `alert --test`"
     fallback = next(line for line in source(MAN5).splitlines() if line.startswith(".BR fallback"))
     assert ", ".join(names) in fallback, "the default fallback order in market-timers.toml.5"
-    readme = (ROOT / "README.md").read_text()
-    assert [n for n in names if f"[alerts.{n}]" not in readme] == [], "README.md's Alerts"
+    guide = (ROOT / "docs" / "guide.md").read_text()
+    assert [n for n in names if f"[alerts.{n}]" not in guide] == [], "docs/guide.md's Alerts"

@@ -15,8 +15,7 @@ from .conftest import utc
 
 JOB_KEYS = {"job", "calendar", "event", "fire_utc", "unit", "timer", "result", "exit_status",
             "duration_sec", "late_sec", "started_utc", "finished_utc", "attempts", "host",
-            "refused_starts",
-            "alerts"}
+            "refused_starts", "alerts", "fire_local", "timezone"}
 
 
 @pytest.fixture
@@ -84,10 +83,13 @@ def test_status_table_is_readable(week, fake_systemctl, capsys):
     fake_systemctl.now = utc("2025-11-26T12:00:00Z")
     assert status.command(week, None, False, fake_systemctl.now, systemctl=fake_systemctl) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["SESSION", "JOB", "FIRE", "(UTC)", "TIMER", "RESULT", "EXIT",
+    assert out[0].split() == ["SESSION", "JOB", "EXCHANGE", "UTC", "TIMER", "RESULT", "EXIT",
                               "DURATION", "ALERTS"]
-    assert out[1].split()[:6] == ["2025-11-25", "signal", "2025-11-25", "20:45:00Z", "elapsed",
-                                  "missed"]
+    # today's session and the next: Wednesday, then Friday (Thursday is Thanksgiving)
+    assert out[1].split()[:7] == ["Wed", "2025-11-26", "signal", "15:45", "EST", "20:45Z",
+                                  "waiting"]
+    assert out[2].split()[:7] == ["Fri", "2025-11-28", "signal", "12:45", "EST", "17:45Z",
+                                  "waiting"]
 
 
 def test_status_without_a_plan_says_sync_has_not_run(make_config, fake_systemctl, capsys):

@@ -178,3 +178,175 @@ def test_a_halted_session_is_its_own_state_not_a_failure():
     row = {"job": "orders", "result": "halted", "fire_utc": "2025-11-26T20:50:00Z", "alerts": []}
     assert statuspage.cell_state(row) == "halted"
     assert "halted" in dict(statuspage.STATES)
+
+
+# The page as a desk screen (issue 42, item 1) -------------------------------------------------
+
+class Page(HTMLParser):
+    """The cells in document order, the banners' text and each session header's text."""
+
+    def __init__(self):
+        super().__init__()
+        self.order: list[tuple[str, str, str]] = []  # (session, job, state)
+        self.texts: dict[tuple[str, str], str] = {}
+        self.banners: list[str] = []
+        self.headers: dict[str, str] = {}
+        self._in: list = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "td" and "data-job" in a:
+            self.order.append((a["data-session"], a["data-job"], a["data-state"]))
+            self._in.append(("cell", (a["data-job"], a["data-session"])))
+        elif "banner" in (a.get("class") or "").split():
+            self._in.append(("banner", len(self.banners)))
+            self.banners.append("")
+        elif tag == "h2" and "data-session" in a:
+            self._in.append(("header", a["data-session"]))
+            self.headers[a["data-session"]] = ""
+
+    def handle_endtag(self, tag):
+        if self._in and tag in ("td", "div", "h2", "p"):
+            self._in.pop()
+
+    def handle_data(self, data):
+        for kind, key in self._in:
+            if kind == "cell":
+                self.texts[key] = self.texts.get(key, "") + data
+            elif kind == "banner":
+                self.banners[key] += data
+            else:
+                self.headers[key] += data
+
+
+def desk_page(week, fake_systemctl, tmp_path, capsys, halt: bool = True) -> str:
+    from market_timers.controls import halt as halt_mod
+
+    class NothingRuns:
+        def running(self, patterns):
+            return []
+
+    if halt:
+        assert halt_mod.halt(week, "orders", None, False, "broker runaway",
+                             utc("2025-11-26T20:55:00Z"), systemctl=NothingRuns()) == 0
+    fake_systemctl.now = NOW
+    page = tmp_path / "desk.html"
+    assert status.command(week, None, False, NOW, str(page), utc("2025-11-24T00:00:00Z").date(),
+                          utc("2025-12-01T00:00:00Z").date(), systemctl=fake_systemctl) == 0
+    capsys.readouterr()
+    return page.read_text()
+
+
+def test_the_page_has_a_banner_for_the_halt_and_its_cells_say_halted(week, fake_systemctl,
+                                                                    tmp_path, capsys):
+    parsed = Page()
+    parsed.feed(desk_page(week, fake_systemctl, tmp_path, capsys))
+    [banner] = parsed.banners
+    assert "HALTED" in banner and "job orders" in banner and "broker runaway" in banner
+    assert "2025-11-26T20:55:00Z" in banner and "market-timers resume orders" in banner
+    states = {(s, j): st for s, j, st in parsed.order}
+    assert states[("2025-11-28", "orders")] == "halted"  # still to come: the halt refuses it
+    assert states[("2025-11-26", "orders")] == "ok"  # ran before the halt: as it was
+    assert states[("2025-11-28", "signal")] == "scheduled"
+
+
+def test_the_page_shows_the_days_order_exchange_time_and_the_early_close(week, fake_systemctl,
+                                                                        tmp_path, capsys):
+    parsed = Page()
+    parsed.feed(desk_page(week, fake_systemctl, tmp_path, capsys, halt=False))
+    friday = [j for s, j, _ in parsed.order if s == "2025-11-28"]
+    assert friday == ["signal", "orders"]  # 12:45 then 12:50, not alphabetical
+    assert "12:45 EST" in parsed.texts[("signal", "2025-11-28")]
+    assert "17:45Z" in parsed.texts[("signal", "2025-11-28")]
+    assert "Fri" in parsed.headers["2025-11-28"]
+    assert "closes early at 13:00 EST" in parsed.headers["2025-11-28"]
+    assert "today" in parsed.headers["2025-11-26"] and "today" not in parsed.headers["2025-11-28"]
+
+
+def test_the_page_tells_its_own_health_and_the_journal_command(week, fake_systemctl, tmp_path,
+                                                              capsys):
+    html = desk_page(week, fake_systemctl, tmp_path, capsys, halt=False)
+    assert "plan synced 2025-11-21T22:00:00Z" in html
+    assert "journalctl MARKET_JOB=orders MARKET_SESSION=2025-11-24" in html  # the failed run
+    from market_timers.watch import deadman  # noqa: F401
+
+    written = statuspage.render({"now": "2025-11-26T21:00:00Z", "sessions": []},
+                                deadman_pass="2025-11-26T21:00:00Z")
+    assert "last dead-man pass 2025-11-26T21:00:00Z" in written
+
+
+def test_a_cell_says_whether_its_alert_went_out_or_was_folded():
+    row = {"job": "signal", "result": "exit-code", "exit_status": "3", "attempts": 1,
+           "fire_utc": "2025-11-26T20:45:00Z", "fire_local": "2025-11-26T15:45:00-05:00",
+           "timezone": "EST",
+           "alerts": [{"kind": "failed", "title": "signal failed", "handling": "deduplicated"}]}
+    html = statuspage.render({"now": "2025-11-26T21:00:00Z",
+                              "sessions": [{"session": "2025-11-26", "jobs": [row]}]})
+    assert "signal failed (folded into an earlier alert)" in html
+    row["alerts"][0]["handling"] = "alert"
+    html = statuspage.render({"now": "2025-11-26T21:00:00Z",
+                              "sessions": [{"session": "2025-11-26", "jobs": [row]}]})
+    assert "signal failed (sent)" in html
+
+
+SEVEN_DAYS = """
+[[job]]
+name = "crypto-rebalance"
+calendar = "24/7"
+event = "close"
+offset = "-5min"
+command = ["/bin/true"]
+"""
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_several_calendars_never_scroll_sideways(make_config, fake_systemctl, chromium, tmp_path,
+                                                 width):
+    """A 24/7 job beside the XNYS jobs: a fortnight of sessions, no horizontal scroll."""
+    config = make_config(CONFIG + SEVEN_DAYS)
+    fake_systemctl.now = utc("2025-11-21T22:00:00Z")
+    sync_mod.sync(config, now=fake_systemctl.now, systemctl=fake_systemctl,
+                  stamp_dir=tmp_path / "stamps")
+    fake_systemctl.now = NOW
+    page = tmp_path / "wide.html"
+    assert status.command(config, None, False, NOW, str(page), systemctl=fake_systemctl) == 0
+    # The page has no script; a copy measures itself for the test: the document's width, and
+    # the widest overflow of any element (a box that scrolls sideways inside the page).
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace(
+        "</body>", "<script>document.body.setAttribute('data-scroll', "
+        "document.documentElement.scrollWidth + 'x' + window.innerWidth + 'x' + Math.max(0, "
+        "...[...document.querySelectorAll('body *')].map(e => e.scrollWidth - e.clientWidth)))"
+        "</script></body>"))
+    browser = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+               f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={width},900"]
+    dom = subprocess.run([*browser, "--dump-dom", probe.as_uri()], capture_output=True,
+                         text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    scroll, inner, inside = map(int, re.search(r'data-scroll="(\d+)x(\d+)x(\d+)"',
+                                               dom.stdout).groups())
+    assert scroll <= inner, f"the page is {scroll} px wide in a {inner} px window"
+    assert inside == 0, f"a box of the page scrolls sideways by {inside} px"
+    shot = tmp_path / f"wide-{width}.png"
+    subprocess.run([*browser, f"--screenshot={shot}", page.as_uri()], capture_output=True,
+                   timeout=120)
+    print(f"screenshot: {shot}")
+
+
+def test_a_cell_says_a_run_was_started_by_hand_and_not_its_lateness(week, fake_systemctl):
+    from market_timers import ledger
+    from market_timers.ledger.local import LocalLedger
+
+    book = LocalLedger(str(week.state_dir))
+    key = ledger.Key("orders", "2025-11-25")  # missed by its timer, run by hand on Saturday
+    book.claim(key, "operator", {"host": "ny4-a", "by": "alice", "invocation": "i1",
+                                 "started_utc": "2025-11-29T10:00:00Z", "late_sec": 307800.0})
+    book.finish(key, "i1", {"result": "success", "exit_status": "0", "duration_sec": 2})
+    fake_systemctl.now = NOW
+    doc = status.collect(week, now=NOW, systemctl=fake_systemctl,
+                         between=(utc("2025-11-25T00:00:00Z").date(),
+                                  utc("2025-11-25T00:00:00Z").date()))
+    parsed = Page()
+    parsed.feed(statuspage.render(doc))
+    text = parsed.texts[("orders", "2025-11-25")]
+    assert "started by operator alice" in text and "late" not in text

@@ -39,7 +39,7 @@ def cmd_try(args) -> int:
     try:
         result = calendar_call(trial.start_try, cfg, args.job, now_of(args), args.delay,
                                 Systemctl())
-    except trial.UnknownJob as e:
+    except (trial.UnknownJob, trial.TooSoon) as e:
         raise UsageError(str(e)) from None
     except (trial.TryError, SystemctlError) as e:
         print(f"market-timers try: {e}", file=sys.stderr)
@@ -51,11 +51,27 @@ def cmd_try(args) -> int:
 def cmd_check_cron(args) -> int:
     from market_timers.cron import check as cron_check
 
-    config = config_of(args, check_calendars=False) if getattr(args, "job", None) else None
+    config = None
+    if getattr(args, "job", None) or args.calendar is None:
+        config = _cron_config(args)
     try:
         return cron_check.command(args, config)
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def _cron_config(args):
+    """check-cron's config: its calendar is the default; without a config file, --calendar or
+    --job must say which (any other problem of the file is the config's error, exit 2)."""
+    import os
+
+    from market_timers.config import loader as config
+
+    if args.calendar is None and not getattr(args, "job", None) \
+            and not os.path.exists(config.config_path(args.config)):
+        raise UsageError("--calendar or --job is required (no config "
+                         f"{config.config_path(args.config)} to take its calendar from)")
+    return config_of(args, check_calendars=False)
 
 
 def _as_service_user(cfg):
@@ -200,7 +216,8 @@ COMMANDS = {
     "digest": cmd_digest,
     "refresh": cmd_refresh,
     "deadman": cmd_deadman,
-    "status": _delegate(_status, "command", "session", "json", "now", "html", "since", "until"),
+    "status": _delegate(_status, "command", "session", "json", "now", "html", "since", "until",
+                        "week"),
     "event": cmd_event,
     "incidents": cmd_incidents,
     "run": cmd_run,

@@ -85,8 +85,8 @@ def _add_plan_commands(command) -> None:
                    help="last session to show (default: the --from date)")
     s.add_argument("--json", action="store_true", help="print a JSON array (a periodic job: "
                    "one entry per slot)")
-    s.add_argument("--summary", action="store_true", help="one line per job and session: first, "
-                   "last, count (a periodic job's slots), exchange local time")
+    s.add_argument("--summary", action="store_true", help="one line per job, in the day's "
+                   "order: its rule, its instants in exchange time, its next fire, its count")
     s.add_argument("--slots", action="store_true", help="a periodic job: one line per slot "
                    "(default: one per session, its first and last slot and their count)")
     s.add_argument("--job", action="append", metavar="NAME",
@@ -102,6 +102,8 @@ def _add_plan_commands(command) -> None:
 
     s = command("sync", "install the plan's timers into the live unit directory")
     s.add_argument("--dry-run", action="store_true", help="print what it would do")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="each unit written, started, stopped or deleted, before the summary")
 
     command("refresh", "sync, and alert on calendar changes and failures "
                        "(run daily by market-refresh.timer)")
@@ -109,22 +111,25 @@ def _add_plan_commands(command) -> None:
     s = command("try", "run a job once, a few seconds from now, to try it "
                        "(a one-off timer with its own session id try-<time>)")
     s.add_argument("job", metavar="JOB", help="name of a job in the config")
-    s.add_argument("--in", dest="delay", type=whole_seconds, default=5, metavar="SECONDS",
-                   help="seconds from now to the fire (default 5, at most 3600)")
+    s.add_argument("--in", dest="delay", type=whole_seconds, default=None, metavar="SECONDS",
+                   help="seconds from now to the fire (default 5, or the job's lead + 3 when "
+                        "more; less is refused: the timer would be elapsed; at most 3600)")
 
 
 def _add_check_cron(command) -> None:
     s = command("check-cron", "how a cron line would have fared against the calendar")
     s.add_argument("expr", metavar="CRON", help='five fields in quotes, e.g. "45 15 * * 1-5"')
-    s.add_argument("--tz", default="UTC", help="time zone cron runs in (default UTC)")
-    s.add_argument("--calendar", help="exchange calendar, e.g. XNYS (or --job)")
+    s.add_argument("--tz", help="time zone cron runs in, e.g. UTC or Europe/London (default: "
+                   "the exchange's zone; a crontab runs in the host's, see timedatectl)")
+    s.add_argument("--calendar", help="exchange calendar, e.g. XNYS (default: the config's "
+                   "calendar; or --job)")
     s.add_argument("--job", metavar="NAME", help="compare with this configured job instead: its "
                    "calendar, event, offset and session rule (e.g. a month end)")
     s.add_argument("--event", default="close", help="open | close | break_start | break_end")
     s.add_argument("--offset", default="0s", help='signed, e.g. "-15min"')
     s.add_argument("--from", dest="from_", type=session_date, metavar="DATE",
-                   help="first day to compare (default: a year ago)")
-    s.add_argument("--to", type=session_date, metavar="DATE", help="last day to compare")
+                   help="first day to compare (default: 90 days before --to)")
+    s.add_argument("--to", type=session_date, metavar="DATE", help="last day to compare (default: today)")
     s.add_argument("--json", action="store_true", help="print a JSON object")
 
 
@@ -196,7 +201,10 @@ def _add_event_commands(command) -> None:
 def _add_status(command) -> None:
     s = command("status", "each session's jobs: timer, result, duration, alerts")
     s.add_argument("--session", type=session_date, metavar="DATE",
-                   help="one session (default: the latest started one and the planned ones)")
+                   help="one session (default: today's session and the next one; with --json, "
+                        "the latest started one and the planned ones)")
+    s.add_argument("--week", action="store_true",
+                   help="the sessions of the seven days from today's")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--html", metavar="FILE", help="write the sessions x jobs page (one "
                    "self-contained HTML file; default window: a week back and every planned "

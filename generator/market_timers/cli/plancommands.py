@@ -50,7 +50,11 @@ def cmd_plan(args) -> int:
         result = plan.plan_ahead_partial(cfg, now_of(args))
         fires, failures = result.fires, result.failures
     if args.summary:
-        sys.stdout.write(planview.summary(list(fires)) + "\n")
+        from market_timers.config.dependencies import chain_depths
+        from market_timers.schedule.plansummary import summary
+
+        depths = chain_depths({j.name: list(j.requires) for j in cfg.jobs})
+        sys.stdout.write(summary(list(fires), now_of(args), depths) + "\n")
         return _report_failures(args.command, failures)
     # streamed: written as formatted, never the whole text at once
     if args.json:
@@ -128,8 +132,8 @@ def cmd_sync(args) -> int:
     except (SystemctlError, sync.SyncError, OSError) as e:  # OSError: also a refused symlink in state_dir
         print(f"market-timers sync: {e}", file=sys.stderr)
         return FAILURE
-    lines = result.lines(dry_run=args.dry_run)
-    print("\n".join([x for x in lines if not x.startswith("warning: ")] or ["nothing to do"]))
+    lines = result.report(dry_run=args.dry_run, verbose=args.verbose)
+    print("\n".join(x for x in lines if not x.startswith("warning: ")))
     for line in lines:
         if line.startswith("warning: "):
             print(f"market-timers sync: {line}", file=sys.stderr)

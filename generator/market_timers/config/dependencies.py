@@ -93,3 +93,18 @@ def notes(requires: dict) -> list[str]:
             line += f" (chain: {' -> '.join([*reversed(upstream), name])})"
         out.append(line)
     return out
+
+
+def chain_depths(requires: dict[str, list[str]]) -> dict[str, int]:
+    """job -> how many upstreams deep it is: at one instant, an upstream's row comes first."""
+    depths: dict[str, int] = {}
+
+    def depth(job: str, seen: tuple[str, ...] = ()) -> int:
+        if job not in depths:
+            ups = [u for u in requires.get(job, []) if u not in seen]
+            depths[job] = 1 + max((depth(u, (*seen, job)) for u in ups), default=-1)
+        return depths[job]
+
+    for job in requires:
+        depth(job)
+    return depths

@@ -241,7 +241,7 @@ def required_jobs(names: Any) -> tuple[str, ...]:
 
 
 def lead_seconds(value: Any) -> int:
-    if isinstance(value, str) and re.fullmatch(r"0+(s|min|h)?", value.strip()):
+    if isinstance(value, str) and re.fullmatch(r"0+(s|min|m|h)?", value.replace(" ", "")):
         return 0  # off
     return parse_duration(value, MAX_LEAD, "the timer fires this early and the runner holds "
                           "the job's lock meanwhile")

@@ -38,6 +38,14 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     if isinstance(target, int):
         return target
     scope, name = target
+    covered = [j.name for j in config.jobs
+               if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
+    if not covered:
+        print(f"market-timers halt: {halts.describe(scope, name)} covers no job of "
+              f"{config.source}: it would refuse nothing. Mark the jobs that send orders "
+              f"with orders = true, or give one of: {', '.join(_covering_scopes(config))}",
+              file=sys.stderr)
+        return USAGE
     if not reason.strip():
         print("market-timers halt: --reason must say why (it is in the alert and the record)",
               file=sys.stderr)
@@ -49,8 +57,6 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
     if isinstance(written, int):
         return written
     new, record = written
-    covered = [j.name for j in config.jobs
-               if halts.covers(scope, name, j.name, j.lock, bool(getattr(j, "orders", False)))]
     if systemctl is None:
         from market_timers.host.systemctl import Systemctl
 
@@ -70,6 +76,12 @@ def halt(config, job: str | None, group: str | None, all_jobs: bool, reason: str
                           "jobs": covered, "stopped": stopped, "on_halt_unit": on_halt_unit,
                           "on_halt_result": on_halt.result_text(ended)}))
     return FAILURE if problems or (ended is not None and ended.ok is False) else OK
+
+
+def _covering_scopes(config) -> list[str]:
+    """The halt arguments that would cover a job of this config, widest first."""
+    groups = sorted({j.lock for j in config.jobs if j.lock and j.lock != j.name})
+    return ["--all", *(f"--group {g}" for g in groups), *(f"--job {j.name}" for j in config.jobs)]
 
 
 def _write_halt(config, scope: str, name: str, fields: dict, problems: list):

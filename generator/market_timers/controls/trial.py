@@ -36,6 +36,19 @@ class UnknownJob(TryError):
     pass
 
 
+class TooSoon(TryError):
+    """A timer written for an instant already gone is elapsed to systemd: it never starts."""
+
+
+# Seconds between the timer's write and its fire: systemd must still see it ahead.
+MARGIN = 3
+DEFAULT_DELAY = 5
+
+
+def minimum_delay(job) -> int:
+    return job.fire_lead + MARGIN
+
+
 @dataclass
 class Trial:
     timer: str
@@ -52,12 +65,20 @@ class Trial:
         ]
 
 
-def start_try(config: Config, job_name: str, now: datetime, delay: int, systemctl,
+def start_try(config: Config, job_name: str, now: datetime, delay: int | None, systemctl,
               unit_dir: Path | None = None) -> Trial:
+    """delay None: the default, or the job's minimum when its lead asks for more."""
     try:
         job = config.job(job_name)
     except KeyError:
         raise UnknownJob(config.unknown_job(job_name)) from None
+    least = minimum_delay(job)
+    if delay is not None and delay < least:
+        raise TooSoon(f"--in {delay}: {job.name}'s timer fires {job.fire_lead} s before its "
+                      f"instant (lead/warm), so the try needs at least {least} s "
+                      f"(its lead + {MARGIN} s); sooner, systemd finds the timer elapsed and "
+                      "never starts it")
+    delay = max(DEFAULT_DELAY, least) if delay is None else delay
     at = now.replace(microsecond=0) + timedelta(seconds=delay)
     _refuse_overlap(config, job, now, at)
     try_id = f"try-{at:%Y%m%dT%H%M%SZ}"

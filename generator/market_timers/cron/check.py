@@ -94,6 +94,7 @@ class CronCheckResult:
     not_chosen: int = 0
     job: str = ""  # --job: the configured job compared against
     wrong: list[WrongFire] = field(default_factory=list)
+    defaults: list[str] = field(default_factory=list)  # the defaults taken, said with the result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,10 +164,11 @@ def _fires(line: str, zone, start: date, end: date):
         yield fire_utc
 
 
-def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: int,
+def check_cron(expr: str, tz: str | None, calendar: str, event: str, offset_seconds: int,
                start: date, end: date, chosen: dict[date, datetime] | None = None,
                rule: str = "") -> CronCheckResult:
-    """Classify every fire of `expr` (in zone `tz`) from `start` 00:00 UTC to `end` 23:59 UTC.
+    """Classify every fire of `expr` (in zone `tz`, None: the exchange's) from `start` 00:00 UTC
+    to `end` 23:59 UTC.
     `chosen`: the sessions a job's rule chooses and their instants (the plan's), `rule` its
     words; then a fire on another session is not_chosen."""
     if event not in EVENTS:
@@ -174,8 +176,9 @@ def check_cron(expr: str, tz: str, calendar: str, event: str, offset_seconds: in
     if start > end:
         raise ValueError(f"--from {start.isoformat()} is after --to {end.isoformat()}")
     line = cron_line(expr)
-    zone = _zone(tz)
     cal = _calendar(calendar, start, end)
+    tz = tz or str(cal.tz)
+    zone = _zone(tz)
     if event.startswith("break") and not cal.has_break:
         raise ValueError(f"--event {event!r}: calendar {cal.name} has no breaks "
                          "(use open or close)")
@@ -231,18 +234,33 @@ def command(args: argparse.Namespace, config=None) -> int:
     now = getattr(args, "now", None) or datetime.now(UTC)
     end = args.to if args.to is not None else now.date()
     start = args.from_ if args.from_ is not None else end - timedelta(days=DEFAULT_DAYS)
+    calendar = args.calendar or getattr(config, "calendar", None)
     if getattr(args, "job", None):
         result = _check_job(args, config, start, end)
-    elif args.calendar is None:
-        raise ValueError("--calendar or --job is required")
+    elif calendar is None:
+        raise ValueError("--calendar or --job is required (the config names no calendar)")
     else:
-        result = check_cron(args.expr, args.tz, args.calendar, args.event, offset_seconds,
+        result = check_cron(args.expr, args.tz, calendar, args.event, offset_seconds,
                             start, end)
+    result.defaults = _defaults_taken(args, calendar, config, result)
     if args.json:
         print(json.dumps(to_json(result), indent=2))
     else:
         print(format_text(result), end="")
     return 0
+
+
+def _defaults_taken(args, calendar, config, result: CronCheckResult) -> list[str]:
+    """What the operator did not say, told with the answer: a crontab runs in the host's zone."""
+    said = []
+    if args.from_ is None:
+        said.append(f"the last {DEFAULT_DAYS} days (--from/--to for another window)")
+    if not args.tz:
+        said.append(f"cron in the exchange's zone {result.tz} (a crontab runs in the host's "
+                    "zone: give it with --tz)")
+    if not args.calendar and not getattr(args, "job", None) and config is not None:
+        said.append(f"the calendar {calendar} of {config.source} (--calendar for another)")
+    return said
 
 
 def _check_job(args, cfg, start: date, end: date) -> CronCheckResult:

@@ -57,6 +57,7 @@ def format_text(result: CronCheckResult) -> str:
         f"fires: {r.fires}  on time: {r.on_time}  no session: {r.no_session}  "
         f"other time: {r.other_time}" + (f"  not chosen: {r.not_chosen}" if r.job else ""),
     ]
+    lines += [f"default: {d}" for d in r.defaults]
     if r.wrong:
         lines.append("")
         lines.append(f"wrong fires ({len(r.wrong)}):")

@@ -132,7 +132,7 @@ def write_json(out: TextIO, fires: Iterable[Fire], requires: dict | None = None)
     out.write("".join(chunk))
 
 
-# Periodic jobs (`every`): one row / entry per slot, and `plan --summary` -----------------------
+# Periodic jobs (`every`): one row / entry per slot -----------------------
 
 def _rows(fires):
     """(fire, instant) per row: a periodic fire gives one row per slot."""
@@ -205,18 +205,3 @@ def _slot_entries(f: Fire, upstream: list[str] | None = None):
         doc = {**base, "slot": iso(instant), "fire_utc": iso(instant),
                "fire_local": instant.astimezone(zone).isoformat()}
         yield "  " + json.dumps(doc, indent=2).replace("\n", "\n  ")
-
-
-def summary(fires: list[Fire]) -> str:
-    """`plan --summary`: one line per (job, session): first, last, count, the exchange's time."""
-    if not fires:
-        return EMPTY
-    why = any(f.why for f in fires)
-    rows = [("JOB", "CALENDAR", "SESSION", "EVENT", "FIRST (UTC)", "LAST (UTC)", "COUNT",
-             "EXCHANGE LOCAL", *(("WHY",) if why else ()))]
-    for f in fires:
-        rows.append((f.job, f.calendar, f.session.isoformat(), _what(f),
-                     f"{f.fire_utc:%a %Y-%m-%d %H:%M:%S}", f"{f.last_utc:%a %Y-%m-%d %H:%M:%S}",
-                     str(len(f.slots) if f.is_periodic else 1), _span_local(f),
-                     *((f.why,) if why else ())))
-    return _align(rows)

@@ -89,6 +89,31 @@ class SyncResult:
         out += [f"warning: {self.plan_problem}"] if self.plan_problem else []
         return out or ["nothing to do"]
 
+    def report(self, dry_run: bool = False, verbose: bool = False) -> list[str]:
+        """`sync`'s output: what needs reading (a run withdrawn, a fire moved, a warning), then
+        one summary line; `verbose`: every unit's line first, as lines() has them."""
+        if verbose:
+            out = [x for x in self.lines(dry_run) if x != "nothing to do"]
+        else:
+            out = [d.describe(dry_run) for d in self.dropped]
+            out += [x for x in self.lines(dry_run) if x.startswith(("change: ", "warning: "))]
+        return [*out, self.summary(dry_run)]
+
+    def summary(self, dry_run: bool = False) -> str:
+        sessions = len({(f.calendar, f.session) for f in self.fires})
+        what = f"{len(self.fires)} fires of {sessions} sessions"
+        if not self.changed_anything:
+            return f"nothing to do: the {what} are installed" if self.fires else \
+                "nothing to do: no fire planned"
+        counts = (f"write {len(self.written)} units ({len(self.rewritten)} rewritten), start "
+                  f"{len(self.started)} timers, stop {len(self.removed)}, delete "
+                  f"{len(self.expired)}")
+        if dry_run:
+            return f"would sync {what}: {counts} (each unit: sync --dry-run -v)"
+        done = counts.replace("write", "wrote", 1).replace("start", "started", 1).replace(
+            "stop", "stopped", 1).replace("delete", "deleted", 1)
+        return f"synced {what}: {done} (each unit: sync -v)"
+
 
 def changes(removed: list[str], installed: dict[str, Installed], fires: list[planning.Fire]
             ) -> list[Change]:

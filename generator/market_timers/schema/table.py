@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from market_timers.schema.problems import Problems
+from market_timers.schema.problems import Problems, did_you_mean
 
 ECHO = object()  # Bad(shown=ECHO): the refused value is echoed as written (the default)
 HIDE = object()  # Bad(shown=HIDE): nothing is echoed (it may be a secret)
@@ -97,7 +97,8 @@ class Table:
         if name in self.refused:
             problems.add(join(path, name), self.refused[name], value)
             return
-        extra = self.hint(name) if self.hint else ""
+        extra = (self.hint(name) if self.hint else "") or did_you_mean(
+            str(name), [*self.names, *self.dynamic])
         problems.add(join(path, name), f"unknown {self.kind} (known: {self.known()}){extra}")
 
     def is_table(self, raw: object, path: str, problems: Problems) -> bool:

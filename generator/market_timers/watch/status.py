@@ -31,7 +31,9 @@ start's kind when the session never started (stale-start, overlap-skipped), "run
 finished), or with nothing in the ledger: "scheduled" (instant ahead), "due" (past the instant,
 inside grace + timeout + slack) or "missed". `attempts` counts the session's runs (more than one
 only with `market-timers run --force`), `host` is where the latest ran, `refused_starts` lists the
-starts refused since (e.g. "already-ran"). In cluster mode the records are the cluster ledger's
+starts refused since (e.g. "already-ran"); `how` and `by` say who started a run that its timer
+did not (operator, forced, retry). `fire_local` and `timezone` are the instant in exchange time;
+`held` ("halted", "paused") and `held_by` mark a run still to come that a control will refuse. In cluster mode the records are the cluster ledger's
 (any node's run; each job gains `node`, the node that ran it, a NODE column in the table); when it cannot be
 reached, status says so and shows this node's local ledger.
 """
@@ -40,9 +42,10 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
+from market_timers.config.dependencies import chain_depths
 from market_timers.config.watch import watch_of
 from market_timers.contracts import planfile
 from market_timers.contracts.instants import iso, parse_iso
@@ -53,6 +56,8 @@ from market_timers.ledger import runrecord
 from market_timers.watch import statusinputs, statuspage
 from market_timers.watch.calendar_warnings import status_warnings
 from market_timers.watch.fires import deadline, read_plan, timer_state
+from market_timers.watch.sessiondays import session_days, weekday
+from market_timers.watch.statusholds import mark_held
 from market_timers.watch.statustable import table
 
 
@@ -69,8 +74,7 @@ def collect(config, session=None, now: datetime | None = None, *,
     if plan is None:
         return None
     watch = watch_of(config)
-    wanted = _wanted(plan.get("fires", []), session, between, now)
-    fires = [e for e in plan.get("fires", []) if e["session"] in wanted]
+    fires = _shown_fires(config, plan.get("fires", []), session, between, now)
     shown = (systemctl or Systemctl()).show(sorted({e["unit"] for e in fires}),
                                             ["LoadState", "ActiveState", "SubState"])
     sessions: dict[str, list[dict]] = {}
@@ -78,7 +82,9 @@ def collect(config, session=None, now: datetime | None = None, *,
     requires = {j.name: list(j.requires) for j in getattr(config, "jobs", []) if j.requires}
     book, ledger_error = runrecord.cluster_book(config), None
     cluster = book is not None
-    for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], e["job"])):
+    depth = chain_depths(requires)
+    for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], depth.get(e["job"], 0),
+                                          e["job"])):
         record = statusinputs.read_record(state_dir, e, book) if ledger_error is None else None
         if isinstance(record, Exception):  # the cluster ledger: say so, show the local one
             ledger_error, book = f"the cluster run ledger cannot be reached: {record}", None
@@ -87,7 +93,7 @@ def collect(config, session=None, now: datetime | None = None, *,
             record = runrecord.read(state_dir, e["job"], e["session"])
         record = record or {}
         sessions.setdefault(e["session"], []).append(_job_row(
-            e, record, timer=timer_state(shown.get(e["unit"], {})),
+            e, record, timer=timer_state(shown.get(e["unit"], {})) if e["unit"] else "-",
             result=_result(e, record, now, watch.slack_sec), alerts=events(e["session"], e["job"]),
             node=cluster, requires=requires.get(e["job"])))
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
@@ -96,12 +102,13 @@ def collect(config, session=None, now: datetime | None = None, *,
     cluster_halts = statusinputs.cluster_halts(book)
     if book is not None:
         book.close()
+    halted = statusinputs.halts(config, cluster_halts)
+    mark_held(sessions, config, halted, held)
     doc = {"now": iso(now), "plan_generated_utc": plan.get("generated_utc"),
            **({"requires": requires} if requires else {}),
            **({"pauses": held} if held else {}),
-           **({"halts": halted} if (halted := statusinputs.halts(config, cluster_halts)) else {}),
-           "sessions": [{"session": s, "jobs": jobs, **statusinputs.incidents(config, s)}
-                        for s, jobs in sorted(sessions.items())],
+           **({"halts": halted} if halted else {}),
+           "sessions": _session_docs(config, sessions, plan.get("fires", [])),
            "outbox": statusinputs.outbox(config),
            "calendar_warnings": status_warnings(config, now) if calendar_warnings else []}
     if getattr(config, "cluster", None) is not None:
@@ -114,7 +121,8 @@ def _job_row(entry: dict, record: dict, *, timer: str, result: str, alerts: list
     """One job's row of a session: the plan's entry, what the ledger holds, its alerts."""
     return {
         "job": entry["job"], "calendar": entry.get("calendar", ""), "event": entry.get("event", ""),
-        "fire_utc": entry["fire_utc"], "unit": entry["unit"],
+        "fire_utc": entry["fire_utc"], "fire_local": entry.get("fire_local"),
+        "timezone": entry.get("timezone"), "unit": entry["unit"],
         "timer": timer,
         "result": result,
         "exit_status": record.get("exit_status"),
@@ -131,7 +139,50 @@ def _job_row(entry: dict, record: dict, *, timer: str, result: str, alerts: list
         **_refusal_fields(record),
         **({"stopped_by_halt": record["stopped_by_halt"]}
            if record.get("stopped_by_halt") else {}),
+        # started otherwise than by its timer: operator, forced, retry (the ledger's `how`)
+        **({"how": record["how"], "by": record.get("by")}
+           if record.get("how") not in (None, "timer") else {}),
     }
+
+
+def _shown_fires(config, plan_fires: list[dict], session, between, now: datetime) -> list[dict]:
+    """The plan's entries of the sessions shown and, for a window with a bound, the runs the
+    ledger holds in it that the plan does not (sessions before the install)."""
+    if callable(between):  # a window that depends on the plan's sessions (desk_window)
+        between = between(plan_fires)
+    wanted = _wanted(plan_fires, session, between, now)
+    fires = [e for e in plan_fires if e["session"] in wanted]
+    first, last = (session.isoformat(),) * 2 if session else (
+        (d.isoformat() if d else None for d in between) if between else (None, None))
+    if first or last:
+        fires += statusinputs.ledger_only(config, fires, first, last)
+    return fires
+
+
+def _session_docs(config, sessions: dict[str, list[dict]], plan_fires: list[dict]) -> list:
+    """Each session's part of the document: its weekday, its marks, its jobs, its incidents."""
+    days = session_days(plan_fires)
+    return [{"session": s, "weekday": weekday(s), **_marks(days, s), "jobs": jobs,
+             **statusinputs.incidents(config, s)} for s, jobs in sorted(sessions.items())]
+
+
+def _marks(days: dict, session: str) -> dict:
+    """The session's early close and late open, each naming its calendar."""
+    marks = [f"{d.calendar} {m}" for (_, s), d in sorted(days.items()) if s == session
+             for m in d.marks()]
+    return {"marks": marks} if marks else {}
+
+
+def desk_window(plan_fires: list[dict], now: datetime, week: bool) -> tuple:
+    """The table's default sessions: today's (the first on or after today, UTC) and the next
+    one; `week`: every session of the seven days from today's."""
+    labels = sorted({e["session"] for e in plan_fires if e["session"] >= f"{now:%Y-%m-%d}"})
+    if not labels:
+        return (None, None)
+    first = date.fromisoformat(labels[0])
+    if week:
+        return (first, first + timedelta(days=6))
+    return (first, date.fromisoformat(labels[1] if len(labels) > 1 else labels[0]))
 
 
 def _wanted(fires: list[dict], session, between, now: datetime) -> set[str]:
@@ -172,12 +223,19 @@ def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
 
 
 def command(config, session=None, as_json: bool = False, now: datetime | None = None,
-            html=None, since=None, until=None, *, systemctl: Systemctl | None = None) -> int:
+            html=None, since=None, until=None, week: bool = False, *,
+            systemctl: Systemctl | None = None) -> int:
     """`status`: the table, --json, or --html FILE (statuspage.py); --from/--to a date range
-    (with --html and neither: a week back and every planned session)."""
+    (with --html and neither: a week back and every planned session; the table: today's
+    session and the next, `week` the seven days from today's; --json: from the latest started
+    session on, unless `week`)."""
+    now = now or utcnow()
     between = (since, until) if since or until else None
     if html is not None and between is None and session is None:
-        between = statuspage.window(now or utcnow())
+        between = statuspage.window(now)
+    elif between is None and session is None and (week or not as_json):
+        def between(fires):
+            return desk_window(fires, now, week)
     try:
         doc = collect(config, session, now, systemctl=systemctl, between=between)
     except planfile.PlanFileError as e:  # it names the file and what is wrong with it

@@ -49,6 +49,38 @@ def cluster_halts(book):
         return None
 
 
+def ledger_only(config, shown: list[dict], first: str | None, last: str | None) -> list[dict]:
+    """Plan-like entries for the runs this host's ledger holds of sessions from `first` to
+    `last` (either None: open) that the plan does not: those before the install, or a job's
+    sessions the plan has since forgotten. Their instant is the one the run was scheduled for."""
+    from market_timers.ledger.local import LocalLedger
+
+    planned = {(e["job"], e["session"]) for e in shown}
+    jobs = {j.name: j for j in getattr(config, "jobs", None) or []}
+    book, out = LocalLedger(str(config.state_dir)), []
+    for name, job in jobs.items():
+        try:
+            keys = book.keys(name)
+        except OSError:
+            continue
+        for key in keys:
+            if key.slot or (name, key.session) in planned or not _dated(key.session) or (
+                    first and key.session < first) or (last and key.session > last):
+                continue
+            record = runrecord.read(config.state_dir, name, key.session) or {}
+            out.append({"job": name, "session": key.session, "unit": "",
+                        "calendar": getattr(job, "calendar", None) or "",
+                        "event": getattr(job, "event", None) or "",
+                        "fire_utc": record.get("scheduled_utc") or record.get("started_utc")
+                        or f"{key.session}T00:00:00Z"})
+    return out
+
+
+def _dated(session: str) -> bool:
+    """A session's date (not a try's nor a daily job's label)."""
+    return len(session) == 10 and session[4] == session[7] == "-"
+
+
 def read_record(state_dir: Path, entry: dict, book):
     """The record (any node's, in cluster mode), None, or the DatabaseError that stopped it."""
 

@@ -1,13 +1,19 @@
 """`market-timers status --html FILE`, and `<state_dir>/status.html` after every dead-man pass: the
-status document (status.py) as one self-contained HTML page, sessions x jobs like a grid view.
+status document (status.py) as one self-contained HTML page for a desk screen.
 
-Each cell is one (job, session): its state (the legend's words, `cell_state`), the planned instant
-and, when it ran, the node, the duration and the lateness; incidents and counted events of the
-trading system follow per session. No script, no external asset (the page is read from a file or
-a read-only web server, also on a phone: the grid scrolls sideways). Every cell carries
-`data-job`, `data-session` and `data-state`, so a test (or a scraper) can read it back.
+First a banner per halt and pause in force (who, when, why, the command that lifts it) and the
+page's own health (the dead-man pass that wrote it, the last sync); then a card per session
+(weekday, early close, today's marked), its jobs in the day's order. Each cell is one (job,
+session): its state (the legend's words, `cell_state`; a run still to come that a halt or pause
+covers is halted or paused), the instant in exchange time and UTC and, when it ran, the node, the
+duration and the lateness, the alerts and how each was handled, and for a cell worth a look the
+journal command to copy. The cards wrap: no sideways scroll, on a phone or beside a 24/7
+calendar. No script, no external asset (the page is read from a file or a read-only web
+server). Every cell carries `data-job`, `data-session` and `data-state`, so a test (or a scraper)
+can read it back.
 
-The page is built with jinja2 (autoescaped: job names, texts and alert titles are escaped).
+The page is built with jinja2 (autoescaped: job names, texts and alert titles are escaped);
+its template is statuspagehtml.py's.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from market_timers.contracts.outcomes import BY_NAME, PAGE_STATES, legend
+from market_timers.watch.sessiondays import local_hm, local_last
 
 log = logging.getLogger("market_timers.watch")
 
@@ -30,6 +37,8 @@ LEGACY_REFUSED = "lock-busy"  # an older runner's overlap-skipped, still in old 
 
 def cell_state(row: dict) -> str:
     """One of STATES' names for a status row."""
+    if row.get("held"):  # still to come, and a halt or pause in force will refuse it
+        return row["held"]
     result = str(row.get("result") or "")
     head = result.split(":", 1)[0]
     if "slots" in row:  # a periodic job's session: "done: 370 ran, 6 skipped of 376"...
@@ -59,41 +68,80 @@ def window(now: datetime) -> tuple[date, date | None]:
     return (now - timedelta(days=DAYS_BACK)).date(), None
 
 
-def _cell(row: dict) -> dict:
+# How the alert layer handled an alert, in the words of the cell (statusinputs.ALERT_EVENTS).
+HANDLED = {"alert": "sent", "digest": "kept for the digest",
+           "deduplicated": "folded into an earlier alert", "silent": "recorded, not sent"}
+# The cells worth a look in the journal: the command to copy is shown in them.
+LOOK = ("failed", "missed", "refused", "skipped")
+
+
+def _cell(session: str, row: dict) -> dict:
     state = cell_state(row)
     parts = [row.get("result") or state]
+    if row.get("held"):
+        parts = [f"{row['held']} ({row.get('held_by', '')}): not to run"]
     if state == "failed" and row.get("exit_status") not in (None, "", "0"):
         parts.append(f"status {row['exit_status']}")
     if row.get("node") or row.get("host"):
         parts.append(f"on {row.get('node') or row.get('host')}")
     if isinstance(row.get("duration_sec"), int | float):
         parts.append(f"{row['duration_sec']:.1f} s")
-    if isinstance(row.get("late_sec"), int | float) and state not in ("scheduled", "due"):
+    if row.get("how"):  # its lateness is the operator's, not the timer's: not shown
+        parts.append(f"started by {row['how']}" + (f" {row['by']}" if row.get("by") else ""))
+    elif isinstance(row.get("late_sec"), int | float) and state not in ("scheduled", "due"):
         parts.append(f"late {max(0.0, row['late_sec']) * 1000:.0f} ms")
-    alerts = [a.get("title") or a.get("kind") for a in row.get("alerts", [])]
-    return {"state": state, "job": row["job"], "fire": row.get("fire_utc", ""),
-            "text": ", ".join(str(p) for p in parts), "alerts": alerts}
+    alerts = [f"{a.get('title') or a.get('kind')} ({HANDLED.get(a.get('handling'), 'raised')})"
+              for a in row.get("alerts", [])]
+    local = local_hm(row)
+    if row.get("every_sec"):
+        local = f"{local[:5]}-{local_last(row)}{local[5:]}"
+    journal = (f"journalctl MARKET_JOB={row['job']} MARKET_SESSION={session}"
+               if state in LOOK else "")
+    fire = row.get("fire_utc", "")
+    when = local if local.endswith("UTC") else f"{local} · {fire[11:16]}Z".strip(" ·")
+    text = ", ".join(str(p) for p in (parts[1:] if parts[0] in (state, "success") else parts))
+    return {"state": state, "job": row["job"], "fire": fire, "when": when,
+            "text": f" · {text}" if text else "", "alerts": alerts, "journal": journal}
 
 
-def render(doc: dict, title: str = "market-timers") -> str:
-    """The page for a status document (status.collect)."""
+def _banners(doc: dict) -> list[dict]:
+    """A banner per halt and pause in force: who, when, why and the command that lifts it."""
+    out = [{"kind": "halted", "what": h.get("what", ""), "by": h.get("by", "?"),
+            "host": h.get("host", "?"), "since": h.get("since", "?"),
+            "why": h.get("reason", ""), "lift": h.get("resume", "")}
+           for h in doc.get("halts") or []]
+    out += [{"kind": "paused", "what": p.get("scope", "") + (
+                f" until session {p['until']}" if p.get("until") else ""),
+             "by": p.get("by", "?"), "host": p.get("host", "?"), "since": p.get("since", "?"),
+             "why": p.get("note", ""), "lift": p.get("resume", "")}
+            for p in doc.get("pauses") or []]
+    return out
+
+
+def _cards(doc: dict) -> list[dict]:
+    """A card per session, its cells in the day's order (status.collect's), today's marked."""
+    now = str(doc.get("now", ""))[:10]
+    today = min((s["session"] for s in doc["sessions"] if s["session"] >= now), default="")
+    return [{"session": s["session"], "weekday": s.get("weekday", ""),
+             "today": s["session"] == today, "marks": s.get("marks", []),
+             "cells": [_cell(s["session"], row) for row in s["jobs"]]}
+            for s in doc["sessions"]]
+
+
+def render(doc: dict, title: str = "market-timers", deadman_pass: str | None = None) -> str:
+    """The page for a status document (status.collect); `deadman_pass`: the dead-man pass
+    that wrote it (the page's own health)."""
     import jinja2
 
-    sessions = [s["session"] for s in doc["sessions"]]
-    jobs: list[str] = []
-    grid: dict[tuple[str, str], dict] = {}
-    for s in doc["sessions"]:
-        for row in s["jobs"]:
-            if row["job"] not in jobs:
-                jobs.append(row["job"])
-            grid[(row["job"], s["session"])] = _cell(row)
+    from market_timers.watch.statuspagehtml import TEMPLATE
+
     incidents = [(s["session"], i) for s in doc["sessions"] for i in s.get("incidents", [])]
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(_TEMPLATE).render(
+    return env.from_string(TEMPLATE).render(
         title=title, now=doc.get("now", ""), generated=doc.get("plan_generated_utc") or "never",
-        sessions=sessions, jobs=sorted(jobs), grid=grid, states=STATES, incidents=incidents,
-        colours=[(name, colour) for name, colour, _ in PAGE_STATES],
+        deadman_pass=deadman_pass, banners=_banners(doc), cards=_cards(doc), states=STATES,
+        incidents=incidents, colours=[(name, colour) for name, colour, _ in PAGE_STATES],
         outbox=doc.get("outbox") or {}, cluster=doc.get("cluster"),
         warnings=doc.get("calendar_warnings") or [])
 
@@ -120,70 +168,8 @@ def refresh(config, now: datetime) -> Path | None:
         if doc is None:
             return None
         path = state_dir / PAGE_FILE
-        write(path, render(doc), base=state_dir)
+        write(path, render(doc, deadman_pass=doc["now"]), base=state_dir)
         return path
     except Exception as e:  # noqa: BLE001 - a view must never fail the pass
         log.warning("deadman: cannot write %s: %s", state_dir / PAGE_FILE, e)
         return None
-
-
-_TEMPLATE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{ title }}: sessions and jobs</title>
-<style>
-body { font: 14px/1.4 system-ui, sans-serif; margin: 1em; color: #1d1d1f; background: #fff; }
-h1 { font-size: 1.3em; margin: 0 0 .3em; }
-p.meta { color: #555; margin: 0 0 1em; }
-.grid { overflow-x: auto; }
-table { border-collapse: collapse; }
-th, td { border: 1px solid #ccc; padding: 4px 6px; text-align: left; vertical-align: top; }
-thead th { white-space: nowrap; }
-th.job { position: sticky; left: 0; background: #f6f6f6; white-space: nowrap; }
-td.cell { min-width: 7em; font-size: 12px; }
-td.cell .state { font-weight: 600; display: block; }
-{% for name, colour in colours %}.{{ name }} { background: {{ colour }}; }
-{% endfor %}.none { background: #fff; }
-ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .4em 1em; }
-ul.legend li span { display: inline-block; width: 1em; height: 1em; border: 1px solid #999;
-  vertical-align: middle; margin-right: .3em; }
-.warn { color: #8a4b00; }
-</style>
-</head>
-<body>
-<h1>{{ title }}</h1>
-<p class="meta">As of {{ now }}; plan written {{ generated }}{% if cluster %}; node {{ cluster.node }}{% if cluster.ledger_error %} <span class="warn">({{ cluster.ledger_error }})</span>{% endif %}{% endif %}.
-Outbox: {{ outbox.get("pending", 0) }} pending, {{ outbox.get("undeliverable", 0) }} undeliverable.</p>
-{% for w in warnings %}<p class="warn">{{ w }}</p>{% endfor %}
-<div class="grid">
-<table id="grid">
-<thead><tr><th class="job">job</th>{% for s in sessions %}<th scope="col">{{ s }}</th>{% endfor %}</tr></thead>
-<tbody>
-{% for job in jobs %}
-<tr><th class="job" scope="row">{{ job }}</th>
-{% for s in sessions %}
-{% set c = grid.get((job, s)) %}
-{% if c %}
-<td class="cell {{ c.state }}" data-job="{{ job }}" data-session="{{ s }}" data-state="{{ c.state }}" title="{{ c.fire }}"><span class="state">{{ c.state }}</span>{{ c.fire[11:16] }}Z &middot; {{ c.text }}{% for a in c.alerts %}<br>&#9888; {{ a }}{% endfor %}</td>
-{% else %}
-<td class="none"></td>
-{% endif %}
-{% endfor %}
-</tr>
-{% endfor %}
-</tbody>
-</table>
-</div>
-<h2>Legend</h2>
-<ul class="legend">{% for name, words in states %}<li><span class="{{ name }}"></span>{{ name }}: {{ words }}</li>{% endfor %}</ul>
-<h2>Incidents</h2>
-{% if incidents %}
-<ul id="incidents">{% for session, i in incidents %}<li data-session="{{ session }}">{{ session }}: {{ i.get("rule", "") }} {{ i.get("key", "") }} &middot; {{ i.get("state", "") }}{% if i.get("opened") %}, opened {{ i.opened }}{% endif %}{% if i.get("resolved") %}, resolved {{ i.resolved }}{% endif %}</li>{% endfor %}</ul>
-{% else %}
-<p>None in these sessions.</p>
-{% endif %}
-</body>
-</html>
-"""
