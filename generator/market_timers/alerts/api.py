@@ -13,7 +13,7 @@ import logging
 
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import send_direct, try_now
-from market_timers.alerts.incidents import incident_key, is_try, resolves
+from market_timers.alerts.incidents import incident_key, is_try, occurrence, resolves
 from market_timers.alerts.model import Alert, make_id
 from market_timers.alerts.router import chain_for, effective_severity
 from market_timers.contracts import journal
@@ -50,8 +50,9 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
     now = ctx.now()
     if ctx.note:
         text = f"{text}\n\n{ctx.note}" if text else ctx.note
-    if not key:  # a job's outcome is one incident per (kind, job, session)
-        key = incident_key(kind, job, session) if job and kind in OUTCOME_OF \
+    slot = str(details.get("slot") or "")
+    if not key:  # a job's outcome is one incident per (kind, job, session[, slot])
+        key = incident_key(kind, job, session, slot) if job and kind in OUTCOME_OF \
             else f"{kind}:{job or session}"
     sev = severity or effective_severity(ctx.cfg, kind, job, job_severity)
     if chain is None:
@@ -68,7 +69,8 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
     try:
         with ctx.state.locked():
             if job and kind in OUTCOME_OF:
-                ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
+                ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now,
+                                          session=occurrence(session, slot),
                                           alert_id=alert.id, chain=chain,
                                           severity=alert.severity)
             if sev is None or not ctx.cfg.enabled:
@@ -110,7 +112,8 @@ def _fold(ctx, alert: Alert, earlier: str, event: dict, now) -> None:
     locked by the caller)."""
     job, session, kind = alert.job, alert.session, alert.kind
     if job and kind in OUTCOME_OF:  # the recovery names the alert the user saw
-        ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
+        ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now,
+                                  session=occurrence(session, alert.details.get("slot") or ""),
                                   alert_id=earlier, chain=alert.chain, severity=alert.severity)
     ctx.state.add_event(session, {**event, "event": "deduplicated", "id": earlier})
     log.info("alert %s folded into %s (same key %s inside the dedup window)",
@@ -171,6 +174,7 @@ def record_success(config, *, job: str, session: str = "", details: dict | None 
     session's incident stays open; a try resolves nothing."""
     ctx: AlertContext = context_from(config, now=now, env=env)
     details = details or {}
+    this = occurrence(session, str(details.get("slot") or ""))
     try:
         t = ctx.now()
         with ctx.state.locked():
@@ -179,10 +183,10 @@ def record_success(config, *, job: str, session: str = "", details: dict | None 
             if is_try(session):
                 return None
             incidents = ctx.state.open_incidents(job)
-            resolved = {s: v for s, v in incidents.items() if resolves(session, s)}
+            resolved = {s: v for s, v in incidents.items() if resolves(this, s)}
             still = {s: v for s, v in incidents.items() if s not in resolved}
-            ctx.state.set_job_outcome(job, "ok", t, session=session, still_open=still)
-            closed = ctx.escalations.close_job(job, lambda s: resolves(session, s))
+            ctx.state.set_job_outcome(job, "ok", t, session=this, still_open=still)
+            closed = ctx.escalations.close_job(job, lambda s: resolves(this, s))
         if closed:
             ctx.escalations.drop_pending_repeats(ctx.outbox, closed)
         if not resolved:

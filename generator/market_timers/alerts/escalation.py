@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from market_timers.alerts.incidents import occurrence
 from market_timers.alerts.model import PENDING, Alert, parse_iso
 from market_timers.alerts.outbox import Outbox, check_alert
 from market_timers.contracts.instants import iso
@@ -57,7 +58,9 @@ class Escalations:
         """Close the open criticals of `job` whose session a success `resolved` (see
         alerts/incidents.py); return their ids."""
         closed = [r["alert"]["id"] for r in self.active() if r["alert"].get("job") == job
-                  and resolved(str(r["alert"].get("session") or ""))]
+                  and resolved(occurrence(str(r["alert"].get("session") or ""),
+                                          str((r["alert"].get("details") or {}).get("slot")
+                                              or "")))]
         for alert_id in closed:
             self.close(alert_id)
         return closed

@@ -74,6 +74,7 @@ class Alert:
         if self.text:
             lines += [self.text, ""]
         for label, value in (("job", self.job), ("session", self.session),
+                             ("slot", self.details.get("slot")),
                              ("calendar", self.details.get("calendar")),
                              ("scheduled", self.details.get("scheduled")),
                              ("unit", self.details.get("unit")),
