@@ -28,25 +28,28 @@ def raise_alert(config, *, kind: str, job: str = "", session: str = "", text: st
                 key: str | None = None, severity: str | None = None,
                 job_severity: str | None = None, title: str | None = None,
                 details: dict | None = None, chain: list[str] | None = None,
-                deliver: bool = True, now=None, env: dict | None = None) -> Alert | None:
+                deliver: bool = True, now=None, env: dict | None = None,
+                every_channel: bool = False, alert_id: str | None = None) -> Alert | None:
     """Raise an alert of `kind` ("failed", "missed", "calendar-changed", ...).
 
     `config` is the loaded Config (or an AlertContext). `severity` forces one; otherwise it comes
     from the [alerts] rules and `job_severity`. Returns the spooled Alert, the earlier alert it was
     folded into (dedup window), or None when nothing is sent at once (kind off, digest, no
     channel). Deadman: `raise_alert(config, kind="missed", job=..., session=..., text=...)`.
+    `every_channel`: one incident told on each channel of the chain at once, not in fallback
+    order (a halt's); `alert_id`: the incident's own id (a halt's, made from the halt).
     """
     ctx: AlertContext = context_from(config, now=now, env=env)
     try:
         return _raise(ctx, kind, job, session, text, key, severity, job_severity, title,
-                      details or {}, chain, deliver)
+                      details or {}, chain, deliver, every_channel, alert_id)
     except Exception:  # monitoring never breaks the caller; the traceback names no secret
         log.exception("alerts: could not raise %s alert for %s", kind, job or "-")
         return None
 
 
 def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, details, chain,
-           deliver):
+           deliver, every_channel=False, alert_id=None):
     now = ctx.now()
     if ctx.note:
         text = f"{text}\n\n{ctx.note}" if text else ctx.note
@@ -57,12 +60,14 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
     sev = severity or effective_severity(ctx.cfg, kind, job, job_severity)
     if chain is None:
         chain = chain_for(ctx.cfg, sev) if (sev and ctx.cfg.enabled) else []
-    alert = Alert(id=make_id(kind, key, now, details.get("invocation", "")), kind=kind,
+    alert = Alert(id=alert_id or make_id(kind, key, now, details.get("invocation", "")),
+                  kind=kind,
                   severity=sev or "info", key=key,
                   title=title or default_title(kind, job, session, details.get("status", ""),
                                                details.get("result", "")),
                   text=text, job=job, session=session, created=iso(now), details=details,
-                  chain=list(chain), channel_since=iso(now))
+                  chain=list(chain), channel_since=iso(now),
+                  fanout=list(chain) if every_channel and len(chain) > 1 else [])
     event = {"at": iso(now), "event": "alert", "id": alert.id, "job": job, "kind": kind,
              "severity": sev or "off", "title": alert.title, "channels": chain}
     spooled = False
@@ -84,7 +89,7 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
             if earlier:
                 _fold(ctx, alert, earlier, event, now)
                 return None
-            ctx.outbox.put(alert)  # durable before any send
+            copies = ctx.outbox.put_copies(alert)  # durable before any send
             spooled = True
             ctx.state.dedup_record(key, alert.id, now, ctx.cfg.dedup_minutes)
             ctx.state.add_event(session, event)
@@ -103,7 +108,8 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
     log.info("alert %s (%s, %s) spooled for %s: %s", alert.id, kind, sev, ",".join(chain),
              alert.title, extra=journal.about(alert.job, alert.session))
     if deliver:
-        try_now(ctx, alert)
+        for copy in copies:
+            try_now(ctx, copy)
     return alert
 
 

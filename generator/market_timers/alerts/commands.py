@@ -154,10 +154,13 @@ def ack(config, alert_id: str, now=None) -> int:
               "as shown in the alert and by `market-timers outbox list`)", file=sys.stderr)
         return 2
     ctx = context_from(config, now=now)
+    record = ctx.escalations.record(alert_id) or {}
     if ctx.escalations.close(alert_id):
         ctx.escalations.drop_pending_repeats(ctx.outbox, [alert_id])
         ctx.state.add_event("ack", {"at": iso(ctx.now()), "event": "ack", "id": alert_id})
-        print(f"{alert_id}: acknowledged, no more repeats")
+        channels = record.get("alert", {}).get("fanout") or []
+        print(f"{alert_id}: acknowledged, no more repeats"
+              + (f" on any channel ({', '.join(channels)})" if channels else ""))
         return 0
     print(f"market-timers ack: no open critical alert with id {alert_id} (already acknowledged, "
           "recovered, or never a repeating critical)", file=sys.stderr)

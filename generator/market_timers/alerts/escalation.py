@@ -92,15 +92,14 @@ class Escalations:
             n = record["repeats"]
             fresh = dict(attempts=0, channel_index=0, channel_since="", not_before="",
                          state=PENDING, last_error="", errors=[], repeat=n)
-            copies = [replace(base, spool_name=f"{base.id}.r{n}", **fresh)]
+            copies = outbox.put_copies(replace(base, spool_name=f"{base.id}.r{n}", **fresh))
             if escalate_after and n >= escalate_after and escalation_channel \
                     and not record["escalated"]:
                 record["escalated"] = True
                 copies.append(replace(base, spool_name=f"{base.id}.r{n}.esc",
-                                      title=f"ESCALATED: {base.title}",
+                                      title=f"ESCALATED: {base.title}", fanout=[],
                                       chain=[escalation_channel], **fresh))
-            for copy in copies:
-                outbox.put(copy)
+                outbox.put(copies[-1])
             self._write(self._path(base.id), record)
             queued += copies
         return queued

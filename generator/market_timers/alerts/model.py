@@ -50,6 +50,9 @@ class Alert:
     suppressed: int = 0  # same key inside the dedup window: counted, not re-sent
     repeat: int = 0  # 0 = first notice; n = n-th repeat of an unacknowledged critical
     spool_name: str = ""  # file name in the outbox (id, or id.rN for a repeat)
+    # an incident told on every channel at once (a halt): one copy per channel, spooled as
+    # `<id>[.rN].to-<channel>`, each with the chain [channel]; one id, one ack (issue 45)
+    fanout: list[str] = field(default_factory=list)
 
     @property
     def channel(self) -> str | None:
