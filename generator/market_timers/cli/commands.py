@@ -202,6 +202,8 @@ COMMANDS = {
     "outbox": cmd_outbox,
     "ack": _delegate(_alert_commands, "ack", "alert_id", service_user=True, alert_path=True,
                      clock=True),
+    "alerts": _delegate(_alert_commands, "alerts_list", "json", service_user=True,
+                        alert_path=True, clock=True),
     "digest": cmd_digest,
     "refresh": cmd_refresh,
     "deadman": cmd_deadman,
