@@ -10,6 +10,7 @@ misconfigured: the outbox has the alert and the outbox timer retries it.
 from __future__ import annotations
 
 import logging
+import os
 
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import send_direct, try_now
@@ -51,18 +52,13 @@ def raise_alert(config, *, kind: str, job: str = "", session: str = "", text: st
 def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, details, chain,
            deliver, every_channel=False, alert_id=None):
     now = ctx.now()
-    if ctx.note:
-        text = f"{text}\n\n{ctx.note}" if text else ctx.note
-    slot = str(details.get("slot") or "")
-    if not key:  # a job's outcome is one incident per (kind, job, session[, slot])
-        key = incident_key(kind, job, session, slot) if job and kind in OUTCOME_OF \
-            else f"{kind}:{job or session}"
+    text, details = _told_where(ctx, kind, text, details)
+    key = key or _key(kind, job, session, details)
     sev = severity or effective_severity(ctx.cfg, kind, job, job_severity)
     if chain is None:
         chain = chain_for(ctx.cfg, sev) if (sev and ctx.cfg.enabled) else []
     alert = Alert(id=alert_id or make_id(kind, key, now, details.get("invocation", "")),
-                  kind=kind,
-                  severity=sev or "info", key=key,
+                  kind=kind, severity=sev or "info", key=key,
                   title=title or default_title(kind, job, session, details.get("status", ""),
                                                details.get("result", "")),
                   text=text, job=job, session=session, created=iso(now), details=details,
@@ -75,7 +71,7 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
         with ctx.state.locked():
             if job and kind in OUTCOME_OF:
                 ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now,
-                                          session=occurrence(session, slot),
+                                          session=occurrence(session, details.get("slot") or ""),
                                           alert_id=alert.id, chain=chain,
                                           severity=alert.severity)
             if sev is None or not ctx.cfg.enabled:
@@ -111,6 +107,23 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
         for copy in copies:
             try_now(ctx, copy)
     return alert
+
+
+def _key(kind: str, job: str, session: str, details: dict) -> str:
+    """A job's outcome is one incident per (kind, job, session[, slot]); another alert's key is
+    its kind and what it is about."""
+    if job and kind in OUTCOME_OF:
+        return incident_key(kind, job, session, str(details.get("slot") or ""))
+    return f"{kind}:{job or session}"
+
+
+def _told_where(ctx, kind: str, text: str, details: dict) -> tuple[str, dict]:
+    """The text with the broken config's note, and the details with the host (and cluster
+    node) that raised the alert: every alert names them."""
+    if ctx.note and kind != "config-broken":  # that alert lists the problems itself
+        text = f"{text}\n\n{ctx.note}" if text else ctx.note
+    return text, {"host": os.uname().nodename, **({"node": ctx.node} if ctx.node else {}),
+                  **details}
 
 
 def _fold(ctx, alert: Alert, earlier: str, event: dict, now) -> None:
@@ -216,6 +229,5 @@ def _announce_recovery(ctx, job: str, session: str, resolved: dict, still: dict,
         details = {**details, "still_failed": sorted(still)}
     newest = resolved[max(resolved)]
     return raise_alert(ctx, kind="recovery", job=job, session=session, text="\n".join(parts),
-                       key=f"recovery:{job}:{session}",
-                       severity=newest.get("severity") or "warning",
+                       key=f"recovery:{job}:{session}", severity="info",  # good news
                        chain=newest.get("chain") or [], details=details)

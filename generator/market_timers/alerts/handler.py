@@ -107,13 +107,9 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     kind = classify(result, exit_code, status, success=(mode == "success"))
     if (ran := recorded_run(config, job, session, invocation)) and tells(mode, result, status, ran):
         result, exit_code, status, kind = told(ran)  # the job's own end, as the runner saw it
-    slot = ""
-    if info.get(environment.SLOT_EVERY_SEC):  # a periodic job: skipped slots are counted, not alerted
-        if on_handler(config, info, kind, now=now):
-            return 0
-        slot = slot_of(info.get(environment.STATE_DIR) or getattr(config, "state_dir", None),
-                       job, session, invocation)
-    details = {"slot": slot, "unit": unit, "invocation": invocation, "calendar": info.get(environment.CALENDAR),
+    if info.get(environment.SLOT_EVERY_SEC) and on_handler(config, info, kind, now=now):
+        return 0  # a periodic job: skipped slots are counted, not alerted
+    details = {"slot": slot_of(config, info, invocation), "unit": unit, "invocation": invocation, "calendar": info.get(environment.CALENDAR),
                "scheduled": info.get(environment.SCHEDULED_UTC), "event": info.get(environment.EVENT),
                "status": status, "exit_code": exit_code,
                "result": ", ".join(x for x in (result, exit_code, status) if x),
@@ -154,10 +150,14 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     return 0
 
 
-def slot_of(state_dir, job: str, session: str, invocation: str) -> str:
+def slot_of(config, info: dict, invocation: str) -> str:
     """The slot (UTC) this invocation of a periodic job ran, from the slot records the runner
-    wrote ("" when none names it): part of the incident's identity (alerts/incidents.py)."""
-    if not state_dir or not session or not invocation:
+    wrote ("" when none names it, or not a periodic job): part of the incident's identity
+    (alerts/incidents.py)."""
+    state_dir = info.get(environment.STATE_DIR) or getattr(config, "state_dir", None)
+    job, session = info.get(environment.JOB), info.get(environment.SESSION)
+    if not info.get(environment.SLOT_EVERY_SEC) or not (state_dir and job and session
+                                                         and invocation):
         return ""
     for slot, record in read_slots(state_dir, job, session).items():
         if record.get("invocation") == invocation:

@@ -67,7 +67,8 @@ class Alert:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def subject(self) -> str:
-        tag = {"critical": "CRITICAL", "warning": "WARNING", "info": "INFO"}[self.severity]
+        tag = "RESOLVED" if self.kind == "recovery" else \
+            {"critical": "CRITICAL", "warning": "WARNING", "info": "INFO"}[self.severity]
         again = f" (repeat {self.repeat})" if self.repeat else ""
         return f"[{tag}] {self.title}{again}"
 
@@ -81,7 +82,7 @@ class Alert:
                              ("calendar", self.details.get("calendar")),
                              ("scheduled", self.details.get("scheduled")),
                              ("unit", self.details.get("unit")),
-                             ("result", self.details.get("result"))):
+                             ("result", self.details.get("result")), ("host", self._where())):
             if value:
                 lines.append(f"{label}: {value}")
         if self.suppressed:
@@ -90,6 +91,11 @@ class Alert:
             f" (stop repeats: market-timers ack {self.id})" if self.severity == "critical"
             and self.kind != "recovery" else ""))
         return "\n".join(lines)
+
+    def _where(self) -> str:
+        """The host that raised the alert, and its cluster node (issue 45: name the host)."""
+        host, node = self.details.get("host"), self.details.get("node")
+        return f"{host} (cluster node {node})" if host and node else str(host or "")
 
     def body(self, excerpt_limit: int | None = None, measure=len,
              with_subject: bool = True) -> str:

@@ -30,6 +30,11 @@ def _resolve_lifted(config, key_prefixes: list[str]) -> None:
         resolve_incident(config, prefix)
 
 
+def _channels(config) -> list[str]:
+    alerts = getattr(config, "alerts", None)
+    return alerts.configured() if alerts is not None and alerts.enabled else []
+
+
 def halt_alert_id(incident: str, since) -> str | None:
     """The HALT alert's id, the same for every channel and known again at `resume`."""
     from market_timers.alerts.model import make_id, parse_iso
@@ -88,18 +93,15 @@ def halt_alerts(config, lifted: bool = False):
                    "reason": record.get("reason"), "resume": record.get("resume"),
                    **({"stopped": ", ".join(stopped)} if stopped else {}),
                    **({"on_halt": on_halt_unit} if on_halt_unit else {})}
-        alerts = getattr(config, "alerts", None)
-        channels = alerts.configured() if alerts is not None and alerts.enabled else []
         kind = "halt-lifted" if lifted else "halt"
         incident = f"{record['scope']}:{record.get('name') or ''}:{record.get('since')}:"
         halt_id = halt_alert_id(incident, record.get("since"))
-        text = title
-        if lifted:
-            resolving.append(f"halt:{incident}")  # resume ends the HALT's repeats
-            text += f"\n\nThe HALT alert {halt_id} is resolved: no more repeats of it."
+        resolving.extend([f"halt:{incident}"] if lifted else [])  # resume ends the HALT's
+        text = title + (f"\n\nThe HALT alert {halt_id} is resolved: no more repeats of it."
+                        if lifted else "")
         pending.append(dict(kind=kind, severity="warning" if lifted else "critical",
                             key=f"{kind}:{incident}", title=title, text=text, details=details,
-                            chain=channels or None, every_channel=True,
+                            chain=_channels(config) or None, every_channel=True,
                             alert_id=None if lifted else halt_id))
 
     announce.send = send
