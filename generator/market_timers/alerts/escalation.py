@@ -78,14 +78,19 @@ class Escalations:
                     escalate_after: int, escalation_channel: str) -> list[Alert]:
         """Queue the repeats that are due into the outbox and return them."""
         queued: list[Alert] = []
-        waiting = {a.id for a in outbox.load_all()}
+        # (id, channel) of the notices still undelivered; channel None: the whole chain's
+        waiting = {(a.id, a.chain[0] if a.fanout and a.chain else None)
+                   for a in outbox.load_all()}
         for record in self.active():
             due = parse_iso(record.get("next"))
             if due is None or now < due:
                 continue
             base = Alert.from_json(record["alert"])
             record["next"] = iso(now + timedelta(minutes=repeat_minutes))
-            if base.id in waiting:  # the last notice is still undelivered: no new copy
+            # the last notice is still undelivered: no new copy (on that channel only, for an
+            # alert told on every channel)
+            base.fanout = [c for c in base.fanout if (base.id, c) not in waiting]
+            if (base.id, None) in waiting or (record["alert"].get("fanout") and not base.fanout):
                 self._write(self._path(base.id), record)
                 continue
             record["repeats"] += 1
