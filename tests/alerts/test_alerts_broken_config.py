@@ -191,3 +191,15 @@ def test_no_snapshot_and_a_toml_syntax_error_elsewhere_still_alerts(tmp_path, ap
     assert any(t.startswith("[CRITICAL] config ") and "not valid TOML" in t for t in texts)
     cfg = snapshot.load(path)
     assert cfg.watch.slack_sec == 5 and str(cfg.state_dir) == f"{tmp_path}/state"
+
+
+def test_the_broken_config_alert_lists_each_key_once(env, api, monkeypatch):
+    """Seen: the broken-config alert listed the 37 known keys of [[job]] twice (its problem
+    and the note every alert of a broken config carries, which quoted the same problem)."""
+    env.write_text(env.read_text().replace('command = ["/bin/true"]',
+                                           'comand = ["/bin/true"]'))
+    assert failure(env, monkeypatch) == 0
+    [broken] = [t for t in broken_alerts(api) if t.startswith("[CRITICAL] config ")]
+    assert broken.count("job[0].comand: unknown key (known: ") == 1
+    assert broken.count("retry_delay_max") == 1
+    assert "last good snapshot written by sync at 2026-11-30" in broken  # how alerts are routed

@@ -202,3 +202,24 @@ def test_max_backoff_minutes_must_be_at_least_one():
     parse_alerts({"max_backoff_minutes": 0}, problems)
     assert any("alerts.max_backoff_minutes" in line and "must be a number >= 1" in line
                for line in problems.lines()), problems.lines()
+
+
+def test_the_outbox_flush_sends_criticals_first(make_ctx, api, clock):
+    """Issue 45: a backlog of warnings in the outbox does not hold back a later critical."""
+    from market_timers.alerts.delivery import flush
+    from market_timers.alerts.model import Alert, make_id
+    from market_timers.contracts.instants import iso
+
+    ctx = make_ctx(repeat_minutes=0)
+    for i in range(5):
+        clock.advance(seconds=1)
+        ctx.outbox.put(Alert(id=make_id("event", f"w{i}", clock()), kind="event",
+                             severity="warning", key=f"w{i}", title=f"warning {i}",
+                             created=iso(clock()), chain=["telegram"]))
+    clock.advance(seconds=1)
+    ctx.outbox.put(Alert(id=make_id("event", "c", clock()), kind="event", severity="critical",
+                         key="c", title="the critical one", created=iso(clock()),
+                         chain=["telegram"]))
+    flush(ctx)
+    sent = [m["text"] for m in api.received("telegram")]
+    assert len(sent) == 6 and "the critical one" in sent[0]

@@ -129,3 +129,18 @@ def test_ack_refuses_a_malformed_id_and_deletes_nothing(make_ctx, tmp_path, caps
     assert ack(ctx, bad) == 2
     assert plan.exists()
     assert "acknowledged" not in capsys.readouterr().out
+
+
+def test_an_incident_on_every_channel_repeats_where_its_last_notice_went_out(make_ctx, api,
+                                                                              clock):
+    """One id on every channel (a halt's): a channel that is down holds back its own repeats
+    only, not the others'."""
+    ctx = make_ctx(repeat_minutes=15, escalate_after=0)
+    api.fail_next("telegram", 500, times=100)
+    halt = raise_alert(ctx, kind="halt", key="halt:orders::x:", severity="critical",
+                       title="HALT: order jobs", every_channel=True)
+    assert halt.fanout == ["telegram", "slack"]
+    clock.advance(minutes=15)
+    flush(ctx)
+    slack = [m["text"] for m in api.received("slack")]
+    assert len(slack) == 2 and "(repeat 1)" in slack[1] and halt.id in slack[1]

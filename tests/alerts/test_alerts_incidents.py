@@ -134,3 +134,25 @@ def test_state_written_by_the_previous_version_still_reads(make_ctx, api, clock,
     clock.advance(minutes=1)
     record_success(ctx, job="j", session=TODAY)
     assert "alert 1130-0badc0de is resolved" in texts(api)[-1]
+
+
+def test_a_recovery_is_not_critical(make_ctx, api, clock):
+    """Seen: a recovery labelled [CRITICAL]."""
+    ctx = make_ctx(repeat_minutes=0)
+    raise_alert(ctx, kind="failed", job="j", session=TODAY)
+    clock.advance(minutes=1)
+    recovery = record_success(ctx, job="j", session=TODAY)
+    assert recovery.severity == "info"
+    assert texts(api)[-1].startswith("[RESOLVED] ") and "CRITICAL" not in texts(api)[-1]
+    assert [m["service"] for m in api.received()].count("telegram") == 2  # where it failed
+
+
+def test_every_alert_names_the_host_and_in_a_cluster_the_node(make_ctx, api):
+    import os
+
+    ctx = make_ctx(repeat_minutes=0)
+    raise_alert(ctx, kind="failed", job="j", session=TODAY)
+    assert f"host: {os.uname().nodename}\n" in texts(api)[-1]
+    ctx.node = "ny4-b"
+    raise_alert(ctx, kind="failed", job="j", session=TOMORROW)
+    assert f"host: {os.uname().nodename} (cluster node ny4-b)\n" in texts(api)[-1]

@@ -128,3 +128,45 @@ def test_the_boot_start_refused_after_a_wholly_missed_window_is_no_skip_warning(
     clock.advance(hours=2)
     assert handle("failure", monitor("exit-code", "exited", "170")) == 0
     assert api.received() == []
+
+
+def failed_slot(state, k: int, invocation: str) -> None:
+    """Slot k's run, started by systemd's `invocation`, which failed (its record says so)."""
+    slot = FIRST + timedelta(minutes=k)
+    key = slotclock.record_key("2026-11-30", slot)
+    slotclock.write_new(str(state), "cycle", key, dict(
+        session="2026-11-30", slot=slotclock.z(slot), started_utc=slot.isoformat(),
+        invocation=invocation))
+    slotrecords.update_slot(state, "cycle", key, result="exit-code", exit_status=3)
+
+
+def test_each_failed_slot_is_an_incident_of_its_own(make_ctx, creds, clock, api, tmp_path):
+    """Issue 45: a periodic job's incident is (job, session, slot, reason): the failure of the
+    14:31 slot is not folded into the 14:30 slot's alert of the same session."""
+    ctx = make_ctx(dedup_minutes=30, repeat_minutes=0)
+    state = tmp_path / "state"
+    for k, invocation in ((10, "a" * 32), (11, "b" * 32)):
+        failed_slot(state, k, invocation)
+        clock.advance(minutes=1)
+        env = {**monitor("exit-code", "exited", "3"), "MONITOR_INVOCATION_ID": invocation}
+        alert_handler(ctx, "failure", UNIT, env={**env, OVERRIDE: str(creds)},
+                      run=fake_systemd(state), now=clock)
+    sent = [m["text"] for m in api.received("telegram")]
+    assert len(sent) == 2, sent
+    assert "slot: 2026-11-30T14:30:00Z" in sent[0] and "slot: 2026-11-30T14:31:00Z" in sent[1]
+
+
+def test_a_slots_success_resolves_its_own_and_older_slots_only(make_ctx, clock, api):
+    from market_timers.alerts.api import raise_alert, record_success
+
+    ctx = make_ctx(repeat_minutes=0)
+    raise_alert(ctx, kind="failed", job="cycle", session="2026-11-30",
+                details={"slot": "2026-11-30T14:30:00Z"})
+    raise_alert(ctx, kind="failed", job="cycle", session="2026-11-30",
+                details={"slot": "2026-11-30T14:32:00Z"})
+    clock.advance(minutes=1)
+    record_success(ctx, job="cycle", session="2026-11-30",
+                   details={"slot": "2026-11-30T14:31:00Z"})
+    sent = [m["text"] for m in api.received("telegram")]
+    assert len(sent) == 3 and "recovered" in sent[-1]
+    assert "still failed: 2026-11-30 slot 2026-11-30T14:32:00Z" in sent[-1]

@@ -51,10 +51,11 @@ def run_cmd(cfg, tmp_path, force=False, session=SESSION, job="closing-orders"):
     return code, sc
 
 
-def start_as_systemd_would(tmp_path: Path, unit: str) -> subprocess.CompletedProcess:
+def start_as_systemd_would(tmp_path: Path, unit: str,
+                           invocation: str = "") -> subprocess.CompletedProcess:
     """Run the unit's ExecStart= with its Environment= lines, as the service would."""
     text = (tmp_path / "run-units" / unit).read_text()
-    env = {"PATH": os.environ["PATH"]}
+    env = {"PATH": os.environ["PATH"], **({"INVOCATION_ID": invocation} if invocation else {})}
     if os.environ.get("PYTHONPATH"):  # the tree under test, not the venv's editable install
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     argv = None
@@ -192,3 +193,53 @@ def record_as_systemd_would(tmp_path: Path, unit: str, result: str, code: str, s
             env[name] = value
     subprocess.run([sys.executable, "-m", "market_timers.run", "--record"], env=env, check=True,
                    capture_output=True, timeout=30)
+
+
+class SystemdStarts:
+    """systemctl as far as `run` uses it: start runs the unit's runner at once (an invocation of
+    its own), show tells that invocation and that it has ended."""
+
+    def __init__(self, tmp_path):
+        self.tmp_path, self.units, self.ended = tmp_path, {}, {}
+
+    def start(self, units):
+        for unit in units:
+            self.units[unit] = f"{len(self.units) + 1:032x}"
+            self.ended[unit] = start_as_systemd_would(self.tmp_path, unit, self.units[unit])
+
+    def show(self, units, props):
+        return {u: {"InvocationID": self.units.get(u, ""), "ActiveState": "inactive",
+                    "Result": "exit-code", "ExecMainStatus": str(self.ended[u].returncode)}
+                for u in units}
+
+
+def test_run_of_a_halted_job_says_refused_and_exits_non_zero(cfg, tmp_path, capsys, monkeypatch):
+    """Seen: `market-timers run ORDERJOB --force` while halted exited 0 and printed "started";
+    only the unit's exit status showed the refusal."""
+    from tests.controls.test_halt import FakeSystemctl
+
+    from market_timers.host import systemctl
+
+    monkeypatch.setattr(systemctl, "Systemctl", FakeSystemctl)
+    path = tmp_path / "market-timers.toml"
+    assert cli.main(["--config", str(path), "halt", "--job", "closing-orders", "--reason",
+                     "runaway algo"]) == 0
+    capsys.readouterr()
+    sc = SystemdStarts(tmp_path)
+    code = manual_run.command(cfg, "closing-orders", SESSION, True, now=NOW, systemctl=sc,
+                              unit_dir=tmp_path / "run-units", wait=10)
+    out, err = capsys.readouterr()
+    assert code == exitcodes.FAILURE
+    assert "started" not in out
+    assert "refused: halted: closing-orders is halted (market-timers halt)" in err
+    assert "runaway algo" in err
+    assert not (tmp_path / "orders-sent").exists()
+
+
+def test_run_that_the_runner_started_says_started(cfg, tmp_path, capsys):
+    sc = SystemdStarts(tmp_path)
+    code = manual_run.command(cfg, "closing-orders", SESSION, False, now=NOW, systemctl=sc,
+                              unit_dir=tmp_path / "run-units", wait=10)
+    assert code == 0
+    assert "started market-closing-orders@2025-11-26-run213000.service" in \
+        capsys.readouterr().out

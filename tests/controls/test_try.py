@@ -104,3 +104,47 @@ def test_try_without_root_says_so(write_config, tmp_path, monkeypatch, capsys):
     assert "cannot write the try's units" in capsys.readouterr().err
     assert Recorder.started == []
 
+
+
+class SystemdRuns:
+    """systemctl for `halt` and `try`: a try's timer fires at once (its service's runner runs,
+    under an invocation id of its own) and `show` tells that invocation."""
+
+    units: dict = {}
+    directory = None
+
+    def start(self, units):
+        from tests.controls.test_manual_run import start_as_systemd_would
+
+        for timer in units:
+            service = timer.replace(".timer", ".service")
+            SystemdRuns.units[service] = f"{len(SystemdRuns.units) + 1:032x}"
+            start_as_systemd_would(SystemdRuns.directory, service, SystemdRuns.units[service])
+
+    def show(self, units, props):
+        return {u: {"InvocationID": SystemdRuns.units.get(u, ""), "ActiveState": "inactive"}
+                for u in units}
+
+    def running(self, patterns):
+        return []
+
+    def stop(self, units):
+        pass
+
+    def run_transient(self, unit, argv, user, env):
+        pass
+
+
+def test_a_try_of_a_halted_job_says_refused_and_exits_non_zero(write_config, tmp_path,
+                                                               monkeypatch, capsys):
+    monkeypatch.setattr(trial, "RUNTIME_UNIT_DIR", tmp_path / "run-units")
+    monkeypatch.setattr(systemctl, "Systemctl", SystemdRuns)
+    SystemdRuns.units, SystemdRuns.directory = {}, tmp_path
+    path = write_config(CONFIG)
+    assert cli.main(["--config", str(path), "halt", "--job", "nightly", "--reason",
+                     "desk says no"]) == 0
+    capsys.readouterr()
+    assert cli.main(["--config", str(path), "try", "nightly", "--in", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "refused: halted: nightly is halted (market-timers halt)" in err
+    assert "desk says no" in err

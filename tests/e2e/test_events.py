@@ -192,7 +192,7 @@ def test_the_seeds_four_months_through_market_timers_event_give_7_alerts(
                         "[CRITICAL] rejected R00007: real: insufficient buying power"]
     assert slack.count("[WARNING] connection real: not resolved after 60 s (heartbeat_lost, "
                        "disconnected)") == 5
-    assert sorted(t for t in slack if t.startswith("[WARNING] connection real resolved")) == sorted(
-        f"[WARNING] connection real resolved after {d} s" for d in (92, 137, 72, 117, 107))
+    assert sorted(t for t in slack if t.startswith("[RESOLVED] connection real resolved")) == sorted(
+        f"[RESOLVED] connection real resolved after {d} s" for d in (92, 137, 72, 117, 107))
     assert len(slack) == 10
     assert s.box.run(["ls", "-A", SPOOL]).stdout.strip() == ""

@@ -112,7 +112,7 @@ def test_hung_job_is_killed_by_the_watchdog_then_a_failure_then_a_recovery_reach
     titles = [m["text"].splitlines()[0] for m in scenario.messages("telegram", "job: orders")]
     assert titles == ["[CRITICAL] orders hung: killed by the watchdog",
                       "[CRITICAL] orders failed with exit status 3",
-                      f"[CRITICAL] orders recovered: session {session} ran fine"]
+                      f"[RESOLVED] orders recovered: session {session} ran fine"]
 
 
 def test_second_job_of_a_busy_lock_group_is_skipped_and_slack_gets_a_warning(

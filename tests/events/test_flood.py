@@ -48,3 +48,47 @@ def test_a_critical_event_is_routed_before_the_flood_ahead_of_it(example, ctx_fo
                                  at=(T0 + timedelta(seconds=1)).timestamp()), dirs)
     engine = process.drain(ctx, cfg.events, cfg.state_dir, dirs, T0 + timedelta(seconds=5))
     assert engine.outcomes[0] == ("alert", "kill_switch all")
+
+
+def test_one_source_sends_at_most_the_bound_per_window_then_one_summary(example, ctx_for, dirs,
+                                                                        api):
+    """Seen: a job's 1,500 events were 1,500 messages, and the gateway's real incident alert went
+    out after them."""
+    from market_timers.events import flood
+
+    cfg = example(events="example")
+    ctx = ctx_for(cfg)
+    bound = flood.MESSAGES_PER_WINDOW
+    _spool(dirs, 3 * bound, severity="warning", job="chatty")
+    spool.write(spool.make_event("order_note", key="other", severity="warning", job="quiet",
+                                 at=(T0 + timedelta(seconds=1)).timestamp()), dirs)
+    process.drain(ctx, cfg.events, cfg.state_dir, dirs, T0 + timedelta(seconds=5))
+    sent = [m["text"] for m in api.received("slack")]
+    assert sum("from chatty" in t for t in sent) == bound
+    assert sum("from quiet" in t for t in sent) == 1  # the bound is per source
+    assert not any("held back" in t for t in sent)  # the window is still going
+    later = T0 + flood.WINDOW + timedelta(minutes=1)
+    process.drain(ctx, cfg.events, cfg.state_dir, dirs, later)
+    process.drain(ctx, cfg.events, cfg.state_dir, dirs, later + timedelta(minutes=1))
+    [summary] = [m["text"] for m in api.received("slack") if "held back" in m["text"]]
+    assert f"chatty: {2 * bound} more event(s) held back" in summary
+    assert "order_note x" + str(2 * bound) in summary
+
+
+def test_a_critical_leaves_first_whatever_was_spooled_before_it(example, ctx_for, dirs,
+                                                                 monkeypatch):
+    cfg = example(events={"default_severity": "warning", "incident": [
+        {"name": "gateway", "open": ["gw_down"], "close": ["gw_up"], "interrupt_after": "0s",
+         "severity": "critical"}]})
+    ctx = ctx_for(cfg)
+    for i in range(15):
+        spool.write(spool.make_event("order_note", key=f"N{i}", job=f"j{i}", at=(
+            T0 + timedelta(milliseconds=i)).timestamp()), dirs)
+    spool.write(spool.make_event("gw_down", key="ny4", at=(T0 + timedelta(seconds=1))
+                                 .timestamp()), dirs)
+    order = []
+    real_try = delivery.try_now
+    monkeypatch.setattr(delivery, "try_now", lambda c, a: (order.append(a.severity),
+                                                           real_try(c, a))[1])
+    process.drain(ctx, cfg.events, cfg.state_dir, dirs, T0 + timedelta(seconds=5))
+    assert order[0] == "critical" and order.count("warning") == 15

@@ -71,7 +71,7 @@ def test_an_outage_alerts_when_its_threshold_passes_not_when_it_ends(feed, api):
     [inc] = read_open(f.cfg.state_dir)
     assert inc["alerted"] and inc["count"] == 2
     f.send(75, "reconnected", key="real")
-    assert heads(api)[1] == "[WARNING] connection real resolved after 75 s"
+    assert heads(api)[1] == "[RESOLVED] connection real resolved after 75 s"
     assert read_open(f.cfg.state_dir) == []
     [inc] = read_session(f.cfg.state_dir, SESSION)["incidents"]
     assert inc["duration_sec"] == 75 and inc["recovery_id"]
@@ -83,7 +83,7 @@ def test_a_processor_that_runs_late_alerts_at_the_threshold_instant_in_order(fee
     f.send(90, "reconnected", key="real", process=False)
     f.run(300)
     assert heads(api) == ["[WARNING] connection real: not resolved after 60 s (heartbeat_lost)",
-                          "[WARNING] connection real resolved after 90 s"]
+                          "[RESOLVED] connection real resolved after 90 s"]
 
 
 def test_a_short_outage_is_one_digest_line(feed, api):
@@ -131,7 +131,7 @@ def test_a_critical_incident_repeats_until_ack_and_the_recovery_names_it(feed, a
     delivery.flush(f.ctx)
     assert len(api.received("telegram")) == 2
     f.send(45 * 60, "reconciled", key="AAPL")
-    assert heads(api, "telegram")[2] == "[CRITICAL] recon AAPL resolved after 2700 s"
+    assert heads(api, "telegram")[2] == "[RESOLVED] recon AAPL resolved after 2700 s"
     assert f"alert {alert_id} is resolved" in api.received("telegram")[2]["text"]
 
 
@@ -141,7 +141,7 @@ def test_the_dedup_window_folds_a_second_outage_of_the_same_key(feed, api):
         f.send(start, "disconnected", key="real")
         f.send(start + 90, "reconnected", key="real")
     assert heads(api) == ["[WARNING] connection real: not resolved after 60 s (disconnected)",
-                          "[WARNING] connection real resolved after 90 s"]
+                          "[RESOLVED] connection real resolved after 90 s"]
     second = read_session(f.cfg.state_dir, SESSION)["incidents"][1]
     assert second["handling"] == "deduplicated" and not second["alerted"]
 

@@ -73,7 +73,7 @@ def test_the_three_rules_leave_7_interrupting_alerts(example, ctx_for, dirs, api
     replay(ctx, cfg.events, cfg.state_dir, stream, dirs, schedule_of(fires))
 
     telegram, slack = titles(api, "telegram"), titles(api, "slack")
-    recoveries = [t for t in slack if t.startswith("[WARNING] connection real resolved after")]
+    recoveries = [t for t in slack if t.startswith("[RESOLVED] connection real resolved after")]
     alerts = [t for t in telegram + slack if t not in recoveries]
     assert len(alerts) == 7, telegram + slack
     # The 2 rejections are critical (Telegram); the 5 cuts longer than 60 s are warnings (Slack),

@@ -10,10 +10,11 @@ misconfigured: the outbox has the alert and the outbox timer retries it.
 from __future__ import annotations
 
 import logging
+import os
 
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.delivery import send_direct, try_now
-from market_timers.alerts.incidents import incident_key, is_try, resolves
+from market_timers.alerts.incidents import incident_key, is_try, occurrence, resolves
 from market_timers.alerts.model import Alert, make_id
 from market_timers.alerts.router import chain_for, effective_severity
 from market_timers.contracts import journal
@@ -28,47 +29,49 @@ def raise_alert(config, *, kind: str, job: str = "", session: str = "", text: st
                 key: str | None = None, severity: str | None = None,
                 job_severity: str | None = None, title: str | None = None,
                 details: dict | None = None, chain: list[str] | None = None,
-                deliver: bool = True, now=None, env: dict | None = None) -> Alert | None:
+                deliver: bool = True, now=None, env: dict | None = None,
+                every_channel: bool = False, alert_id: str | None = None) -> Alert | None:
     """Raise an alert of `kind` ("failed", "missed", "calendar-changed", ...).
 
     `config` is the loaded Config (or an AlertContext). `severity` forces one; otherwise it comes
     from the [alerts] rules and `job_severity`. Returns the spooled Alert, the earlier alert it was
     folded into (dedup window), or None when nothing is sent at once (kind off, digest, no
     channel). Deadman: `raise_alert(config, kind="missed", job=..., session=..., text=...)`.
+    `every_channel`: one incident told on each channel of the chain at once, not in fallback
+    order (a halt's); `alert_id`: the incident's own id (a halt's, made from the halt).
     """
     ctx: AlertContext = context_from(config, now=now, env=env)
     try:
         return _raise(ctx, kind, job, session, text, key, severity, job_severity, title,
-                      details or {}, chain, deliver)
+                      details or {}, chain, deliver, every_channel, alert_id)
     except Exception:  # monitoring never breaks the caller; the traceback names no secret
         log.exception("alerts: could not raise %s alert for %s", kind, job or "-")
         return None
 
 
 def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, details, chain,
-           deliver):
+           deliver, every_channel=False, alert_id=None):
     now = ctx.now()
-    if ctx.note:
-        text = f"{text}\n\n{ctx.note}" if text else ctx.note
-    if not key:  # a job's outcome is one incident per (kind, job, session)
-        key = incident_key(kind, job, session) if job and kind in OUTCOME_OF \
-            else f"{kind}:{job or session}"
+    text, details = _told_where(ctx, kind, text, details)
+    key = key or _key(kind, job, session, details)
     sev = severity or effective_severity(ctx.cfg, kind, job, job_severity)
     if chain is None:
         chain = chain_for(ctx.cfg, sev) if (sev and ctx.cfg.enabled) else []
-    alert = Alert(id=make_id(kind, key, now, details.get("invocation", "")), kind=kind,
-                  severity=sev or "info", key=key,
+    alert = Alert(id=alert_id or make_id(kind, key, now, details.get("invocation", "")),
+                  kind=kind, severity=sev or "info", key=key,
                   title=title or default_title(kind, job, session, details.get("status", ""),
                                                details.get("result", "")),
                   text=text, job=job, session=session, created=iso(now), details=details,
-                  chain=list(chain), channel_since=iso(now))
+                  chain=list(chain), channel_since=iso(now),
+                  fanout=list(chain) if every_channel and len(chain) > 1 else [])
     event = {"at": iso(now), "event": "alert", "id": alert.id, "job": job, "kind": kind,
              "severity": sev or "off", "title": alert.title, "channels": chain}
     spooled = False
     try:
         with ctx.state.locked():
             if job and kind in OUTCOME_OF:
-                ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
+                ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now,
+                                          session=occurrence(session, details.get("slot") or ""),
                                           alert_id=alert.id, chain=chain,
                                           severity=alert.severity)
             if sev is None or not ctx.cfg.enabled:
@@ -82,7 +85,7 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
             if earlier:
                 _fold(ctx, alert, earlier, event, now)
                 return None
-            ctx.outbox.put(alert)  # durable before any send
+            copies = ctx.outbox.put_copies(alert)  # durable before any send
             spooled = True
             ctx.state.dedup_record(key, alert.id, now, ctx.cfg.dedup_minutes)
             ctx.state.add_event(session, event)
@@ -101,8 +104,26 @@ def _raise(ctx, kind, job, session, text, key, severity, job_severity, title, de
     log.info("alert %s (%s, %s) spooled for %s: %s", alert.id, kind, sev, ",".join(chain),
              alert.title, extra=journal.about(alert.job, alert.session))
     if deliver:
-        try_now(ctx, alert)
+        for copy in copies:
+            try_now(ctx, copy)
     return alert
+
+
+def _key(kind: str, job: str, session: str, details: dict) -> str:
+    """A job's outcome is one incident per (kind, job, session[, slot]); another alert's key is
+    its kind and what it is about."""
+    if job and kind in OUTCOME_OF:
+        return incident_key(kind, job, session, str(details.get("slot") or ""))
+    return f"{kind}:{job or session}"
+
+
+def _told_where(ctx, kind: str, text: str, details: dict) -> tuple[str, dict]:
+    """The text with the broken config's note, and the details with the host (and cluster
+    node) that raised the alert: every alert names them."""
+    if ctx.note and kind != "config-broken":  # that alert lists the problems itself
+        text = f"{text}\n\n{ctx.note}" if text else ctx.note
+    return text, {"host": os.uname().nodename, **({"node": ctx.node} if ctx.node else {}),
+                  **details}
 
 
 def _fold(ctx, alert: Alert, earlier: str, event: dict, now) -> None:
@@ -110,7 +131,8 @@ def _fold(ctx, alert: Alert, earlier: str, event: dict, now) -> None:
     locked by the caller)."""
     job, session, kind = alert.job, alert.session, alert.kind
     if job and kind in OUTCOME_OF:  # the recovery names the alert the user saw
-        ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now, session=session,
+        ctx.state.set_job_outcome(job, OUTCOME_OF[kind], now,
+                                  session=occurrence(session, alert.details.get("slot") or ""),
                                   alert_id=earlier, chain=alert.chain, severity=alert.severity)
     ctx.state.add_event(session, {**event, "event": "deduplicated", "id": earlier})
     log.info("alert %s folded into %s (same key %s inside the dedup window)",
@@ -171,6 +193,7 @@ def record_success(config, *, job: str, session: str = "", details: dict | None 
     session's incident stays open; a try resolves nothing."""
     ctx: AlertContext = context_from(config, now=now, env=env)
     details = details or {}
+    this = occurrence(session, str(details.get("slot") or ""))
     try:
         t = ctx.now()
         with ctx.state.locked():
@@ -179,10 +202,10 @@ def record_success(config, *, job: str, session: str = "", details: dict | None 
             if is_try(session):
                 return None
             incidents = ctx.state.open_incidents(job)
-            resolved = {s: v for s, v in incidents.items() if resolves(session, s)}
+            resolved = {s: v for s, v in incidents.items() if resolves(this, s)}
             still = {s: v for s, v in incidents.items() if s not in resolved}
-            ctx.state.set_job_outcome(job, "ok", t, session=session, still_open=still)
-            closed = ctx.escalations.close_job(job, lambda s: resolves(session, s))
+            ctx.state.set_job_outcome(job, "ok", t, session=this, still_open=still)
+            closed = ctx.escalations.close_job(job, lambda s: resolves(this, s))
         if closed:
             ctx.escalations.drop_pending_repeats(ctx.outbox, closed)
         if not resolved:
@@ -206,6 +229,5 @@ def _announce_recovery(ctx, job: str, session: str, resolved: dict, still: dict,
         details = {**details, "still_failed": sorted(still)}
     newest = resolved[max(resolved)]
     return raise_alert(ctx, kind="recovery", job=job, session=session, text="\n".join(parts),
-                       key=f"recovery:{job}:{session}",
-                       severity=newest.get("severity") or "warning",
+                       key=f"recovery:{job}:{session}", severity="info",  # good news
                        chain=newest.get("chain") or [], details=details)

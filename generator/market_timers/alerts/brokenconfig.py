@@ -48,7 +48,7 @@ def announce(config, now=None, env=None) -> object:
             + "\n".join(broken.problems[:20])
             + ("\n…" if len(broken.problems) > 20 else "")
             + "\n\nThe timers already installed keep firing; job failures, misses and the outbox "
-              "are handled with the alert settings described below. Fix the file and run "
+              f"are handled with {broken.how}. Fix the file and run "
               "`market-timers sync` (`market-timers plan` shows every problem).")
     # Once per content is the marker's job; the random part keeps the dedup window from folding
     # a break that comes back after a fix into the first one.

@@ -6,6 +6,7 @@ market-timers alert-handler MODE UNIT  alert_handler   (always 0: the outbox has
 market-timers outbox list [--json]     outbox_list
 market-timers outbox flush             outbox_flush    (market-outbox.timer, every minute)
 market-timers ack ID                   ack
+market-timers alerts [--json]          alerts_list
 market-timers digest [--session DATE]  digest
 market-timers status                   outbox_summary  (a dict for the status output)
 """
@@ -17,7 +18,7 @@ import logging
 import re
 import sys
 
-from market_timers.alerts import delivery, handler, snapshot
+from market_timers.alerts import delivery, handler, openlist, snapshot
 from market_timers.alerts import digest as digest_mod
 from market_timers.alerts.context import AlertContext, context_from
 from market_timers.alerts.model import UNDELIVERABLE, Alert, make_id
@@ -154,14 +155,33 @@ def ack(config, alert_id: str, now=None) -> int:
               "as shown in the alert and by `market-timers outbox list`)", file=sys.stderr)
         return 2
     ctx = context_from(config, now=now)
+    record = ctx.escalations.record(alert_id) or {}
+    with ctx.state.locked():
+        marked = ctx.state.acknowledge(alert_id, ctx.now())
     if ctx.escalations.close(alert_id):
         ctx.escalations.drop_pending_repeats(ctx.outbox, [alert_id])
         ctx.state.add_event("ack", {"at": iso(ctx.now()), "event": "ack", "id": alert_id})
-        print(f"{alert_id}: acknowledged, no more repeats")
+        channels = record.get("alert", {}).get("fanout") or []
+        print(f"{alert_id}: acknowledged, no more repeats"
+              + (f" on any channel ({', '.join(channels)})" if channels else ""))
         return 0
-    print(f"market-timers ack: no open critical alert with id {alert_id} (already acknowledged, "
-          "recovered, or never a repeating critical)", file=sys.stderr)
+    if marked:
+        ctx.state.add_event("ack", {"at": iso(ctx.now()), "event": "ack", "id": alert_id})
+        print(f"{alert_id}: acknowledged (it does not repeat; its session's success resolves it)")
+        return 0
+    print(f"market-timers ack: no open critical alert nor unacknowledged incident with id "
+          f"{alert_id} (already acknowledged, "
+          "recovered, or never alerted; `market-timers alerts` lists the open ones)",
+          file=sys.stderr)
     return 2
+
+
+def alerts_list(config, as_json: bool = False, now=None) -> int:
+    """`market-timers alerts`: the open incidents and the command that acknowledges each."""
+    ctx = context_from(config, now=now)
+    rows = openlist.open_rows(ctx)
+    print(json.dumps(rows, indent=1) if as_json else "\n".join(openlist.lines(rows)))
+    return 0
 
 
 def digest(config, session: str | None = None, now=None, incidents=None) -> int:

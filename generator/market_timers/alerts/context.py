@@ -32,6 +32,7 @@ class AlertContext:
     env: dict | None = None  # None = os.environ (credentials directory)
     channel_factory: Callable = make_channel
     note: str = ""  # appended to every alert's text (the config is broken: see snapshot.py)
+    node: str = ""  # the cluster node's name ([cluster] node), named in every alert
     outbox: Outbox = field(init=False)
     state: AlertState = field(init=False)
     escalations: Escalations = field(init=False)
@@ -54,4 +55,5 @@ def context_from(config, now: Callable[[], datetime] | None = None,
     cfg = getattr(config, "alerts", None) or AlertsConfig()
     return AlertContext(cfg, getattr(config, "state_dir", None) or DEFAULT_STATE_DIR,
                         getattr(config, "spool_dir", None) or DEFAULT_SPOOL_DIR,
-                        now=now or utcnow, env=env, note=getattr(config, "alert_note", "") or "")
+                        now=now or utcnow, env=env, note=getattr(config, "alert_note", "") or "",
+                        node=getattr(getattr(config, "cluster", None), "node", "") or "")

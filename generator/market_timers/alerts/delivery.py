@@ -18,6 +18,7 @@ from market_timers.alerts.model import PENDING, UNDELIVERABLE, Alert, parse_iso
 from market_timers.channels.base import DeliveryError
 from market_timers.contracts import journal
 from market_timers.contracts.instants import iso
+from market_timers.contracts.severities import SEVERITY_RANK
 
 log = logging.getLogger("market_timers.alerts")
 
@@ -148,7 +149,7 @@ def _failed(ctx, alert: Alert, name: str, now, e: DeliveryError) -> str | None:
 
 def flush(ctx) -> dict[str, int]:
     """The outbox timer's pass: queue due critical repeats, set aside malformed files (one alert
-    each), then try every spooled alert once."""
+    each), then try every spooled alert once, criticals first."""
     counts = {DELIVERED: 0, WAITING: 0, RETRY: 0, GAVE_UP: 0, "busy": 0, "quarantined": 0}
     with ctx.outbox.lock(wait=True):
         if ctx.cfg.repeat_minutes > 0:
@@ -158,7 +159,8 @@ def flush(ctx) -> dict[str, int]:
         if ctx.outbox.bad:
             counts["quarantined"] = len(_quarantine(ctx))
             alerts = ctx.outbox.load_all()
-        for alert in alerts:
+        # the most severe first, each severity oldest first: a backlog never holds back a critical
+        for alert in sorted(alerts, key=lambda a: -SEVERITY_RANK.get(a.severity, 0)):
             counts[attempt(ctx, alert)] += 1
     return counts
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from market_timers.alerts.incidents import occurrence
 from market_timers.alerts.model import PENDING, Alert, parse_iso
 from market_timers.alerts.outbox import Outbox, check_alert
 from market_timers.contracts.instants import iso
@@ -57,7 +58,9 @@ class Escalations:
         """Close the open criticals of `job` whose session a success `resolved` (see
         alerts/incidents.py); return their ids."""
         closed = [r["alert"]["id"] for r in self.active() if r["alert"].get("job") == job
-                  and resolved(str(r["alert"].get("session") or ""))]
+                  and resolved(occurrence(str(r["alert"].get("session") or ""),
+                                          str((r["alert"].get("details") or {}).get("slot")
+                                              or "")))]
         for alert_id in closed:
             self.close(alert_id)
         return closed
@@ -75,29 +78,33 @@ class Escalations:
                     escalate_after: int, escalation_channel: str) -> list[Alert]:
         """Queue the repeats that are due into the outbox and return them."""
         queued: list[Alert] = []
-        waiting = {a.id for a in outbox.load_all()}
+        # (id, channel) of the notices still undelivered; channel None: the whole chain's
+        waiting = {(a.id, a.chain[0] if a.fanout and a.chain else None)
+                   for a in outbox.load_all()}
         for record in self.active():
             due = parse_iso(record.get("next"))
             if due is None or now < due:
                 continue
             base = Alert.from_json(record["alert"])
             record["next"] = iso(now + timedelta(minutes=repeat_minutes))
-            if base.id in waiting:  # the last notice is still undelivered: no new copy
+            # the last notice is still undelivered: no new copy (on that channel only, for an
+            # alert told on every channel)
+            base.fanout = [c for c in base.fanout if (base.id, c) not in waiting]
+            if (base.id, None) in waiting or (record["alert"].get("fanout") and not base.fanout):
                 self._write(self._path(base.id), record)
                 continue
             record["repeats"] += 1
             n = record["repeats"]
             fresh = dict(attempts=0, channel_index=0, channel_since="", not_before="",
                          state=PENDING, last_error="", errors=[], repeat=n)
-            copies = [replace(base, spool_name=f"{base.id}.r{n}", **fresh)]
+            copies = outbox.put_copies(replace(base, spool_name=f"{base.id}.r{n}", **fresh))
             if escalate_after and n >= escalate_after and escalation_channel \
                     and not record["escalated"]:
                 record["escalated"] = True
                 copies.append(replace(base, spool_name=f"{base.id}.r{n}.esc",
-                                      title=f"ESCALATED: {base.title}",
+                                      title=f"ESCALATED: {base.title}", fanout=[],
                                       chain=[escalation_channel], **fresh))
-            for copy in copies:
-                outbox.put(copy)
+                outbox.put(copies[-1])
             self._write(self._path(base.id), record)
             queued += copies
         return queued

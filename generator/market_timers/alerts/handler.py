@@ -22,6 +22,7 @@ from market_timers.contracts.outcomes import BY_NAME, FAILURE_KINDS, classify
 from market_timers.contracts.outcomes import title as run_title
 from market_timers.ledger import DatabaseError, runrecord
 from market_timers.ledger.pauses import paused
+from market_timers.runner.slotrecords import read_slots
 
 log = logging.getLogger("market_timers.alerts")
 
@@ -106,10 +107,9 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     kind = classify(result, exit_code, status, success=(mode == "success"))
     if (ran := recorded_run(config, job, session, invocation)) and tells(mode, result, status, ran):
         result, exit_code, status, kind = told(ran)  # the job's own end, as the runner saw it
-    if info.get(environment.SLOT_EVERY_SEC):  # a periodic job: skipped slots are counted, not alerted
-        if on_handler(config, info, kind, now=now):
-            return 0
-    details = {"unit": unit, "invocation": invocation, "calendar": info.get(environment.CALENDAR),
+    if info.get(environment.SLOT_EVERY_SEC) and on_handler(config, info, kind, now=now):
+        return 0  # a periodic job: skipped slots are counted, not alerted
+    details = {"slot": slot_of(config, info, invocation), "unit": unit, "invocation": invocation, "calendar": info.get(environment.CALENDAR),
                "scheduled": info.get(environment.SCHEDULED_UTC), "event": info.get(environment.EVENT),
                "status": status, "exit_code": exit_code,
                "result": ", ".join(x for x in (result, exit_code, status) if x),
@@ -148,6 +148,21 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     raise_alert(config, kind=kind, job=job, session=session, details=details, title=title,
                 job_severity=info.get(environment.SEVERITY), now=now, env=env)
     return 0
+
+
+def slot_of(config, info: dict, invocation: str) -> str:
+    """The slot (UTC) this invocation of a periodic job ran, from the slot records the runner
+    wrote ("" when none names it, or not a periodic job): part of the incident's identity
+    (alerts/incidents.py)."""
+    state_dir = info.get(environment.STATE_DIR) or getattr(config, "state_dir", None)
+    job, session = info.get(environment.JOB), info.get(environment.SESSION)
+    if not info.get(environment.SLOT_EVERY_SEC) or not (state_dir and job and session
+                                                         and invocation):
+        return ""
+    for slot, record in read_slots(state_dir, job, session).items():
+        if record.get("invocation") == invocation:
+            return slot
+    return ""
 
 
 def recorded_run(config, job: str, session: str, invocation: str) -> dict | None:

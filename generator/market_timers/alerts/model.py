@@ -50,6 +50,9 @@ class Alert:
     suppressed: int = 0  # same key inside the dedup window: counted, not re-sent
     repeat: int = 0  # 0 = first notice; n = n-th repeat of an unacknowledged critical
     spool_name: str = ""  # file name in the outbox (id, or id.rN for a repeat)
+    # an incident told on every channel at once (a halt): one copy per channel, spooled as
+    # `<id>[.rN].to-<channel>`, each with the chain [channel]; one id, one ack (issue 45)
+    fanout: list[str] = field(default_factory=list)
 
     @property
     def channel(self) -> str | None:
@@ -64,7 +67,8 @@ class Alert:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def subject(self) -> str:
-        tag = {"critical": "CRITICAL", "warning": "WARNING", "info": "INFO"}[self.severity]
+        tag = "RESOLVED" if self.kind == "recovery" else \
+            {"critical": "CRITICAL", "warning": "WARNING", "info": "INFO"}[self.severity]
         again = f" (repeat {self.repeat})" if self.repeat else ""
         return f"[{tag}] {self.title}{again}"
 
@@ -74,10 +78,11 @@ class Alert:
         if self.text:
             lines += [self.text, ""]
         for label, value in (("job", self.job), ("session", self.session),
+                             ("slot", self.details.get("slot")),
                              ("calendar", self.details.get("calendar")),
                              ("scheduled", self.details.get("scheduled")),
                              ("unit", self.details.get("unit")),
-                             ("result", self.details.get("result"))):
+                             ("result", self.details.get("result")), ("host", self._where())):
             if value:
                 lines.append(f"{label}: {value}")
         if self.suppressed:
@@ -86,6 +91,11 @@ class Alert:
             f" (stop repeats: market-timers ack {self.id})" if self.severity == "critical"
             and self.kind != "recovery" else ""))
         return "\n".join(lines)
+
+    def _where(self) -> str:
+        """The host that raised the alert, and its cluster node (issue 45: name the host)."""
+        host, node = self.details.get("host"), self.details.get("node")
+        return f"{host} (cluster node {node})" if host and node else str(host or "")
 
     def body(self, excerpt_limit: int | None = None, measure=len,
              with_subject: bool = True) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from market_timers.alerts.model import Alert
@@ -25,7 +25,7 @@ from market_timers.files import atomicfile, safefs
 
 QUARANTINE = "quarantine"
 _ID_RE = re.compile(r"[0-9]{4}-[0-9a-f]{8}")  # model.make_id
-_NAME_RE = re.compile(r"^[0-9]{4}-[0-9a-f]{8}(\.r[0-9]+(\.esc)?)?\.json\Z")
+_NAME_RE = re.compile(r"^[0-9]{4}-[0-9a-f]{8}(\.r[0-9]+(\.esc)?)?(\.to-[a-z]+)?\.json\Z")
 
 
 def read_json(path: Path, default=None, base: Path | None = None):
@@ -53,11 +53,11 @@ def check_alert(data: object) -> str | None:
     types = {"text": str, "job": str, "session": str, "created": str, "details": dict,
              "chain": list, "channel_index": int, "attempts": int, "channel_since": str,
              "not_before": str, "state": str, "last_error": str, "errors": list,
-             "suppressed": int, "repeat": int, "spool_name": str}
+             "suppressed": int, "repeat": int, "spool_name": str, "fanout": list}
     for key, kind in types.items():
         if key in data and (not isinstance(data[key], kind) or isinstance(data[key], bool)):
             return f"field {key!r} is not a {kind.__name__}"
-    if not all(isinstance(c, str) for c in data.get("chain", [])):
+    if not all(isinstance(c, str) for c in [*data.get("chain", []), *data.get("fanout", [])]):
         return "field 'chain' is not a list of channel names"
     return None
 
@@ -78,6 +78,19 @@ class Outbox:
         # DURABLE: the alert is on disk before any send is tried
         safefs.write_json(self.path(alert), alert.to_json(), base=self.base,
                           sync=atomicfile.DURABLE)
+
+    def put_copies(self, alert: Alert) -> list[Alert]:
+        """Spool the alert: itself, or one copy per channel of its fanout (none waits for
+        another channel's failure); the copies spooled."""
+        if not alert.fanout:
+            self.put(alert)
+            return [alert]
+        stem = alert.spool_name or alert.id
+        copies = [replace(alert, chain=[channel], spool_name=f"{stem}.to-{channel}")
+                  for channel in alert.fanout]
+        for copy in copies:
+            self.put(copy)
+        return copies
 
     def remove(self, alert: Alert) -> None:
         safefs.unlink(self.path(alert), base=self.base)

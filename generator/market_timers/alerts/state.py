@@ -156,6 +156,28 @@ class AlertState:
                    {"outcome": outcome, "at": iso(now), "session": session, **extra,
                     "open": table})
 
+    def jobs(self) -> list[str]:
+        """The jobs with a kept outcome (their file names)."""
+        return sorted(n.removesuffix(".json") for n in safefs.listdir(self.dir / "jobs",
+                                                                     base=self.base)
+                      if n.endswith(".json") and not n.startswith("."))
+
+    def acknowledge(self, alert_id: str, now: datetime) -> bool:
+        """Mark the open incident(s) whose alert is `alert_id` acknowledged (they stay open
+        until a success resolves them); True when one was not yet."""
+        found = False
+        for job in self.jobs():
+            doc = self.job_outcome(job)
+            table = self.open_incidents(job)
+            hits = [s for s, inc in table.items()
+                    if inc.get("alert_id") == alert_id and not inc.get("acked")]
+            for session in hits:
+                table[session]["acked"] = iso(now)
+            if hits:
+                self.write(self.dir / "jobs" / f"{job}.json", {**doc, "open": table})
+                found = True
+        return found
+
     # channel rate limits --------------------------------------------------------------------
     def channel_not_before(self, channel: str) -> datetime | None:
         return _instant(self.read(self.dir / "channels.json", {}).get(channel))

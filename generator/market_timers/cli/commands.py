@@ -30,22 +30,27 @@ from market_timers.cli.plancommands import cmd_plan, cmd_render, cmd_sync, cmd_v
 from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import FAILURE
 
+TRY_WAIT_MAX_DELAY = 60  # `try --in` beyond this: its judgement is not waited for
+VERDICT_WAIT_SEC = 20  # after the fire: the runner judges a start within a second or two
+
 
 def cmd_try(args) -> int:
     from market_timers.controls import trial
     from market_timers.host.systemctl import Systemctl, SystemctlError
 
     cfg = config_of(args)
+    now = now_of(args)
     try:
-        result = calendar_call(trial.start_try, cfg, args.job, now_of(args), args.delay,
-                                Systemctl())
+        result = calendar_call(trial.start_try, cfg, args.job, now, args.delay, Systemctl())
     except (trial.UnknownJob, trial.TooSoon) as e:
         raise UsageError(str(e)) from None
     except (trial.TryError, SystemctlError) as e:
         print(f"market-timers try: {e}", file=sys.stderr)
         return FAILURE
-    print("\n".join(result.lines()))
-    return 0
+    print("\n".join(result.lines()), flush=True)
+    if args.now is not None or args.delay > TRY_WAIT_MAX_DELAY:  # --now: not the clock's fire
+        return 0
+    return trial.await_try(cfg, result, Systemctl(), now, VERDICT_WAIT_SEC)
 
 
 def cmd_check_cron(args) -> int:
@@ -213,6 +218,8 @@ COMMANDS = {
     "outbox": cmd_outbox,
     "ack": _delegate(_alert_commands, "ack", "alert_id", service_user=True, alert_path=True,
                      clock=True),
+    "alerts": _delegate(_alert_commands, "alerts_list", "json", service_user=True,
+                        alert_path=True, clock=True),
     "digest": cmd_digest,
     "refresh": cmd_refresh,
     "deadman": cmd_deadman,

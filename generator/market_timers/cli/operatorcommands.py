@@ -25,8 +25,10 @@ def cmd_run(args) -> int:
         if given:
             raise UsageError(f"{', '.join(given)}: only with --from (a backfill), not with "
                              "--session")
+        # the runner's judgement of the start is awaited on the real clock only (not --now's)
         return _manual_run().command(config_of(args), args.job, args.session, args.force,
-                                     now=args.now, yes=args.yes)
+                                     now=args.now, yes=args.yes,
+                                     wait=0 if args.now else _manual_run().WAIT_SEC)
     if args.force or args.yes:
         raise UsageError(f"{'--force' if args.force else '--yes'}: only with --session; a "
                          "backfill runs the sessions that did not run, and none still to come")

@@ -134,7 +134,7 @@ def _add_check_cron(command) -> None:
 
 
 def _add_alert_commands(command) -> None:
-    """alert, alert-handler, outbox, ack, digest and deadman: the alert layer."""
+    """alert, alert-handler, outbox, ack, alerts, digest and deadman: the alert layer."""
     s = command("alert", "send a test alert through a channel")
     s.add_argument("--test", required=True, metavar="CHANNEL", help=" | ".join(CHANNELS))
 
@@ -147,8 +147,13 @@ def _add_alert_commands(command) -> None:
                    help="list what is pending, or flush: send it now")
     s.add_argument("--json", action="store_true", help="print JSON (list)")
 
-    s = command("ack", "acknowledge a critical alert (stops its repeats)")
+    s = command("ack", "acknowledge an alert's incident (a critical's repeats stop on every "
+                       "channel)")
     s.add_argument("alert_id", metavar="ID", help="the alert's id, as shown in the alert")
+
+    s = command("alerts", "list the open incidents: id, severity, job and session, age, and "
+                          "the command that acknowledges each")
+    s.add_argument("--json", action="store_true", help="print a JSON array")
 
     s = command("digest", "send the per-session email digest")
     s.add_argument("--session", type=session_date, metavar="DATE",

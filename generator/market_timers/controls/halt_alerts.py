@@ -1,7 +1,8 @@
-"""The halt alert policy: a halt's alert (critical) and its lifting's (warning), one per configured
-channel, raised once the halt's own work is done (cli/ composes it with halt.py and resume.py,
-which send none). Lifting a halt resolves its incident: the HALT alerts of every channel stop
-repeating (their keys share `halt:<scope>:<name>:<since>:`)."""
+"""The halt alert policy: a halt's alert (critical) and its lifting's (warning), each one incident
+told on every configured channel at once, raised once the halt's own work is done (cli/ composes
+it with halt.py and resume.py, which send none). A halt's alert id is made from the halt (scope,
+name, since): one id on every channel, one `ack`; lifting the halt resolves that incident (its
+repeats stop on every channel) and its message names the id resolved."""
 
 from __future__ import annotations
 
@@ -27,6 +28,22 @@ def _resolve_lifted(config, key_prefixes: list[str]) -> None:
 
     for prefix in key_prefixes:
         resolve_incident(config, prefix)
+
+
+def _channels(config) -> list[str]:
+    alerts = getattr(config, "alerts", None)
+    return alerts.configured() if alerts is not None and alerts.enabled else []
+
+
+def halt_alert_id(incident: str, since) -> str | None:
+    """The HALT alert's id, the same for every channel and known again at `resume`."""
+    from market_timers.alerts.model import make_id, parse_iso
+
+    try:
+        made = parse_iso(since) if isinstance(since, str) else None
+    except ValueError:
+        made = None
+    return make_id("halt", f"halt:{incident}", made) if made is not None else None
 
 
 def halt_alerts(config, lifted: bool = False):
@@ -95,16 +112,16 @@ def halt_alerts(config, lifted: bool = False):
                    "reason": record.get("reason"), "resume": record.get("resume"),
                    **({"stopped": ", ".join(stopped)} if stopped else {}),
                    **({"on_halt": on_halt_unit} if on_halt_unit else {})}
-        alerts = getattr(config, "alerts", None)
-        channels = alerts.configured() if alerts is not None and alerts.enabled else []
         kind = "halt-lifted" if lifted else "halt"
         incident = f"{record['scope']}:{record.get('name') or ''}:{record.get('since')}:"
+        halt_id = halt_alert_id(incident, record.get("since"))
         resolving.extend([f"halt:{incident}"] if lifted else [])  # resume ends the HALT's
-        for channel in channels or [None]:
-            pending.append(dict(kind=kind, severity="warning" if lifted else "critical",
-                                key=f"{kind}:{incident}{channel or ''}",
-                                title=title, text=title, details=details,
-                                chain=[channel] if channel else None))
+        text = title + (f"\n\nThe HALT alert {halt_id} is resolved: no more repeats of it."
+                        if lifted else "")
+        pending.append(dict(kind=kind, severity="warning" if lifted else "critical",
+                            key=f"{kind}:{incident}", title=title, text=text, details=details,
+                            chain=_channels(config) or None, every_channel=True,
+                            alert_id=None if lifted else halt_id))
 
     announce.send = send
     announce.on_halt_failed = on_halt_failed

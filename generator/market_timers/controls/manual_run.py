@@ -32,6 +32,7 @@ from market_timers.contracts.instants import iso
 from market_timers.controls.operator import operator_name
 
 RUNTIME_UNIT_DIR = Path("/run/systemd/system")
+WAIT_SEC = 20.0  # the command line's bound on the wait for the runner's judgement of the start
 
 
 def _fail(message: str, code: int = USAGE) -> int:
@@ -107,7 +108,10 @@ def start_ticketed(config, job, fire, *, force: bool, now: datetime, systemctl=N
 
 
 def command(config, job_name: str, session: date, force: bool, *, now: datetime | None = None,
-            systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR, yes: bool = False) -> int:
+            systemctl=None, unit_dir: Path = RUNTIME_UNIT_DIR, yes: bool = False,
+            wait: float = 0) -> int:
+    """Start the run; with `wait`, wait that long at most for the runner's judgement of the
+    start (controls/verdict.py): a refused start exits 1 and says which outcome refused it."""
     from market_timers.host.clock import utcnow
     from market_timers.schedule import plan
     from market_timers.schedule.calendars import CalendarError
@@ -144,6 +148,16 @@ def command(config, job_name: str, session: date, force: bool, *, now: datetime 
                               systemctl=systemctl, unit_dir=unit_dir, book=book)
     except StartFailed as e:
         return _fail(str(e), FAILURE)
+    if wait > 0:
+        from market_timers.controls.verdict import await_verdict, tell_unjudged
+        from market_timers.host.systemctl import Systemctl
+
+        verdict = await_verdict(book, key, name, systemctl or Systemctl(), wait)
+        if verdict.state == "refused":
+            return _fail(f"{verdict.refusal(job_name, session.isoformat())}; not run (unit "
+                         f"{name})", FAILURE)
+        if verdict.state != "ran" and tell_unjudged("run", name, verdict, wait):
+            return FAILURE
     what = (f"a forced re-run (it already ran {ledger.describe(holder)})" if holder is not None
             else "its run" + (" (--force: none recorded yet)" if force else ""))
     print(f"started {name}: {job_name} for session {session}, {what}\n"

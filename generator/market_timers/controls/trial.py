@@ -14,6 +14,7 @@ file without a daemon-reload. So a try:
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -55,6 +56,7 @@ class Trial:
     service: str
     fire_utc: datetime
     session_id: str
+    job: str = ""
 
     def lines(self) -> list[str]:
         return [
@@ -99,7 +101,28 @@ def start_try(config: Config, job_name: str, now: datetime, delay: int | None, s
                        "(run it as root)") from None
     timer = next(u.name for u in units if u.name.endswith(".timer"))
     systemctl.start([timer])
-    return Trial(timer, unitname.service_of(timer), at, try_id)
+    return Trial(timer, unitname.service_of(timer), at, try_id, job.name)
+
+
+def await_try(config: Config, result: Trial, systemctl, now: datetime, wait_sec: float) -> int:
+    """Wait for the runner's judgement of the try (its fire, then `wait_sec` at most) and say
+    it: 0 when the job ran or the judgement is still to come, 1 when the start was refused
+    (which outcome refused it) or the unit ended without a judgement (controls/verdict.py)."""
+    from market_timers import ledger
+    from market_timers.controls.verdict import await_verdict, tell_unjudged
+
+    ahead = max((result.fire_utc - now).total_seconds(), 0.0)
+    key = ledger.Key(result.job, result.session_id)
+    verdict = await_verdict(ledger.for_config(config), key, result.service, systemctl,
+                            ahead + wait_sec)
+    if verdict.state == "refused":
+        print(f"market-timers try: {verdict.refusal(key.job, result.session_id)}; not run "
+              f"({result.service})", file=sys.stderr)
+        return 1
+    if verdict.state == "ran":
+        print(f"{result.service}: the runner started the job")
+        return 0
+    return tell_unjudged("try", result.service, verdict, ahead + wait_sec)
 
 
 def _refuse_overlap(config: Config, job, now: datetime, at: datetime) -> None:

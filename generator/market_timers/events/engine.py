@@ -12,8 +12,10 @@ Order for an event of kind K (the first rule that matches decides):
               sends one alert with the count, the worst --value and the first and last times.
 4. severity   `[events.severity]` for K, else the event's own --severity, else
               `default_severity`: critical/warning/info go to the router like any alert (routes,
-              fallback, dedup window, repeats and escalation of criticals, `ack`); "digest" only
-              ever goes to the session digest; "off" is recorded and not sent.
+              fallback, dedup window, repeats and escalation of criticals, `ack`), within the
+              bound on one source's messages (flood.py: the rest of its window goes to the
+              digest, and one summary says so); "digest" only ever goes to the session digest;
+              "off" is recorded and not sent.
 
 Every alert goes through alerts.api.raise_alert with the event's session, so the dedup window,
 the critical repeats, `ack` and the digest apply to events and incidents as to job alerts.
@@ -30,6 +32,8 @@ from market_timers.alerts.api import raise_alert
 from market_timers.alerts.model import make_id
 from market_timers.alerts.router import chain_for
 from market_timers.config.events import EventsConfig, IncidentRule
+from market_timers.contracts.severities import SEVERITY_RANK
+from market_timers.events.flood import UNNAMED, FloodGate, summary_text
 from market_timers.events.plan_lookup import PlanLookup, parse_at
 from market_timers.events.store import Store
 
@@ -54,6 +58,7 @@ class Engine:
         self.schedule = schedule
         self.outcomes: list[tuple[str, str]] = []  # (outcome, what) of this run, for logs/tests
         self.spooled: list = []  # alerts spooled in this pass, delivered after it
+        self.flood = FloodGate(store.dir)
 
     def _clock(self) -> datetime:
         assert self.t is not None
@@ -69,6 +74,9 @@ class Engine:
         return alert
 
     def deliver(self) -> None:
+        """Try the spooled alerts, the most severe first (a critical never waits behind a
+        batch's warnings)."""
+        self.spooled.sort(key=lambda a: -SEVERITY_RANK.get(a.severity, 0))
         for alert in self.spooled:
             # At the alert's own instant: a replayed (or delayed) alert is not "10 minutes on
             # its first channel" already, which would skip that channel (fallback_after_minutes).
@@ -115,10 +123,12 @@ class Engine:
             self.ctx.state.add_event(session, {"at": ms(at), "event": "silent", "kind": "event",
                                                "severity": "off", "title": title, "job": ""})
             return self._note("off", label)
-        if severity == "digest":
+        held = severity != "digest" and not self.flood.admit(event.get("job") or UNNAMED,
+                                                             severity, kind, at, session)
+        if severity == "digest" or held:  # held: past its source's bound (flood.py)
             self._raise(at, kind="event", session=session, key=f"event:{kind}:{key}",
                         severity="info", chain=[], title=title, details=details)
-            return self._note("digest", label)
+            return self._note("held" if held else "digest", label)
         alert = self._raise(at, kind="event", session=session, key=f"event:{kind}:{key}",
                             severity=severity, title=title, details=details,
                             text=f"{kind} from {event.get('job') or 'the trading system'} at "
@@ -167,7 +177,7 @@ class Engine:
             self._alert_incident(rule, inc, at, late=True)
         elif inc["alerted"] and rule.recovery:
             alert = self._raise(at, kind="recovery", session=inc["session"],
-                                key=f"recovery:incident:{ikey}", severity=inc["severity"],
+                                key=f"recovery:incident:{ikey}", severity="info",  # good news
                                 chain=inc["chain"], details=details,
                                 title=f"{name} resolved after {_secs(duration)}",
                                 text=f"{kind} at {event['at']}; alert {inc['alert_id']} is "
@@ -210,6 +220,13 @@ class Engine:
         if late:  # it is over: no repeats, no recovery to wait for
             self._close_escalation(inc)
         return alert
+
+    def summarise_floods(self, now: datetime) -> None:
+        """One message per source and window over that held events back (flood.py)."""
+        for entry in self.flood.due_summaries(now):
+            title, text = summary_text(entry)
+            self._raise(now, kind="event", session=entry["session"], severity=entry["worst"],
+                        key=f"flood:{entry['source']}:{entry['window']}", title=title, text=text)
 
     def _close_escalation(self, inc: dict) -> None:
         if inc.get("alert_id") and self.ctx.escalations.close(inc["alert_id"]):

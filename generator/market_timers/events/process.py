@@ -3,8 +3,8 @@ spooled and every minute by market-events.timer) and the `incidents` / `event` c
 
 A pass takes the processor's lock and reads every spooled event (a file that is not a valid
 event is moved to `events.bad/` beside the spool and raises one warning per pass). Critical
-events that no stateful rule (expected, incident, count) orders go first; the others follow in
-arrival order (file name), each ticking the clock up to its instant (incidents whose
+events that no stateful rule (expected, incident, count) orders go first, with the events of a
+critical incident rule that alerts at once; the others follow in arrival order (file name), each ticking the clock up to its instant (incidents whose
 `interrupt_after` passed before it alert at that moment). Events are routed in batches of
 `BATCH`: after each, the state is saved durably, only then are the batch's files removed, and its
 alerts delivered, while the rest of a flood is still spooled. A crash before a batch's save
@@ -78,7 +78,9 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
         ready, bad = read_ready(store, files, now, ecfg)
         _route(engine, store, ecfg, ready, now, bad)
         _tick_until(engine, now)
+        engine.summarise_floods(now)
         store.save()
+        engine.flood.save()
     _alert_bad(ctx, bad)
     engine.deliver()
     sweep_temp(dirs, time.time())
@@ -111,6 +113,7 @@ def _route(engine: Engine, store: Store, ecfg: EventsConfig, ready: list[tuple[P
             done.append(path)
         if done:
             store.save()
+            engine.flood.save()
             for p in done:
                 p.unlink(missing_ok=True)
             engine.deliver()
@@ -125,11 +128,14 @@ def events_calendar(config) -> str | None:
 
 
 def _jumps_the_queue(ecfg: EventsConfig, event: dict) -> bool:
-    """A critical event that no stateful rule (expected, incident, count) orders: it is routed
-    before the others of the pass, so a flood ahead of it does not delay it."""
+    """A critical event that no stateful rule (expected, incident, count) orders, or an event of
+    a critical incident rule that alerts as it opens (all of its events, in their order): it is
+    routed before the others of the pass, so a flood ahead of it does not delay it."""
     kind = event["kind"]
-    if (any(r.kind == kind for r in ecfg.expected) or ecfg.incident_for(kind) is not None
-            or ecfg.count_for(kind) is not None):
+    rule = ecfg.incident_for(kind)
+    if rule is not None:
+        return rule.severity == "critical" and rule.interrupt_after == 0
+    if any(r.kind == kind for r in ecfg.expected) or ecfg.count_for(kind) is not None:
         return False
     severity = ecfg.severity.get(kind) or event.get("severity") or ecfg.default_severity
     return severity == "critical"

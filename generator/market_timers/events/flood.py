@@ -1,0 +1,96 @@
+"""A bound on the messages one source's events send, so that a flood cannot bury what matters.
+
+A source is the event's job (`market-timers event --job`), else the one unnamed source (the
+trading system). Per source and severity, at most MESSAGES_PER_WINDOW events of a WINDOW (fixed
+windows of the UTC clock) are sent one message each; the later ones of that window are held
+back: each still goes to the session digest, and once the window is over one summary message
+per source and window says how many were held back, of which kinds (at the worst severity held).
+A critical is never held back by warnings: each severity has its own count.
+
+The state is `<state_dir>/events/flood.json`, changed under the processor's lock (store.py's);
+windows older than KEEP are forgotten.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from market_timers.contracts.instants import iso
+from market_timers.contracts.severities import SEVERITY_RANK
+from market_timers.events.plan_lookup import parse_at
+from market_timers.files import atomicfile
+
+MESSAGES_PER_WINDOW = 20
+WINDOW = timedelta(minutes=5)
+KEEP = timedelta(days=2)
+UNNAMED = "the trading system"
+
+
+def window_of(at: datetime) -> datetime:
+    step = int(WINDOW.total_seconds())
+    return datetime.fromtimestamp(int(at.timestamp()) // step * step, tz=at.tzinfo)
+
+
+class FloodGate:
+    def __init__(self, events_dir: Path):
+        self.path = Path(events_dir) / "flood.json"
+        try:
+            doc = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            doc = {}
+        self.windows: dict[str, dict] = doc if isinstance(doc, dict) else {}
+        self.changed = False
+
+    def admit(self, source: str, severity: str, kind: str, at: datetime, session: str) -> bool:
+        """Whether this event may send its own message (and count it either way)."""
+        start = window_of(at)
+        entry = self.windows.setdefault(f"{source}|{iso(start)}", {
+            "source": source, "window": iso(start), "sent": {}, "held": 0, "kinds": {},
+            "worst": "info", "session": session, "summarised": False})
+        self.changed = True
+        sent = entry["sent"].get(severity, 0)
+        if sent < MESSAGES_PER_WINDOW:
+            entry["sent"][severity] = sent + 1
+            return True
+        entry["held"] += 1
+        entry["kinds"][kind] = entry["kinds"].get(kind, 0) + 1
+        if SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(entry["worst"], 0):
+            entry["worst"] = severity
+        return False
+
+    def due_summaries(self, now: datetime) -> list[dict]:
+        """The windows over by `now` that held events back and were not summarised yet (marked
+        summarised now); old windows are forgotten."""
+        due = []
+        for key, entry in list(self.windows.items()):
+            end = parse_at(entry["window"]) + WINDOW
+            if end > now:
+                continue
+            if entry["held"] and not entry["summarised"]:
+                entry["summarised"] = True
+                due.append(entry)
+            if end + KEEP <= now:
+                del self.windows[key]
+            self.changed = True
+        return due
+
+    def save(self) -> None:
+        if self.changed:
+            atomicfile.write(self.path, json.dumps(self.windows, sort_keys=True) + "\n",
+                             mode=0o644, sync=atomicfile.DURABLE, make_dirs=True)
+            self.changed = False
+
+
+def summary_text(entry: dict) -> tuple[str, str]:
+    """(title, text) of a window's summary message."""
+    kinds = ", ".join(f"{k} x{n}" for k, n in sorted(entry["kinds"].items(),
+                                                     key=lambda kv: (-kv[1], kv[0])))
+    start = parse_at(entry["window"])
+    title = f"{entry['source']}: {entry['held']} more event(s) held back"
+    text = (f"{title} between {entry['window']} and {iso(start + WINDOW)} ({kinds}): at most "
+            f"{MESSAGES_PER_WINDOW} messages per source, severity and "
+            f"{int(WINDOW.total_seconds() // 60)} min are sent one by one; each of these is in "
+            f"the digest of session {entry['session']}.")
+    return title, text
