@@ -144,7 +144,7 @@ def test_a_try_of_a_halted_job_says_refused_and_exits_non_zero(write_config, tmp
     assert cli.main(["--config", str(path), "halt", "--job", "nightly", "--reason",
                      "desk says no"]) == 0
     capsys.readouterr()
-    assert cli.main(["--config", str(path), "try", "nightly", "--in", "1"]) == 1
+    assert cli.main(["--config", str(path), "try", "nightly", "--in", "5"]) == 1  # 5: the least a 2 s lead allows
     err = capsys.readouterr().err
     assert "refused: halted: nightly is halted (market-timers halt)" in err
     assert "desk says no" in err
