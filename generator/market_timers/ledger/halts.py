@@ -65,8 +65,14 @@ def halted(state_dir, job: str, group: str, orders: bool, warn=None, book=None,
     """The halt that covers the job (the widest first: all, orders, group, job) with `what` and
     `resume`, or None. `warn(text)`: told when controls/ is not to be trusted. `book`: the
     cluster ledger, asked for its halts (DatabaseError propagates); or `cluster`, its records
-    read already (cluster_records)."""
+    read already (cluster_records); a local `book`: the cluster's halts as this node's halt-watch
+    last mirrored them (haltmirror.py: none on a host outside a cluster)."""
     found = _local_halt(state_dir, job, group, orders, warn)
+    if found is None and cluster is None and book is not None and \
+            not hasattr(book, "halt_list"):  # the local ledger: the cluster's as last mirrored
+        from market_timers.ledger import haltmirror
+
+        cluster = haltmirror.records(haltmirror.mirror_dir())
     if found is None and (cluster is not None or hasattr(book, "halt_list")):
         found = cluster_halt(cluster if cluster is not None else book.halt_list(), job, group,
                              orders)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 
 from market_timers.contracts import environment
-from market_timers.ledger import Unreachable
+from market_timers.ledger import LoginRefused
 
 
 def read_dsn(env) -> str:
     """The DSN from the unit's credential (LoadCredential=market-timers.cluster-dsn); in the
-    record step, whose credentials systemd does not reliably provide, the start's hand-off."""
+    record step, whose credentials systemd does not reliably provide, the start's hand-off.
+    LoginRefused when there is none: a node without its credential is misconfigured, not cut
+    off (never run outside the ledger for it)."""
     path = env.get(environment.CLUSTER_DSN_FILE) or os.path.join(
         env.get("CREDENTIALS_DIRECTORY") or "/etc/credstore", "market-timers.cluster-dsn")
     try:
@@ -22,9 +24,10 @@ def read_dsn(env) -> str:
         handed = _read_hand_off(env)
         if handed:
             return handed
-        raise Unreachable(f"cannot read the cluster DSN credential {path}: {e.strerror}") from None
+        raise LoginRefused(f"cannot read the cluster DSN credential {path}: "
+                           f"{e.strerror}") from None
     if not dsn:
-        raise Unreachable(f"the cluster DSN credential {path} is empty")
+        raise LoginRefused(f"the cluster DSN credential {path} is empty")
     return dsn
 
 
