@@ -35,7 +35,7 @@ from market_timers.ledger import postgresql as pg
 RECHECK_SEC = 30
 RECONNECT_SEC = 1.0
 # The bound of a connect or a query (LISTEN, mt_halt_list()): a look takes at most about
-# QUERY_SEC * 2 + RECHECK_SEC, well inside the unit's WatchdogSec= (units/market-halt-watch.service).
+# QUERY_SEC * 2 + RECHECK_SEC, well inside WatchdogSec= (units/market-halt-watch.service).
 QUERY_SEC = 10
 
 

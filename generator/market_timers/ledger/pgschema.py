@@ -18,6 +18,11 @@ What a node role can still do to itself: end its own backends (its own runs' loc
 fence then says superseded), and take lock groups or claims under its own name (a refusal seen
 by the operator, never a second run of a claimed session).
 
+Nothing can be planted beside the tables (issue 44): each init takes CREATE on the schema from
+PUBLIC and the node roles, and refuses a schema where one of them may still create (a right
+granted through a group role, or by a role other than the owner); the functions call the
+built-ins as pg_catalog's (pgfunctions.py).
+
 Schema: versioned in mt_schema, created or migrated by `market-timers cluster init` (MIGRATIONS:
 version 1 the tables, version 2 the claiming role's columns, version 3 the pauses, version 4 the
 halts, version 5 the nodes' clock skew (and mt_claim's signature with the clock reading: the
@@ -213,6 +218,29 @@ def _grant(conn: Connection, schema: str, roles: list[str]) -> None:
     if schema != "public":
         for role in roles:
             conn.execute(f"GRANT USAGE ON SCHEMA {quote_ident(schema)} TO {quote_ident(role)}")
+    conn.execute(f"REVOKE CREATE ON SCHEMA {quote_ident(schema)} FROM {names}")
+    creators = schema_creators(conn, schema, roles)
+    if creators:
+        raise DatabaseError(
+            f"the ledger's schema {schema!r} lets {' and '.join(creators)} CREATE objects in "
+            "it, which init could not take back (granted by another role, or through a group "
+            "role): a node could plant a function that the ledger's functions run as the "
+            f"owner. As the schema's owner: REVOKE CREATE ON SCHEMA {quote_ident(schema)} FROM "
+            "PUBLIC (and from the group roles the node roles are members of)", "42501")
+
+
+def schema_creators(conn: Connection, schema: str, roles) -> list[str]:
+    """Who of PUBLIC and `roles` may CREATE in `schema` (issue 44: none may)."""
+    rows = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode("
+        "COALESCE(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a WHERE n.nspname = $1 "
+        "AND a.grantee = 0 AND a.privilege_type = 'CREATE')", schema)
+    found = ["PUBLIC"] if rows[0][0] == "t" else []
+    for role in roles:
+        if conn.execute("SELECT pg_catalog.has_schema_privilege($1, $2, 'CREATE')", role,
+                        schema)[0][0] == "t":
+            found.append(f"node role {role}")
+    return found
 
 
 def schema_version(conn: Connection) -> int:
