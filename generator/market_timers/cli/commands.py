@@ -125,7 +125,7 @@ def cmd_cluster(args) -> int:
     no_clock(args)
     cfg = config_of(args, check_calendars=False)
     if args.action == "init":
-        return cluster.init(cfg, args.dsn_file, args.node_role)
+        return cluster.init(cfg, args.dsn_file, args.node_role, args.operator_role)
     return cluster.status(cfg, args.dsn_file, args.json)
 
 

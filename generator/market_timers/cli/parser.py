@@ -165,6 +165,10 @@ def _add_cluster_commands(command) -> None:
     s.add_argument("--node-role", metavar="ROLE", action="append", default=[],
                    help="init: a node's PostgreSQL role (repeat, one role per node): granted "
                         "EXECUTE on the ledger's functions only, no table right")
+    s.add_argument("--operator-role", metavar="ROLE", action="append", default=[],
+                   help="init: the operator's PostgreSQL role, the only one that may lift a "
+                        "halt or a pause (its DSN: root's credential "
+                        "market-timers.cluster-operator-dsn)")
     s.add_argument("--json", action="store_true", help="status as JSON")
 
     s = command("fence", "inside a job: is its fencing token still current?")

@@ -31,6 +31,24 @@ def read_dsn(env) -> str:
     return dsn
 
 
+# The operator role's DSN (issue 44): lifting a halt or a pause is that role's only
+# (pgschema.OPERATOR_ONLY). Root's credential, never a unit's: the package user's processes read
+# a node's DSN, so they must not be able to lift the kill switch.
+OPERATOR_CREDENTIAL = "/etc/credstore/market-timers.cluster-operator-dsn"
+
+
+def read_operator_dsn(env) -> str:
+    """The operator role's DSN for the operator's commands (halt, pause, resume); the node's
+    (read_dsn) where there is none: a ledger initialised without --operator-role."""
+    path = env.get(environment.CLUSTER_OPERATOR_DSN_FILE) or OPERATOR_CREDENTIAL
+    try:
+        with open(path, encoding="utf-8") as f:
+            dsn = f.read().strip()
+    except OSError:
+        dsn = ""
+    return dsn or read_dsn(env)
+
+
 # The DSN handed from a start to its own record step. systemd gives a unit's credentials to
 # ExecStart=; to ExecStopPost= not reliably: under ProtectSystem=strict with ReadWritePaths= (every
 # job unit), systemd 252 leaves /run/credentials/<unit> unreadable there most of the time
