@@ -126,6 +126,8 @@ def cmd_cluster(args) -> int:
     cfg = config_of(args, check_calendars=False)
     if args.action == "init":
         return cluster.init(cfg, args.dsn_file, args.node_role, args.operator_role)
+    if args.action == "check":
+        return cluster.check(cfg, args.dsn_file)
     return cluster.status(cfg, args.dsn_file, args.json)
 
 

@@ -156,9 +156,10 @@ def _add_alert_commands(command) -> None:
 def _add_cluster_commands(command) -> None:
     """cluster and fence: the PostgreSQL run ledger."""
     s = command("cluster", "the PostgreSQL run ledger shared by a cluster's nodes")
-    s.add_argument("action", choices=["init", "status"],
+    s.add_argument("action", choices=["init", "status", "check"],
                    help="init: create or migrate the ledger's schema (idempotent); status: "
-                        "nodes and which node ran each (job, session)")
+                        "nodes and which node ran each (job, session); check: what makes the "
+                        "ledger unsafe (exit 1)")
     s.add_argument("--dsn-file", metavar="PATH",
                    help="file holding the DSN (default: the credential "
                         "market-timers.cluster-dsn, /etc/credstore/ for an administrator)")
