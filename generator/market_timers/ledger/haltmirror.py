@@ -19,7 +19,7 @@ import stat
 from market_timers.contracts import environment
 from market_timers.ledger import format_fields
 
-DEFAULT_DIR = "/var/lib/market-halt-watch"
+DEFAULT_DIR = environment.DEFAULT_HALT_MIRROR_DIR
 LOOKED = "looked"
 _PREFIX = "halt-"
 
