@@ -66,6 +66,7 @@ def watch(config, *, systemctl=None, passes: int | None = None,
           load_config: Callable[[], object] | None = None) -> int:
     """Listen and stop until killed (`passes`: that many looks, then return; the tests')."""
     mirror = haltmirror.mirror_dir()
+    _notify("READY=1")  # Type=notify: also before a clean exit, which is no failure
     if getattr(config, "cluster", None) is None:
         _say(f"no [cluster] in {config.source}: nothing to watch (a halt on this host stops "
              "its runs itself)")
@@ -77,7 +78,6 @@ def watch(config, *, systemctl=None, passes: int | None = None,
         systemctl = Systemctl()
     looks = 0
     conn = None
-    _notify("READY=1")
     while passes is None or looks < passes:
         try:
             if conn is None:
