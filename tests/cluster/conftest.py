@@ -29,3 +29,12 @@ def dsn(pgserver):
         conn.execute("TRUNCATE mt_nodes, mt_runs, mt_refusals, mt_tickets, mt_locks, mt_misses, "
                      "mt_pauses, mt_halts")
     return pgserver.dsn
+
+
+@pytest.fixture(autouse=True)
+def halt_mirror(tmp_path, monkeypatch):
+    """halt-watch's mirror of the halts (ledger/haltmirror.py) in the test's own directory,
+    never the host's /var/lib/market-halt-watch."""
+    path = tmp_path / "halt-mirror"
+    monkeypatch.setenv("MARKET_HALT_MIRROR_DIR", str(path))
+    return path

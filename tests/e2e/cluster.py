@@ -34,6 +34,8 @@ from .scenario import CREDSTORE, Job, Scenario
 NODES = ("ny4-a", "ny4-b")
 DELAY = {"ny4-a": 0, "ny4-b": 2}
 NODE_ROLE = {"ny4-a": "mt_ny4_a", "ny4-b": "mt_ny4_b"}  # one PostgreSQL role per node
+OPERATOR_ROLE = "mt_operator"  # lifts a halt or a pause (issue 44): root's credential on a node
+OPERATOR_CREDENTIAL = "/etc/credstore/market-timers.cluster-operator-dsn"
 PASSWORD = "e2e-ledger-pw"
 LOG_DIR = "/var/lib/e2e-cluster"
 CLUSTER_JOB_PATH = "/usr/local/lib/e2e-jobs/cluster-job"
@@ -264,7 +266,7 @@ def start_postgresql(box: Container, port: int, link: VethLink) -> None:
     box.systemctl("start", f"postgresql@{version}-main.service")
     # the owner role (runs `cluster init`, owns the tables) and one role per node (README)
     sql = " ".join(f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}';"
-                   for role in ("mt", *NODE_ROLE.values()))
+                   for role in ("mt", *NODE_ROLE.values(), OPERATOR_ROLE))
     box.run(["runuser", "-u", "postgres", "--", "psql", "-p", str(port), "-c", sql])
     box.run(["runuser", "-u", "postgres", "--", "createdb", "-p", str(port), "-O", "mt",
              "ledger"])
@@ -320,6 +322,10 @@ def booted_cluster(suite: str, deb_path: Path, api) -> Iterator[Cluster]:
             box.run(["install", "-d", "-m", "0777", LOG_DIR])
         nodes["ny4-a"].write_file("/root/ledger-owner-dsn", c.dsn("mt") + "\n", 0o600)
         roles = [f"--node-role={r}" for r in NODE_ROLE.values()] if c.node_roles else []
+        if "--operator-role" in usage.stdout + usage.stderr:  # issue 44: resume is its only
+            roles.append(f"--operator-role={OPERATOR_ROLE}")
+            for box in nodes.values():
+                box.write_file(OPERATOR_CREDENTIAL, c.dsn(OPERATOR_ROLE) + "\n", 0o600)
         out = nodes["ny4-a"].run(["market-timers", "cluster", "init", "--dsn-file",
                                   "/root/ledger-owner-dsn", *roles]).stdout
         assert "created" in out or "up to date" in out, out

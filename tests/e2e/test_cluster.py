@@ -383,3 +383,71 @@ def test_a_small_fault_campaign_no_fire_runs_twice_late_or_untold(cluster: Clust
     assert out.late() == [], detail
     assert out.neither() == [], detail
     assert out.exit0_failures() == 0, detail
+
+
+MIRROR = "var/lib/market-halt-watch"  # each node's mirror of the cluster's halts (issue 44)
+
+
+def test_with_the_database_stopped_a_halted_job_and_an_order_job_run_on_no_node(
+        cluster: Cluster):
+    """Issue 44: a cluster halt lived only in the database, and with on_db_unreachable = "run"
+    both nodes ran the halted order job once it could not be reached. Each node's halt-watch
+    mirrors the halts; an order job never runs outside the ledger; a job no halt covers still
+    runs locally, as on_db_unreachable = "run" says."""
+    cluster.reset()
+    a = cluster.nodes["ny4-a"]
+    unit = f"postgresql@{cluster.pg_version()}-main.service"
+    orders = ClusterJob("closing-orders", instant_in(40), orders=True)
+    signal = ClusterJob("signal", later(orders, 1), lock="signal")
+    free = ClusterJob("report", later(orders, 2), lock="report")
+    cluster.on_db_unreachable = "run"
+    try:
+        cluster.schedule([orders, signal, free])
+        a.run(["market-timers", "halt", "--job", "signal", "--reason", "runaway signal"])
+        for box in cluster.nodes.values():
+            mirrored = box.root / MIRROR / "halt-job-signal"
+            box.wait_for(mirrored.exists, 30, "halt-watch to mirror the halt")
+        cluster.pg.systemctl("stop", unit)
+        runs = cluster.wait_runs(2, timeout=90)
+        for scene in cluster.scenes.values():
+            scene.box.wait_for(lambda s=scene: "halted" in s.journal_of(signal), 30,
+                               "the halted job's refusal")
+            said = scene.journal_of(orders)
+            assert "never run outside the cluster ledger" in said, said
+        time.sleep(3)
+        runs = cluster.runs()
+        assert sorted(r[:2] for r in runs) == [("ny4-a", "report"), ("ny4-b", "report")], runs
+    finally:
+        cluster.on_db_unreachable = None
+        cluster.pg.systemctl("start", unit)
+        a.run(["market-timers", "resume", "signal"], check=False)
+
+
+def test_a_frozen_halt_watch_is_restarted_and_stops_the_halted_order_job(cluster: Cluster):
+    """Issue 44: a halt-watch that stops looking (SIGSTOP here; a held connection in the field)
+    is killed by its watchdog and started again, and its first look stops the order job the
+    halt made meanwhile covers."""
+    cluster.reset()
+    orders = ClusterJob("closing-orders", instant_in(20), sleep=300, orders=True,
+                        timeout="10min")
+    cluster.schedule([orders])
+    cluster.nodes["ny4-a"].systemctl("stop", orders.timer)
+    b = cluster.nodes["ny4-b"]
+    b.wait_for(lambda: b.show(orders.service, "ActiveState") == "active", 60,
+               "ny4-b to run the order job")
+    frozen = b.show("market-halt-watch.service", "MainPID")
+    b.run(["kill", "-STOP", frozen])
+    halted = time.monotonic()
+    try:
+        cluster.nodes["ny4-a"].run(["market-timers", "halt", "--reason", "runaway algo"])
+        time.sleep(10)
+        assert b.show(orders.service, "ActiveState") == "active"  # frozen: nobody stopped it
+        b.wait_for(lambda: b.show(orders.service, "ActiveState") != "active", 150,
+                   "the restarted halt-watch to stop the order job", interval=1)
+        print(f"[e2e] the order job stopped {time.monotonic() - halted:.0f} s after the halt, "
+              "its halt-watch frozen (WatchdogSec=90s)")
+        assert b.show("market-halt-watch.service", "MainPID") != frozen
+        assert "watchdog" in b.journal("-u", "market-halt-watch.service", "-o", "cat").lower()
+    finally:
+        b.run(["kill", "-CONT", frozen], check=False)
+        cluster.nodes["ny4-a"].run(["market-timers", "resume"], check=False)

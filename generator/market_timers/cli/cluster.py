@@ -1,9 +1,12 @@
-"""`market-timers cluster init|status` and `market-timers fence check`: the cluster ledger's CLI.
+"""`market-timers cluster init|status|check` and `market-timers fence check`: the cluster ledger's CLI.
 
     cluster init      create or migrate the ledger's schema (idempotent, versioned), run with
                       the owner role's DSN; --node-role ROLE (once per node) grants that role
-                      EXECUTE on the ledger's functions, and no table right
+                      EXECUTE on the ledger's functions but lifting a halt or a pause, and no
+                      table right; --operator-role ROLE those too
     cluster status    nodes (last seen) and, per (job, session), which node ran it, when, result
+    cluster check     what makes the ledger unsafe: a schema others may create in, a failover
+                      without a synchronous standby (exit 1)
     fence check       inside a job: exit 0 while $MARKET_FENCE is still its lock group's token,
                       1 once superseded (another node holds the group: do not act)
 
@@ -35,11 +38,13 @@ def _node(cfg) -> str:
     return cfg.cluster.node if cfg is not None and cfg.cluster else os.uname().nodename
 
 
-def init(cfg, dsn_file: str | None, node_roles: list[str] | None = None) -> int:
+def init(cfg, dsn_file: str | None, node_roles: list[str] | None = None,
+         operator_roles: list[str] | None = None) -> int:
     roles = list(dict.fromkeys(node_roles or ()))
+    operators = list(dict.fromkeys(operator_roles or ()))
     try:
         with pg.connect(_dsn(dsn_file)) as conn:
-            before, after = pg.init_schema(conn, roles)
+            before, after = pg.init_schema(conn, roles, operators)
     except DatabaseError as e:
         print(f"market-timers cluster init: {e}", file=sys.stderr)
         return FAILURE
@@ -50,12 +55,34 @@ def init(cfg, dsn_file: str | None, node_roles: list[str] | None = None) -> int:
     else:
         print(f"ledger schema migrated from version {before} to {after}")
     if roles:
-        print(f"node roles {', '.join(roles)}: EXECUTE on the ledger's functions, no table right")
+        print(f"node roles {', '.join(roles)}: EXECUTE on the ledger's functions but lifting a "
+              "halt or a pause, no table right")
+    if operators:
+        print(f"operator role {', '.join(operators)}: EXECUTE on every function (resume and "
+              f"unpause included): its DSN in {pg.OPERATOR_CREDENTIAL} on each node, root's")
     else:
         print("no --node-role given: only roles granted by an earlier init (or the owner) can "
               "use the ledger; a node connecting as the owner role has every table right",
               file=sys.stderr)
     return OK
+
+
+def check(cfg, dsn_file: str | None) -> int:
+    """What makes the ledger unsafe (ledger/pgcheck.py): exit 1 when anything does."""
+    from market_timers.ledger.pgcheck import findings
+
+    try:
+        dsn = _dsn(dsn_file)
+        with pg.connect(dsn) as conn:
+            good, bad = findings(conn, dsn)
+    except DatabaseError as e:
+        print(f"market-timers cluster check: {e}", file=sys.stderr)
+        return FAILURE
+    for line in good:
+        print(f"ok: {line}")
+    for line in bad:
+        print(f"problem: {line}", file=sys.stderr)
+    return FAILURE if bad else OK
 
 
 def _ledger(cfg, dsn_file: str | None, command: str, then: str = ""):

@@ -146,7 +146,9 @@ def cmd_cluster(args) -> int:
     no_clock(args)
     cfg = config_of(args, check_calendars=False)
     if args.action == "init":
-        return cluster.init(cfg, args.dsn_file, args.node_role)
+        return cluster.init(cfg, args.dsn_file, args.node_role, args.operator_role)
+    if args.action == "check":
+        return cluster.check(cfg, args.dsn_file)
     return cluster.status(cfg, args.dsn_file, args.json)
 
 

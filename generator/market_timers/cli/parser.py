@@ -166,15 +166,20 @@ def _add_alert_commands(command) -> None:
 def _add_cluster_commands(command) -> None:
     """cluster and fence: the PostgreSQL run ledger."""
     s = command("cluster", "the PostgreSQL run ledger shared by a cluster's nodes")
-    s.add_argument("action", choices=["init", "status"],
+    s.add_argument("action", choices=["init", "status", "check"],
                    help="init: create or migrate the ledger's schema (idempotent); status: "
-                        "nodes and which node ran each (job, session)")
+                        "nodes and which node ran each (job, session); check: what makes the "
+                        "ledger unsafe (exit 1)")
     s.add_argument("--dsn-file", metavar="PATH",
                    help="file holding the DSN (default: the credential "
                         "market-timers.cluster-dsn, /etc/credstore/ for an administrator)")
     s.add_argument("--node-role", metavar="ROLE", action="append", default=[],
                    help="init: a node's PostgreSQL role (repeat, one role per node): granted "
                         "EXECUTE on the ledger's functions only, no table right")
+    s.add_argument("--operator-role", metavar="ROLE", action="append", default=[],
+                   help="init: the operator's PostgreSQL role, the only one that may lift a "
+                        "halt or a pause (its DSN: root's credential "
+                        "market-timers.cluster-operator-dsn)")
     s.add_argument("--json", action="store_true", help="status as JSON")
 
     s = command("fence", "inside a job: is its fencing token still current?")

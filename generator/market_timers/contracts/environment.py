@@ -91,6 +91,9 @@ STANDBY_DELAY_SEC = "MARKET_STANDBY_DELAY_SEC"
 ON_DB_UNREACHABLE = "MARKET_ON_DB_UNREACHABLE"
 MAX_CLOCK_SKEW_MS = "MARKET_MAX_CLOCK_SKEW_MS"  # the claim's clock bound (ledger/postgresql.py)
 CLUSTER_DSN_FILE = "MARKET_CLUSTER_DSN_FILE"
+CLUSTER_OPERATOR_DSN_FILE = "MARKET_CLUSTER_OPERATOR_DSN_FILE"  # resume's role (ledger/pgdsn.py)
+HALT_MIRROR_DIR = "MARKET_HALT_MIRROR_DIR"  # the cluster's halts on this node (ledger/haltmirror.py)
+DEFAULT_HALT_MIRROR_DIR = "/var/lib/market-halt-watch"  # halt-watch's StateDirectory=
 
 # Set by `market-timers run` (the ticket: its one-off unit's name; the nonce comes as the credential
 # TICKET_CREDENTIAL, from a file only root writes) and by the runner for the job it execs.

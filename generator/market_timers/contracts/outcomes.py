@@ -130,6 +130,7 @@ OTHER_ALERTS = (
     ("not-scheduled", "job", "{job}: no timer is scheduled for session {session}"),
     ("calendar-changed", "warning", "calendar changed"),
     ("recovery", None, "{job} recovered: session {session} ran fine"),  # the failure's severity
+    ("halt-watch-stale", "critical", "this node's halt-watch has stopped looking at the halts"),
 )
 
 # The status page's cell states: (name, colour, the legend's words), in the legend's order;

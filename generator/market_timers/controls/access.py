@@ -16,7 +16,9 @@ import os
 import sys
 
 from market_timers.contracts.exitcodes import FAILURE, USAGE
+from market_timers.ledger import DatabaseError
 from market_timers.ledger.pauses import controls_dir
+from market_timers.ledger.pgdsn import OPERATOR_CREDENTIAL
 
 
 def _allowed(config) -> str | None:
@@ -93,12 +95,17 @@ class cluster_book:
     (DatabaseError, Unreachable included, when it cannot be read or reached)."""
 
     def __init__(self, config):
-        from market_timers.ledger import for_config
+        from market_timers.ledger.postgresql import PostgresLedger, read_operator_dsn
 
-        self.book = for_config(config)
+        # the operator role's DSN where root has it (issue 44: only it lifts a halt or a pause)
+        self.book = PostgresLedger(read_operator_dsn(os.environ), config.cluster.node)
 
     def __enter__(self):
         return self.book
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, error, trace) -> None:
         self.book.close()
+        if isinstance(error, DatabaseError) and error.sqlstate == "42501":
+            raise DatabaseError(f"{error}: lifting a halt or a pause takes the operator role's "
+                                f"DSN, root's credential {OPERATOR_CREDENTIAL} (`market-timers "
+                                "cluster init --operator-role`)", error.sqlstate) from error

@@ -113,6 +113,12 @@ class Unreachable(DatabaseError):
     error that [cluster] on_db_unreachable decides about."""
 
 
+class LoginRefused(DatabaseError):
+    """This node's login cannot work: the server refused it (password, pg_hba.conf, role,
+    certificate), libpq had no password to send, or the DSN credential is missing or empty. A
+    configuration error, never "unreachable": refused (175) and alerted, never run locally."""
+
+
 class ConnectionLost(DatabaseError):
     """A live connection broke during a statement: whether the server did it is unknown."""
 

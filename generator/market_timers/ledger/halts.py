@@ -23,6 +23,7 @@ The runner reads at most four small files per start (halted()); `os` only.
 
 import os
 
+from market_timers.contracts import environment
 from market_timers.ledger.pauses import controls_dir, read_record, trusted_controls
 
 SCOPES = ("orders", "all", "group", "job")
@@ -65,8 +66,17 @@ def halted(state_dir, job: str, group: str, orders: bool, warn=None, book=None,
     """The halt that covers the job (the widest first: all, orders, group, job) with `what` and
     `resume`, or None. `warn(text)`: told when controls/ is not to be trusted. `book`: the
     cluster ledger, asked for its halts (DatabaseError propagates); or `cluster`, its records
-    read already (cluster_records)."""
+    read already (cluster_records); a local `book`: the cluster's halts as this node's halt-watch
+    last mirrored them (haltmirror.py: none on a host outside a cluster)."""
     found = _local_halt(state_dir, job, group, orders, warn)
+    if found is None and cluster is None and book is not None and \
+            not hasattr(book, "halt_list"):  # the local ledger: the cluster's as last mirrored
+        mirror = os.environ.get(environment.HALT_MIRROR_DIR) or \
+            environment.DEFAULT_HALT_MIRROR_DIR
+        if os.path.isdir(mirror):  # a cluster node's (a single host has none: no import)
+            from market_timers.ledger import haltmirror
+
+            cluster = haltmirror.records(mirror)
     if found is None and (cluster is not None or hasattr(book, "halt_list")):
         found = cluster_halt(cluster if cluster is not None else book.halt_list(), job, group,
                              orders)

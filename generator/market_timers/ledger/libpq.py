@@ -16,8 +16,9 @@ PQsocket) until the deadline; at the deadline the connection is closed and Timed
 it notices the closed connection: client_connection_check_interval, ledger/postgresql.py).
 
 Errors: Unreachable when no connection could be made (but a server that answers and refuses
-the session, for now (out of connection slots, starting up) or this node's login (password,
-pg_hba.conf, role, certificate), is a DatabaseError with the SQLSTATE: it was reached),
+the session for now (out of connection slots, starting up) is a DatabaseError with the SQLSTATE,
+and a login that cannot work (the server refused it: password, pg_hba.conf, role, certificate;
+or libpq had no password to send) is LoginRefused: it was reached),
 ConnectionLost when a live one broke during a statement, TimedOut at the deadline, DatabaseError with the SQLSTATE for the server's errors, and for a row that is not
 UTF-8. Their text is redacted of every DSN fragment (conninfo.py).
 libpq is loaded by its soname, libpq.so.5 (Debian's libpq5 on every architecture).
@@ -29,7 +30,13 @@ import ctypes
 import select
 import time
 
-from market_timers.ledger import ConnectionLost, DatabaseError, TimedOut, Unreachable
+from market_timers.ledger import (
+    ConnectionLost,
+    DatabaseError,
+    LoginRefused,
+    TimedOut,
+    Unreachable,
+)
 from market_timers.ledger.conninfo import redact
 
 CONNECTION_OK = 0
@@ -58,6 +65,14 @@ LOGIN_REFUSED = (
     ("permission denied for database", "42501"),
     ("is not permitted to log in", "28000"),
     ("certificate verify failed", "08006"), ("does not match host name", "08006"),
+)
+# libpq's own verdict on this node's credentials, after a server answered and asked for them
+# (no FATAL from the server): a DSN without the password the server wants is a configuration
+# error too, not an unreachable database (issue 44).
+CLIENT_LOGIN_REFUSED = (
+    ("fe_sendauth: no password supplied", "28P01"), ("password retrieved from file", "28P01"),
+    ("channel binding required", "28000"), ("channel binding is required", "28000"),
+    ("server requested SCRAM", "28000"), ("server did not complete authentication", "28000"),
 )
 
 _lib = None
@@ -123,8 +138,12 @@ class Connection:
                     raise DatabaseError(message, sqlstate)
             for marker, sqlstate in LOGIN_REFUSED:  # the server's FATAL, or TLS's verdict
                 if marker in message and ("FATAL:" in message or sqlstate == "08006"):
-                    raise DatabaseError(f"the server refused this node's login: {message}",
-                                        sqlstate)
+                    raise LoginRefused(f"the server refused this node's login: {message}",
+                                       sqlstate)
+            for marker, sqlstate in CLIENT_LOGIN_REFUSED:
+                if marker in message:
+                    raise LoginRefused(f"this node cannot log in to the server: {message}",
+                                       sqlstate)
             raise Unreachable(message or "cannot connect")
 
     def execute(self, sql: str, *params, deadline: float | None = None) -> list[tuple]:

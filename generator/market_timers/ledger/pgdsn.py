@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 
 from market_timers.contracts import environment
-from market_timers.ledger import Unreachable
+from market_timers.ledger import LoginRefused
 
 
 def read_dsn(env) -> str:
     """The DSN from the unit's credential (LoadCredential=market-timers.cluster-dsn); in the
-    record step, whose credentials systemd does not reliably provide, the start's hand-off."""
+    record step, whose credentials systemd does not reliably provide, the start's hand-off.
+    LoginRefused when there is none: a node without its credential is misconfigured, not cut
+    off (never run outside the ledger for it)."""
     path = env.get(environment.CLUSTER_DSN_FILE) or os.path.join(
         env.get("CREDENTIALS_DIRECTORY") or "/etc/credstore", "market-timers.cluster-dsn")
     try:
@@ -22,10 +24,29 @@ def read_dsn(env) -> str:
         handed = _read_hand_off(env)
         if handed:
             return handed
-        raise Unreachable(f"cannot read the cluster DSN credential {path}: {e.strerror}") from None
+        raise LoginRefused(f"cannot read the cluster DSN credential {path}: "
+                           f"{e.strerror}") from None
     if not dsn:
-        raise Unreachable(f"the cluster DSN credential {path} is empty")
+        raise LoginRefused(f"the cluster DSN credential {path} is empty")
     return dsn
+
+
+# The operator role's DSN (issue 44): lifting a halt or a pause is that role's only
+# (pgschema.OPERATOR_ONLY). Root's credential, never a unit's: the package user's processes read
+# a node's DSN, so they must not be able to lift the kill switch.
+OPERATOR_CREDENTIAL = "/etc/credstore/market-timers.cluster-operator-dsn"
+
+
+def read_operator_dsn(env) -> str:
+    """The operator role's DSN for the operator's commands (halt, pause, resume); the node's
+    (read_dsn) where there is none: a ledger initialised without --operator-role."""
+    path = env.get(environment.CLUSTER_OPERATOR_DSN_FILE) or OPERATOR_CREDENTIAL
+    try:
+        with open(path, encoding="utf-8") as f:
+            dsn = f.read().strip()
+    except OSError:
+        dsn = ""
+    return dsn or read_dsn(env)
 
 
 # The DSN handed from a start to its own record step. systemd gives a unit's credentials to

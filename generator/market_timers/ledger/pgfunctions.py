@@ -15,6 +15,10 @@ def quote_ident(name: str) -> str:
 
 # Every function runs as its owner (the role that ran `cluster init`) with search_path pinned to
 # the ledger's schema ({schema}), pg_temp last: a caller's objects are never resolved in it.
+# The built-ins are called as pg_catalog's, with their exact argument types (issue 44: a
+# public.hashtextextended(text, integer), a better match for a literal 0 than pg_catalog's
+# (text, bigint), ran as the owner); and init takes CREATE on the schema from everyone but the
+# owner (pgschema.py), so nothing can be planted beside the tables.
 _DEFINER = "SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp"
 FUNCTIONS = (
     ("mt_claim(text, text, text, integer, text, text, text, text, text)", """
@@ -23,11 +27,11 @@ DECLARE f bigint;
 BEGIN
     INSERT INTO mt_runs (job, session, slot, attempt, how, node, fence, invocation, fields,
                          claimed_by)
-    VALUES ($1, $2, $3, $4, $5, $6, nextval('mt_fence'), $7, $8, session_user)
+    VALUES ($1, $2, $3, $4, $5, $6, pg_catalog.nextval('mt_fence'), $7, $8, session_user)
     ON CONFLICT DO NOTHING RETURNING fence INTO f;
     IF f IS NOT NULL THEN
-        INSERT INTO mt_nodes (node, last_seen, what) VALUES ($6, now(), $9)
-        ON CONFLICT (node) DO UPDATE SET last_seen = now(), what = $9;
+        INSERT INTO mt_nodes (node, last_seen, what) VALUES ($6, pg_catalog.now(), $9)
+        ON CONFLICT (node) DO UPDATE SET last_seen = pg_catalog.now(), what = $9;
     END IF;
     RETURN f;
 END $$"""),
@@ -41,20 +45,21 @@ RETURNS TABLE (fence_token bigint, skew_ms integer, skew_refused boolean)
 LANGUAGE plpgsql {definer} AS $$
 DECLARE f bigint; skew integer;
 BEGIN
-    skew := round((extract(epoch FROM clock_timestamp()) - $10) * 1000);
-    IF abs(skew) <= $11 THEN
+    skew := pg_catalog.round((extract(epoch FROM pg_catalog.clock_timestamp()) - $10) * 1000);
+    IF pg_catalog.abs(skew) <= $11 THEN
         INSERT INTO mt_runs (job, session, slot, attempt, how, node, fence, invocation, fields,
                              claimed_by)
-        VALUES ($1, $2, $3, $4, $5, $6, nextval('mt_fence'), $7, $8, session_user)
+        VALUES ($1, $2, $3, $4, $5, $6, pg_catalog.nextval('mt_fence'), $7, $8, session_user)
         ON CONFLICT DO NOTHING RETURNING fence INTO f;
     END IF;
-    IF f IS NOT NULL OR abs(skew) > $11 THEN  -- a won claim or a refused clock: noted
+    IF f IS NOT NULL OR pg_catalog.abs(skew) > $11 THEN  -- a won claim or a refused clock: noted
         INSERT INTO mt_nodes AS n (node, last_seen, what, clock_skew_ms, clock_checked_at)
-        VALUES ($6, now(), CASE WHEN f IS NULL THEN '' ELSE $9 END, skew, now())
-        ON CONFLICT (node) DO UPDATE SET last_seen = now(), clock_skew_ms = skew,
-            clock_checked_at = now(), what = CASE WHEN f IS NULL THEN n.what ELSE $9 END;
+        VALUES ($6, pg_catalog.now(), CASE WHEN f IS NULL THEN '' ELSE $9 END, skew,
+                pg_catalog.now())
+        ON CONFLICT (node) DO UPDATE SET last_seen = pg_catalog.now(), clock_skew_ms = skew,
+            clock_checked_at = pg_catalog.now(), what = CASE WHEN f IS NULL THEN n.what ELSE $9 END;
     END IF;
-    RETURN QUERY SELECT f, skew, abs(skew) > $11;
+    RETURN QUERY SELECT f, skew, pg_catalog.abs(skew) > $11;
 END $$"""),
     ("mt_node_clocks()", """
 RETURNS TABLE (node text, clock_skew_ms integer, clock_checked_at timestamptz)
@@ -79,18 +84,18 @@ RETURNS integer LANGUAGE sql {definer} AS $$
     WITH gone AS (DELETE FROM mt_runs WHERE job = $1 AND session = $2 AND slot = $3 AND
         node = $4 AND finished_at IS NULL AND claimed_by = session_user AND
         ($5 IS NULL OR invocation = $5) AND ($6 IS NULL OR fence = $6) RETURNING 1)
-    SELECT count(*)::integer FROM gone $$"""),
+    SELECT pg_catalog.count(*)::integer FROM gone $$"""),
     ("mt_finish(text, text, text, text, text, text)", """
 RETURNS text LANGUAGE plpgsql {definer} AS $$
 BEGIN
-    UPDATE mt_runs SET finished_at = now(), result = $5, fields = mt_runs.fields || $6
+    UPDATE mt_runs SET finished_at = pg_catalog.now(), result = $5, fields = mt_runs.fields || $6
     WHERE job = $1 AND session = $2 AND slot = $3 AND invocation = $4 AND finished_at IS NULL
     AND (claimed_by = session_user OR claimed_by IS NULL);
     IF FOUND THEN
         RETURN 'run';
     END IF;
     UPDATE mt_refusals SET result = $5, fields = mt_refusals.fields || $6 WHERE id = (
-        SELECT max(id) FROM mt_refusals WHERE job = $1 AND session = $2 AND slot = $3 AND
+        SELECT pg_catalog.max(id) FROM mt_refusals WHERE job = $1 AND session = $2 AND slot = $3 AND
         invocation = $4 AND result IS NULL AND (noted_by = session_user OR noted_by IS NULL));
     IF FOUND THEN
         RETURN 'refusal';
@@ -109,14 +114,15 @@ RETURNS void LANGUAGE sql {definer} AS $$
 RETURNS bigint LANGUAGE plpgsql {definer} AS $$
 DECLARE f bigint;
 BEGIN
-    IF NOT pg_try_advisory_lock(hashtextextended('{namespace}' || $1, 0)) THEN
+    IF NOT pg_catalog.pg_try_advisory_lock(
+            pg_catalog.hashtextextended(('{namespace}' || $1)::text, 0::bigint)) THEN
         RETURN NULL;
     END IF;
     INSERT INTO mt_locks (grp, fence, node, job, session, backend_pid)
-    VALUES ($1, nextval('mt_fence'), $2, $3, $4, pg_backend_pid())
+    VALUES ($1, pg_catalog.nextval('mt_fence'), $2, $3, $4, pg_catalog.pg_backend_pid())
     ON CONFLICT (grp) DO UPDATE SET fence = excluded.fence, node = excluded.node,
         job = excluded.job, session = excluded.session, backend_pid = excluded.backend_pid,
-        since = now()
+        since = pg_catalog.now()
     RETURNING fence INTO f;
     RETURN f;
 END $$"""),
@@ -128,20 +134,20 @@ LANGUAGE sql STABLE {definer} AS $$
     # (pg_locks: a bigint advisory key is classid (high 32 bits), objid (low), objsubid 1).
     ("mt_check_fence(text, bigint)", """
 RETURNS boolean LANGUAGE sql STABLE {definer} AS $$
-    SELECT EXISTS (SELECT 1 FROM mt_locks l JOIN pg_locks k ON k.pid = l.backend_pid
+    SELECT EXISTS (SELECT 1 FROM mt_locks l JOIN pg_catalog.pg_locks k ON k.pid = l.backend_pid
         AND k.locktype = 'advisory' AND k.granted AND k.objsubid = 1
         AND ((k.classid::bigint << 32) | k.objid::bigint) =
-            hashtextextended('{namespace}' || $1, 0)
+            pg_catalog.hashtextextended(('{namespace}' || $1)::text, 0::bigint)
         WHERE l.grp = $1 AND l.fence = $2) $$"""),
     ("mt_seen(text, text)", """
 RETURNS void LANGUAGE sql {definer} AS $$
-    INSERT INTO mt_nodes (node, last_seen, what) VALUES ($1, now(), $2)
-    ON CONFLICT (node) DO UPDATE SET last_seen = now(), what = $2 $$"""),
+    INSERT INTO mt_nodes (node, last_seen, what) VALUES ($1, pg_catalog.now(), $2)
+    ON CONFLICT (node) DO UPDATE SET last_seen = pg_catalog.now(), what = $2 $$"""),
     ("mt_note_miss(text, text, text, text)", """
 RETURNS boolean LANGUAGE sql {definer} AS $$
     WITH noted AS (INSERT INTO mt_misses (job, session, slot, node) VALUES ($1, $2, $3, $4)
         ON CONFLICT DO NOTHING RETURNING 1)
-    SELECT count(*) > 0 FROM noted $$"""),
+    SELECT pg_catalog.count(*) > 0 FROM noted $$"""),
     ("mt_attempts(text, text, text)", """
 RETURNS TABLE (fields text, node text, fence bigint) LANGUAGE sql STABLE {definer} AS $$
     SELECT fields, node, fence FROM mt_runs WHERE job = $1 AND session = $2 AND slot = $3
@@ -169,12 +175,12 @@ LANGUAGE sql STABLE {definer} AS $$
     ("mt_pause(text, text, text)", """
 RETURNS void LANGUAGE sql {definer} AS $$
     INSERT INTO mt_pauses (scope, name, fields, set_by) VALUES ($1, $2, $3, session_user)
-    ON CONFLICT (scope, name) DO UPDATE SET fields = excluded.fields, since = now(),
+    ON CONFLICT (scope, name) DO UPDATE SET fields = excluded.fields, since = pg_catalog.now(),
         set_by = session_user $$"""),
     ("mt_unpause(text, text)", """
 RETURNS integer LANGUAGE sql {definer} AS $$
     WITH gone AS (DELETE FROM mt_pauses WHERE scope = $1 AND name = $2 RETURNING 1)
-    SELECT count(*)::integer FROM gone $$"""),
+    SELECT pg_catalog.count(*)::integer FROM gone $$"""),
     ("mt_pauses_of(text, text)", """
 RETURNS TABLE (scope text, name text, fields text) LANGUAGE sql STABLE {definer} AS $$
     SELECT scope, name, fields FROM mt_pauses WHERE (scope = 'job' AND name = $1)
@@ -194,7 +200,7 @@ BEGIN
     INSERT INTO mt_halts (scope, name, fields, set_by) VALUES ($1, $2, $3, session_user)
     ON CONFLICT DO NOTHING;
     written := FOUND;
-    PERFORM pg_notify('{channel}', 'halt ' || $1 || ' ' || $2);
+    PERFORM pg_catalog.pg_notify('{channel}', 'halt ' || $1 || ' ' || $2);
     RETURN written;
 END $$"""),
     ("mt_unhalt(text, text)", """
@@ -203,7 +209,7 @@ DECLARE gone integer;
 BEGIN
     DELETE FROM mt_halts WHERE scope = $1 AND name = $2;
     GET DIAGNOSTICS gone = ROW_COUNT;
-    PERFORM pg_notify('{channel}', 'resume ' || $1 || ' ' || $2);
+    PERFORM pg_catalog.pg_notify('{channel}', 'resume ' || $1 || ' ' || $2);
     RETURN gone;
 END $$"""),
     ("mt_halt_list()", """
@@ -211,7 +217,7 @@ RETURNS TABLE (scope text, name text, fields text) LANGUAGE sql STABLE {definer}
     SELECT scope, name, fields FROM mt_halts ORDER BY since $$"""),
     ("mt_schema_version()", """
 RETURNS integer LANGUAGE sql STABLE {definer} AS $$
-    SELECT max(version) FROM mt_schema $$"""),
+    SELECT pg_catalog.max(version) FROM mt_schema $$"""),
 )
 
 

@@ -18,6 +18,11 @@ What a node role can still do to itself: end its own backends (its own runs' loc
 fence then says superseded), and take lock groups or claims under its own name (a refusal seen
 by the operator, never a second run of a claimed session).
 
+Nothing can be planted beside the tables (issue 44): each init takes CREATE on the schema from
+PUBLIC and the node roles, and refuses a schema where one of them may still create (a right
+granted through a group role, or by a role other than the owner); the functions call the
+built-ins as pg_catalog's (pgfunctions.py).
+
 Schema: versioned in mt_schema, created or migrated by `market-timers cluster init` (MIGRATIONS:
 version 1 the tables, version 2 the claiming role's columns, version 3 the pauses, version 4 the
 halts, version 5 the nodes' clock skew (and mt_claim's signature with the clock reading: the
@@ -34,6 +39,10 @@ from market_timers.ledger.libpq import Connection
 from market_timers.ledger.pgfunctions import FUNCTIONS, create_functions, quote_ident
 
 INIT_LOCK = 7305210  # pg_advisory_xact_lock key serialising `cluster init`
+# What lifts the kill switch or a pause: the operator role's only (issue 44). Every process of
+# the package's user can read a node's DSN; a node role may still halt or pause (the record
+# step writes the failure pause): it can stop jobs, never let a halted one run.
+OPERATOR_ONLY = ("mt_unhalt(text, text)", "mt_unpause(text, text)")
 
 # Version 1: the tables (no role but the owner's). Version 2: least privilege (see the module
 # doc): the tables are reached through the SECURITY DEFINER functions below only.
@@ -151,10 +160,11 @@ MIGRATIONS = [
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
-def init_schema(conn: Connection, node_roles=()) -> tuple[int, int]:
+def init_schema(conn: Connection, node_roles=(), operator_roles=()) -> tuple[int, int]:
     """Create or migrate the schema, then grant EXECUTE on the ledger's functions to each of
-    `node_roles` and revoke every table right (from PUBLIC and from them); (version before,
-    version after). Idempotent; run as the owner role, which owns the tables and functions."""
+    `node_roles` (but OPERATOR_ONLY) and `operator_roles` (all), and revoke every table right
+    (from PUBLIC and from them); (version before, version after). Idempotent; run as the owner
+    role, which owns the tables and functions."""
     conn.execute("BEGIN")
     try:
         conn.execute("SELECT pg_advisory_xact_lock($1)", INIT_LOCK)
@@ -174,7 +184,7 @@ def init_schema(conn: Connection, node_roles=()) -> tuple[int, int]:
                 conn.execute("UPDATE mt_schema SET version = $1", version)
         for statement in create_functions(schema):
             conn.execute(statement)
-        _grant(conn, schema, list(node_roles))
+        _grant(conn, schema, list(node_roles), list(operator_roles))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -182,9 +192,17 @@ def init_schema(conn: Connection, node_roles=()) -> tuple[int, int]:
     return before, max(before, SCHEMA_VERSION)
 
 
-def _grant(conn: Connection, schema: str, roles: list[str]) -> None:
-    """EXECUTE on the functions to `roles`, nothing on the tables to anyone but the owner."""
+def _grant(conn: Connection, schema: str, roles: list[str], operators: list[str]) -> None:
+    """EXECUTE on the functions to `roles` (but OPERATOR_ONLY) and `operators`, nothing on the
+    tables to anyone but the owner."""
     owner = conn.execute("SELECT current_user")[0][0]
+    for role in operators:
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = $1", role):
+            raise DatabaseError(f"operator role {role!r} does not exist: create it first "
+                                f"(CREATE ROLE {role} LOGIN PASSWORD '...')")
+        if role == owner or role in roles:
+            raise DatabaseError(f"operator role {role!r} is the owner role or a node role: "
+                                "give the operator a role of its own")
     for role in roles:
         rows = conn.execute("SELECT rolsuper OR rolbypassrls, pg_has_role($1, 'pg_signal_backend',"
                             " 'MEMBER') FROM pg_roles WHERE rolname = $1", role)
@@ -203,16 +221,42 @@ def _grant(conn: Connection, schema: str, roles: list[str]) -> None:
                                               role, other)[0][0] == "t":
                 raise DatabaseError(f"node role {role!r} has the rights of node role {other!r}:"
                                     f" it could end that node's backends (and its lock groups)")
-    names = ", ".join(["PUBLIC", *map(quote_ident, roles)])
+    names = ", ".join(["PUBLIC", *map(quote_ident, roles + operators)])
     conn.execute(f"REVOKE ALL ON TABLE {', '.join(TABLES)} FROM {names}")
     conn.execute(f"REVOKE ALL ON SEQUENCE {', '.join(SEQUENCES)} FROM {names}")
     for signature, _ in FUNCTIONS:
         conn.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
-        for role in roles:
-            conn.execute(f"GRANT EXECUTE ON FUNCTION {signature} TO {quote_ident(role)}")
+        for role in roles + operators:
+            right = "REVOKE ALL" if signature in OPERATOR_ONLY and role in roles else \
+                "GRANT EXECUTE"
+            conn.execute(f"{right} ON FUNCTION {signature} "
+                         f"{'FROM' if right.startswith('REVOKE') else 'TO'} {quote_ident(role)}")
     if schema != "public":
-        for role in roles:
+        for role in roles + operators:
             conn.execute(f"GRANT USAGE ON SCHEMA {quote_ident(schema)} TO {quote_ident(role)}")
+    conn.execute(f"REVOKE CREATE ON SCHEMA {quote_ident(schema)} FROM {names}")
+    creators = schema_creators(conn, schema, roles + operators)
+    if creators:
+        raise DatabaseError(
+            f"the ledger's schema {schema!r} lets {' and '.join(creators)} CREATE objects in "
+            "it, which init could not take back (granted by another role, or through a group "
+            "role): a node could plant a function that the ledger's functions run as the "
+            f"owner. As the schema's owner: REVOKE CREATE ON SCHEMA {quote_ident(schema)} FROM "
+            "PUBLIC (and from the group roles the node roles are members of)", "42501")
+
+
+def schema_creators(conn: Connection, schema: str, roles) -> list[str]:
+    """Who of PUBLIC and `roles` may CREATE in `schema` (issue 44: none may)."""
+    rows = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode("
+        "COALESCE(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a WHERE n.nspname = $1 "
+        "AND a.grantee = 0 AND a.privilege_type = 'CREATE')", schema)
+    found = ["PUBLIC"] if rows[0][0] == "t" else []
+    for role in roles:
+        if conn.execute("SELECT pg_catalog.has_schema_privilege($1, $2, 'CREATE')", role,
+                        schema)[0][0] == "t":
+            found.append(f"role {role}")
+    return found
 
 
 def schema_version(conn: Connection) -> int:

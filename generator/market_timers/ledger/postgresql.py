@@ -59,7 +59,14 @@ from market_timers.ledger import (
 from market_timers.ledger.libpq import UNIQUE_VIOLATION
 from market_timers.ledger.pgconnection import AFTER_DEADLINE_SEC, RETRY_PAUSE_SEC, connect
 from market_timers.ledger.pgcontrols import ClusterControls
-from market_timers.ledger.pgdsn import HAND_OFF_DIR, drop_hand_off, hand_off_dsn, read_dsn
+from market_timers.ledger.pgdsn import (
+    HAND_OFF_DIR,
+    OPERATOR_CREDENTIAL,
+    drop_hand_off,
+    hand_off_dsn,
+    read_dsn,
+    read_operator_dsn,
+)
 from market_timers.ledger.pgfunctions import HALT_CHANNEL, LOCK_NAMESPACE
 from market_timers.ledger.pgschema import (
     MIGRATIONS,
@@ -278,7 +285,7 @@ def _record(row: tuple) -> dict:
 
 
 # Names callers take from here (cli/cluster.py, controls/haltwatch.py, the ledger's opener, tests).
-__all__ = ["HALT_CHANNEL", "HAND_OFF_DIR", "HOLDER_DEATH_BOUND_SEC", "LOCK_NAMESPACE",
+__all__ = ["HALT_CHANNEL", "HAND_OFF_DIR", "OPERATOR_CREDENTIAL", "HOLDER_DEATH_BOUND_SEC", "LOCK_NAMESPACE",
            "MIGRATIONS", "SCHEMA_VERSION", "TABLES", "UNIQUE_VIOLATION", "DatabaseError",
            "PostgresLedger", "Unreachable", "connect", "drop_hand_off", "hand_off_dsn",
-           "init_schema", "read_dsn", "schema_version"]
+           "init_schema", "read_dsn", "read_operator_dsn", "schema_version"]

@@ -147,9 +147,9 @@ def _run(argv: list[str], env: dict) -> int:
         log(ERR, f"{e}; run me from a unit made by `market-timers render`")
         return RUNNER_ERROR
     except DatabaseError as e:  # the cluster ledger's DSN credential is missing or empty
-        from market_timers.runner.clusterfaults import unreachable
+        from market_timers.runner.clusterfaults import refuse
 
-        return unreachable(start, e, _start)
+        return refuse(start, e, _start)
     try:
         return _start(start)
     except DatabaseError as e:  # unreachable, a skewed clock, past the deadline, or failed

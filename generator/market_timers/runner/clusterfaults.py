@@ -7,7 +7,14 @@ on_db_unreachable: skip, 175, or run on the local ledger). A reached database th
 silent until the deadline refuses the start as stale (170, DeadlinePassed, the reason in the
 journal and so in the alert): never run locally, since another node may hold it; a claim that
 was sent without an answer, or completed past the grace, is withdrawn. A clock too far off the
-ledger's is 179, no claim. Any other error of a reached ledger is 175 without the local fallback.
+ledger's is 179, no claim. Any other error of a reached ledger is 175 without the local fallback,
+and so is a login that cannot work (LoginRefused: a configuration error, issue 44).
+
+An order job (`orders = true`) is never run outside the cluster ledger, whatever
+on_db_unreachable says: 175, alerted. Run blind, it could run beside the node that holds the
+ledger, and a halt made since this node last looked would not be seen (issue 44). Other jobs
+run on the local ledger under the cluster's halts as this node's halt-watch last mirrored them
+(ledger/halts.py).
 """
 
 import os
@@ -15,7 +22,7 @@ from datetime import UTC, datetime
 
 from market_timers.contracts import environment
 from market_timers.contracts.exitcodes import CLOCK_SKEW, LEDGER_UNREACHABLE, STALE_START
-from market_timers.ledger import ClockSkewed, DeadlinePassed, Unreachable
+from market_timers.ledger import ClockSkewed, DeadlinePassed, LoginRefused, Unreachable
 from market_timers.runner.start import ERR, WARNING, local_ledger, log, note_refusal, utc_text
 
 
@@ -29,6 +36,11 @@ def refuse(start, error, run_again) -> int:
     if isinstance(error, DeadlinePassed):  # connected, but busy or silent until the deadline
         return _past_deadline(start, error)
     what = start.slot.unreachable_what if start.slot else start.what
+    if isinstance(error, LoginRefused):  # credentials missing or refused: fix the node
+        log(ERR, f"configuration error: {error}; not running {what}: this node's login to the "
+                 "cluster ledger cannot work, and the database may well be up for the other "
+                 "nodes (on_db_unreachable is only for a database that cannot be reached)")
+        return LEDGER_UNREACHABLE
     log(ERR, f"the cluster ledger failed ({error}); not running {what}: the database was "
              "reached, so another node may run it (on_db_unreachable is only for a "
              "database that cannot be reached)")
@@ -40,6 +52,11 @@ def unreachable(start, error, run_again) -> int:
     (run: the start from its first gate on the local ledger)."""
     env = start.env
     what = start.slot.unreachable_what if start.slot else start.what
+    if env.get(environment.ORDERS):
+        log(ERR, f"cannot reach the cluster ledger ({error}); not running {what}: an order job "
+                 "is never run outside the cluster ledger, whatever on_db_unreachable says "
+                 "(another node may run it, and a halt made since could not be seen)")
+        return LEDGER_UNREACHABLE
     if env.get(environment.ON_DB_UNREACHABLE, "skip") != "run":
         log(ERR, f"cannot reach the cluster ledger ({error}); not running {what}: "
                  "on_db_unreachable = skip (another node may run it)")

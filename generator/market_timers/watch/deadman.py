@@ -86,6 +86,13 @@ def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
     except Exception as e:  # the ping still goes out, saying the check itself broke
         log.exception("deadman: cannot check the package's own units and outbox")
         result.unhealthy.append(f"cannot check the package's own parts: {type(e).__name__}")
+    try:  # in a cluster: this node's halt-watch still looks (issue 44)
+        from market_timers.watch.haltwatch_fresh import check_halt_watch
+
+        check_halt_watch(config, now, result, alert)
+    except Exception as e:
+        log.exception("deadman: cannot check halt-watch")
+        result.unhealthy.append(f"cannot check halt-watch: {type(e).__name__}")
     if ping:
         heartbeat(watch, result, env)
     return result
