@@ -46,64 +46,25 @@ def halt_alert_id(incident: str, since) -> str | None:
     return make_id("halt", f"halt:{incident}", made) if made is not None else None
 
 
-def halt_alerts(config, lifted: bool = False):
-    """A halt's alert (critical) or its lifting's (warning), to every configured channel: one
-    alert per channel, each of its own chain, so that none waits for another's failure.
+def halt_alerts(config, lifted: bool = False) -> HaltAnnouncer:
+    """A halt's alert (critical) or its lifting's (warning), to every configured channel.
     announce(...) collects them; announce.send() raises them once the halt's own work (as root)
-    is done, in a child that becomes the package's user as the alert path does (its outbox, the
-    channels' credentials)."""
-    from market_timers.alerts.api import raise_alert  # at the call: tests substitute it
-    from market_timers.alerts.privileges import become_service_user
+    is done."""
+    return HaltAnnouncer(config, lifted)
 
-    pending: list[dict] = []
-    resolving: list[str] = []  # key prefixes of the halts lifted
 
-    def send() -> None:
-        """Raise what is pending, once: `halt` sends its alert before it waits for on_halt, the
-        command line then sends what came after (on_halt's own failure)."""
-        try:
-            _send_now()
-        finally:
-            pending.clear()
-            resolving.clear()
+class HaltAnnouncer:
+    """Collects a halt's alerts, then raises them in a child that becomes the package's user as
+    the alert path does (its outbox, the channels' credentials)."""
 
-    def on_halt_failed(record: dict, session: str, what: str) -> None:
-        """on_halt's critical alert when its unit's failure handler cannot raise it (it could
-        not be started; a clean signal): the incident its handler's would be (job on_halt)."""
-        title = f"on_halt {what} (the halt of {record['what']} by {record.get('by', '?')} on " \
-                f"{record.get('host', '?')}: {record.get('reason', '')})"
-        pending.append(dict(kind="failed", job="on_halt", session=session, severity="critical",
-                            title=title, text=title, details={
-                                "scope": record["what"], "since": record.get("since"),
-                                "on_halt": what, "resume": record.get("resume")}))
+    def __init__(self, config, lifted: bool) -> None:
+        self.config, self.lifted = config, lifted
+        self.pending: list[dict] = []
+        self.resolving: list[str] = []  # key prefixes of the halts lifted
 
-    def _send_now() -> None:
-        if not pending:
-            return
-        if os.geteuid() != 0 or not _package_user_exists():
-            _resolve_lifted(config, resolving)
-            for kw in pending:  # as we are (an operator; a machine without the package's user)
-                if raise_alert(config, **kw) is None and kw.get("chain"):
-                    print(f"market-timers: the alert {kw['title']!r} could not be spooled as "
-                          "this user (the outbox is the package's user's): tell the desk, or "
-                          "make the halt as root", file=sys.stderr)
-            return
-        pid = os.fork()
-        if pid == 0:  # child: the package's user, the alerts, out
-            code = 1
-            try:
-                become_service_user(config)
-                _resolve_lifted(config, resolving)
-                for kw in pending:
-                    raise_alert(config, **kw)
-                code = 0
-            finally:
-                os._exit(code)
-        os.waitpid(pid, 0)
-
-    def announce(record: dict, stopped=(), on_halt_unit=None) -> None:
+    def __call__(self, record: dict, stopped=(), on_halt_unit=None) -> None:
         what, by, host = record["what"], record.get("by", "?"), record.get("host", "?")
-        if lifted:
+        if self.lifted:
             title = f"halt lifted: {what} may start again (halted by {by} on {host}: " \
                     f"{record.get('reason', '')})"
         else:
@@ -112,17 +73,59 @@ def halt_alerts(config, lifted: bool = False):
                    "reason": record.get("reason"), "resume": record.get("resume"),
                    **({"stopped": ", ".join(stopped)} if stopped else {}),
                    **({"on_halt": on_halt_unit} if on_halt_unit else {})}
-        kind = "halt-lifted" if lifted else "halt"
+        kind = "halt-lifted" if self.lifted else "halt"
         incident = f"{record['scope']}:{record.get('name') or ''}:{record.get('since')}:"
         halt_id = halt_alert_id(incident, record.get("since"))
-        resolving.extend([f"halt:{incident}"] if lifted else [])  # resume ends the HALT's
+        self.resolving.extend([f"halt:{incident}"] if self.lifted else [])  # resume ends the HALT's
         text = title + (f"\n\nThe HALT alert {halt_id} is resolved: no more repeats of it."
-                        if lifted else "")
-        pending.append(dict(kind=kind, severity="warning" if lifted else "critical",
-                            key=f"{kind}:{incident}", title=title, text=text, details=details,
-                            chain=_channels(config) or None, every_channel=True,
-                            alert_id=None if lifted else halt_id))
+                        if self.lifted else "")
+        self.pending.append(dict(
+            kind=kind, severity="warning" if self.lifted else "critical", key=f"{kind}:{incident}",
+            title=title, text=text, details=details, chain=_channels(self.config) or None,
+            every_channel=True, alert_id=None if self.lifted else halt_id))
 
-    announce.send = send
-    announce.on_halt_failed = on_halt_failed
-    return announce
+    def on_halt_failed(self, record: dict, session: str, what: str) -> None:
+        """on_halt's critical alert when its unit's failure handler cannot raise it (it could
+        not be started; a clean signal): the incident its handler's would be (job on_halt)."""
+        title = f"on_halt {what} (the halt of {record['what']} by {record.get('by', '?')} on " \
+                f"{record.get('host', '?')}: {record.get('reason', '')})"
+        self.pending.append(dict(
+            kind="failed", job="on_halt", session=session, severity="critical", title=title,
+            text=title, details={"scope": record["what"], "since": record.get("since"),
+                                 "on_halt": what, "resume": record.get("resume")}))
+
+    def send(self) -> None:
+        """Raise what is pending, once: `halt` sends its alert before it waits for on_halt, the
+        command line then sends what came after (on_halt's own failure)."""
+        try:
+            self._send_now()
+        finally:
+            self.pending.clear()
+            self.resolving.clear()
+
+    def _send_now(self) -> None:
+        from market_timers.alerts.api import raise_alert  # at the call: tests substitute it
+        from market_timers.alerts.privileges import become_service_user
+
+        if not self.pending:
+            return
+        if os.geteuid() != 0 or not _package_user_exists():
+            _resolve_lifted(self.config, self.resolving)
+            for kw in self.pending:  # as we are (an operator; a machine without the package's user)
+                if raise_alert(self.config, **kw) is None and kw.get("chain"):
+                    print(f"market-timers: the alert {kw['title']!r} could not be spooled as "
+                          "this user (the outbox is the package's user's): tell the desk, or "
+                          "make the halt as root", file=sys.stderr)
+            return
+        pid = os.fork()
+        if pid == 0:  # child: the package's user, the alerts, out
+            code = 1
+            try:
+                become_service_user(self.config)
+                _resolve_lifted(self.config, self.resolving)
+                for kw in self.pending:
+                    raise_alert(self.config, **kw)
+                code = 0
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
