@@ -217,6 +217,9 @@ class Scenario:
         # The tests written before issue 41 run their jobs as the one shared user (their files
         # are in its home, JOB_HOME); "": each job a user of its own, the package's default.
         self.shared_user = "market-jobs"
+        # sync's options: -v prints each unit (the tests read those lines); the 0.1 release that
+        # test_upgrade installs first has no -v and prints them anyway
+        self.sync_options: list[str] = ["-v"]
         # journal_of() reads from here on: install() of this test; a job of the same name that
         # an earlier test ran in the same container and UTC day is not this test's
         self.since = time.time()
@@ -270,7 +273,7 @@ calendar_max_age_days = 0
 
     def sync(self) -> str:
         started = time.monotonic()
-        out = self.box.run(["market-timers", "sync", "-v"], timeout=120).stdout  # each unit
+        out = self.box.run(["market-timers", "sync", *self.sync_options], timeout=120).stdout
         _RECENT_SYNCS.append(time.monotonic() - started)
         print(f"[e2e] market-timers sync: {_RECENT_SYNCS[-1]:.1f}s")
         return out

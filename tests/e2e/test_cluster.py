@@ -436,7 +436,7 @@ def test_a_frozen_halt_watch_is_restarted_and_stops_the_halted_order_job(cluster
     b.wait_for(lambda: b.show(orders.service, "ActiveState") == "active", 60,
                "ny4-b to run the order job")
     frozen = b.show("market-halt-watch.service", "MainPID")
-    b.run(["kill", "-STOP", frozen])
+    b.run(["systemctl", "kill", "--kill-who=main", "--signal=SIGSTOP", "market-halt-watch"])
     halted = time.monotonic()
     try:
         cluster.nodes["ny4-a"].run(["market-timers", "halt", "--reason", "runaway algo"])
@@ -449,5 +449,7 @@ def test_a_frozen_halt_watch_is_restarted_and_stops_the_halted_order_job(cluster
         assert b.show("market-halt-watch.service", "MainPID") != frozen
         assert "watchdog" in b.journal("-u", "market-halt-watch.service", "-o", "cat").lower()
     finally:
-        b.run(["kill", "-CONT", frozen], check=False)
+        # no kill(1) in a minimal Debian (procps): systemd sends the signals
+        b.run(["systemctl", "kill", "--kill-who=main", "--signal=SIGCONT", "market-halt-watch"],
+              check=False)
         cluster.nodes["ny4-a"].run(["market-timers", "resume"], check=False)

@@ -24,10 +24,21 @@ def test_an_upgrade_from_0_1_keeps_the_ledger_and_a_session_that_ran_stays_ran(
     old = container.copy_in(released_deb(RELEASED, release.suite))
     container.run(["apt-get", "purge", "-y", "-q", PACKAGE], timeout=300)
     container.apt_install(old, *KEEP_CONFFILES)
+    try:
+        upgrade_from_0_1(container, scenario, deb_inside)
+    finally:  # never leave 0.1 behind for the container's next test
+        scenario.sync_options = ["-v"]
+        version = container.run(["dpkg-query", "-W", "-f=${Version}", PACKAGE]).stdout
+        if version.startswith("0.1.0"):
+            container.apt_install(deb_inside, *KEEP_CONFFILES)
+
+
+def upgrade_from_0_1(container: Container, scenario: Scenario, deb_inside: str) -> None:
     version = container.run(["dpkg-query", "-W", "-f=${Version}", PACKAGE]).stdout
     assert version.startswith("0.1.0"), version
 
     job = Job("orders", instant_in(8), ["ok"])
+    scenario.sync_options = []  # 0.1's sync has no -v (and prints every unit)
     with scenario.refresh_held():  # the package's own refresh, started by its postinst, first
         scenario.schedule([job])
     before = scenario.wait_finished(job, 40)
@@ -36,6 +47,7 @@ def test_an_upgrade_from_0_1_keeps_the_ledger_and_a_session_that_ran_stays_ran(
     assert len(attempts) == 1
 
     container.apt_install(deb_inside, *KEEP_CONFFILES)
+    scenario.sync_options = ["-v"]
     version = container.run(["dpkg-query", "-W", "-f=${Version}", PACKAGE]).stdout
     assert not version.startswith("0.1.0"), f"not upgraded: {version}"
 
