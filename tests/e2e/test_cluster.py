@@ -433,7 +433,10 @@ def test_a_frozen_halt_watch_is_restarted_and_stops_the_halted_order_job(cluster
     cluster.schedule([orders])
     cluster.nodes["ny4-a"].systemctl("stop", orders.timer)
     b = cluster.nodes["ny4-b"]
-    b.wait_for(lambda: b.show(orders.service, "ActiveState") == "active", 60,
+    # The job's own start, not the unit's: a halt that lands while the runner is still at its
+    # gates is refused there (exit 178), with no halt-watch needed.
+    starts = b.root / LOG_DIR.lstrip("/") / "starts.log"
+    b.wait_for(lambda: starts.exists() and f" {orders.name} " in starts.read_text(), 60,
                "ny4-b to run the order job")
     frozen = b.show("market-halt-watch.service", "MainPID")
     b.run(["systemctl", "kill", "--kill-who=main", "--signal=SIGSTOP", "market-halt-watch"])

@@ -39,6 +39,9 @@ def upgrade_from_0_1(container: Container, scenario: Scenario, deb_inside: str) 
 
     job = Job("orders", instant_in(8), ["ok"])
     scenario.sync_options = []  # 0.1's sync has no -v (and prints every unit)
+    # 0.1 ran its runner as the job's user: a `user =` other than the package's own cannot reach
+    # the ledger there. Its jobs named none; after the upgrade each job gets a user of its own.
+    scenario.shared_user = ""
     with scenario.refresh_held():  # the package's own refresh, started by its postinst, first
         scenario.schedule([job])
     before = scenario.wait_finished(job, 40)
