@@ -169,6 +169,9 @@ START = {"market_timers", "market_timers.run", "market_timers.runner",
          "market_timers.contracts.environment", "market_timers.contracts.exitcodes",
          "market_timers.contracts.outcomes",  # the outcome table: exitcodes.py reads it (~0.4 ms)
          "market_timers.ledger", "market_timers.ledger.local",
+         # the ledger's parts, split from ledger/__init__.py and local.py (os only, as before)
+         "market_timers.ledger.errors", "market_timers.ledger.fields",
+         "market_timers.ledger.paths", "market_timers.ledger.localfiles",
          "market_timers.ledger.pauses",  # pause check: os and stat, a few stats per start
          "market_timers.ledger.halts"}  # halt check (after the lock): os, a few stats per start
 PRE_FIRE = {"market_timers.runner.prefire", "market_timers.runner.nice",

@@ -31,123 +31,48 @@ local flock today); a cluster backend's `holder`/`attempts` answer for every nod
 and the deadman read it through runrecord.py (`cluster_book`, then the local ledger for a run that
 fell back to it) and handle its DatabaseError (an unreachable ledger is never "nothing ran").
 
-Hot path: this module and local.py import nothing but `os` (no json, no dataclasses, no typing):
+Hot path: this module, its record format (fields.py), paths (paths.py), errors (errors.py) and
+local.py (localfiles.py) import nothing but `os` (no json, no dataclasses, no typing):
 the runner imports them before every job.
 """
 
 import os
 
 from market_timers.contracts import environment
+from market_timers.ledger.errors import (
+    ClockSkewed,
+    ConnectionLost,
+    DatabaseError,
+    DeadlinePassed,
+    LoginRefused,
+    TimedOut,
+    Unreachable,
+)
+from market_timers.ledger.fields import NUMBERS, describe, format_fields, parse_fields
+from market_timers.ledger.paths import (
+    LEDGER_DIR,
+    RUNS_DIR,
+    SYNC_DIR,
+    TICKETS_DIR,
+    job_ledger_dir,
+    legacy_record_path,
+    retry_marker_path,
+    runs_dir,
+    slot_records_dir,
+    sync_dir,
+    ticket_source,
+)
+
+__all__ = [
+    "NUMBERS", "LEDGER_DIR", "RUNS_DIR", "SYNC_DIR", "TICKETS_DIR", "Claim", "ClockSkewed",
+    "ConnectionLost", "DatabaseError", "DeadlinePassed", "Key", "Ledger", "LoginRefused",
+    "TimedOut", "Unreachable", "describe", "for_config", "format_fields", "job_ledger_dir",
+    "legacy_record_path", "open_ledger", "parse_fields", "retry_marker_path", "runs_dir",
+    "slot_records_dir", "sync_dir", "ticket_source",
+]
+
 
 DEFAULT_STATE_DIR = environment.DEFAULT_STATE_DIR
-
-# The layout of <state_dir> below the ledger: named here and nowhere else (os.path only: the
-# runner's start uses it).
-#   ledger/<job>/<session>[+<slot>]/attempt-N    the claims (ledger/local.py)
-#   ledger/tickets/<nonce>                       `market-timers run`'s one-off tickets
-#   ledger/paused-groups/<group>                 a lock group's pause after a failure
-#                                                (pause_on_failure; ledger/pauses.py)
-#   controls/pause-job-<job>, pause-group-<g>    `market-timers pause` (ledger/pauses.py): root's
-#                                                directory, like sync/ (with an operator_group,
-#                                                root:<group> 2775); no job writes it
-#   controls/halt-orders, halt-all,              `market-timers halt` (ledger/halts.py): the same
-#     halt-group-<g>, halt-job-<job>             directory and trust rule as the pauses
-#   runs/<job>/<session>.retry                   the retry marker between attempts (runner/retry.py)
-#   runs/<job>/<session>/<slot>.json             a periodic job's slot records (runner/slotclock.py)
-#   runs/<job>/<session>/.invocation-<id>        which slot an invocation judged, for --record
-#   runs/<job>/<session>.json                    a record from before the ledger (read only)
-#   sync/tickets/<unit>                          `market-timers run`'s ticket nonce, root's 0600 in a
-#                                                0700 directory: its one-off unit loads it as the
-#                                                credential TICKET_CREDENTIAL (manual_run.py)
-#   sync/alerts-snapshot.json                    the alert path's last-good config (alerts/snapshot.py):
-#                                                sync/ is root's (0755), written by root's sync only,
-#                                                so nothing the package's user or a job writes
-#                                                decides where alerts go
-LEDGER_DIR = "ledger"
-SYNC_DIR = "sync"
-TICKETS_DIR = "tickets"
-RUNS_DIR = "runs"
-
-
-def sync_dir(state_dir) -> str:
-    return os.path.join(state_dir, SYNC_DIR)
-
-
-def ticket_source(state_dir, unit: str) -> str:
-    return os.path.join(state_dir, SYNC_DIR, TICKETS_DIR, unit)
-
-
-def runs_dir(state_dir, job: str | None = None) -> str:
-    """<state_dir>/runs, or runs/<job>."""
-    root = os.path.join(state_dir, RUNS_DIR)
-    return os.path.join(root, job) if job else root
-
-
-def job_ledger_dir(state_dir, job: str) -> str:
-    return os.path.join(state_dir, LEDGER_DIR, job)
-
-
-def retry_marker_path(state_dir, job: str, session: str) -> str:
-    return os.path.join(state_dir, RUNS_DIR, job, f"{session}.retry")
-
-
-def slot_records_dir(state_dir, job: str, session: str) -> str:
-    return os.path.join(state_dir, RUNS_DIR, job, session)
-
-
-def legacy_record_path(state_dir, job: str, session: str) -> str:
-    return os.path.join(state_dir, RUNS_DIR, job, f"{session}.json")
-
-
-# The cluster ledger's errors, importable without loading libpq (the runner's hot path).
-class DatabaseError(Exception):
-    """A failed connection or statement; `sqlstate` when the server gave one."""
-
-    def __init__(self, message: str, sqlstate: str | None = None):
-        super().__init__(message)
-        self.sqlstate = sqlstate
-
-
-class Unreachable(DatabaseError):
-    """No connection could be made (every host of the DSN tried), or no DSN to try: the only
-    error that [cluster] on_db_unreachable decides about."""
-
-
-class LoginRefused(DatabaseError):
-    """This node's login cannot work: the server refused it (password, pg_hba.conf, role,
-    certificate), libpq had no password to send, or the DSN credential is missing or empty. A
-    configuration error, never "unreachable": refused (175) and alerted, never run locally."""
-
-
-class ConnectionLost(DatabaseError):
-    """A live connection broke during a statement: whether the server did it is unknown."""
-
-
-class TimedOut(DatabaseError):
-    """No answer before the client-side deadline; the connection was closed."""
-
-
-class DeadlinePassed(DatabaseError):
-    """A start's database steps could not complete before its deadline (instant + grace): the
-    database was busy (lock or statement timeout, serialisation failure, deadlock; each retried)
-    or did not answer. `reason` is the last error. The start is refused as stale, never run
-    locally: the connection was live, so another node may well have claimed it."""
-
-    def __init__(self, message: str, reason: str):
-        super().__init__(message)
-        self.reason = reason
-
-
-class ClockSkewed(DatabaseError):
-    """The cluster ledger refused the claim: this node's clock differs from the server's by more
-    than the bound (ledger/postgresql.py). `skew_ms`: the ledger's clock minus this node's at the
-    claim (positive: this node is behind); `bound_ms`: the bound. No claim was taken."""
-
-    def __init__(self, skew_ms: int, bound_ms: int):
-        side = "behind" if skew_ms > 0 else "ahead of"
-        super().__init__(f"this node's clock is {abs(skew_ms) / 1000:.1f} s {side} the cluster "
-                         f"ledger's (more than max_clock_skew_ms = {bound_ms})")
-        self.skew_ms, self.bound_ms = skew_ms, bound_ms
 
 
 class Key:
@@ -301,49 +226,3 @@ def for_config(config) -> Ledger:
     from market_timers.ledger.local import LocalLedger
 
     return LocalLedger(os.fspath(config.state_dir))
-
-
-# Records: one `name=value` per line. The runner writes and reads them with str methods only
-# (json costs it ~5 ms of imports); values are escaped so that a line is always one field.
-
-NUMBERS = {"pid": int, "attempt": int, "late_sec": float, "started_mono": float,
-           "duration_sec": float}
-
-
-def format_fields(fields: dict) -> str:
-    lines = []
-    for name, value in fields.items():
-        if value is None:
-            continue
-        text = str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r") \
-            .replace("\0", "\\0")
-        lines.append(f"{name}={text}\n")
-    return "".join(lines)
-
-
-def parse_fields(text: str) -> dict:
-    out: dict = {}
-    # split("\n"), not splitlines(): that also splits on \v, \f, \x1c-\x1e, \x85, U+2028 and
-    # U+2029, which format_fields leaves as they are: a value holding one would inject fields.
-    for line in text.split("\n"):
-        name, sep, value = line.partition("=")
-        if not sep:
-            continue
-        value = "\\".join(part.replace("\\n", "\n").replace("\\r", "\r").replace("\\0", "\0")
-                          for part in value.split("\\\\"))
-        kind = NUMBERS.get(name)
-        if kind is not None:
-            try:
-                out[name] = kind(value)
-                continue
-            except ValueError:
-                pass
-        out[name] = value
-    return out
-
-
-def describe(holder: dict) -> str:
-    """'at 2025-11-26T20:50:00.012Z on host ny4-a (pid 4242, attempt 1, timer)'."""
-    return (f"at {holder.get('started_utc', '?')} on host {holder.get('host', '?')} "
-            f"(pid {holder.get('pid', '?')}, attempt {holder.get('attempt', '?')}, "
-            f"{holder.get('how', '?')})")

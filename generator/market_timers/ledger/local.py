@@ -11,149 +11,41 @@ directory just made on the way) are fsync'd before `claim` returns, so a claim s
 that follows the job's start. Every path component below the state directory is opened with
 O_NOFOLLOW relative to its parent's fd: a planted symlink is an error, never followed.
 
-Imports nothing but `os` (and `errno`): the runner calls this before every job.
+Imports nothing but `os` (its file primitives: localfiles.py): the runner calls this before every
+job.
 """
 
-import errno
 import os
-import stat
 
-from market_timers.ledger import (
-    LEDGER_DIR,
-    TICKETS_DIR,
-    Claim,
-    Key,
-    Ledger,
-    format_fields,
-    parse_fields,
+from market_timers.ledger import TICKETS_DIR, Claim, Key, Ledger, format_fields
+from market_timers.ledger.localfiles import (
+    DIR_FLAGS,
+    create_entry,
+    open_under,
+    read_entry,
+    replace_entry,
 )
 
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_NONBLOCK: a FIFO planted in place of a record must not hang the runner or root's sync (the
-# open of a FIFO with no writer blocks); what is not a regular file is refused (_read).
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-ROOT = LEDGER_DIR
 TICKETS = TICKETS_DIR
-
-
-def _empty(name: str, dir_fd: int) -> bool:
-    try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_size == 0
 
 
 class LocalLedger(Ledger):
     def __init__(self, state_dir: str):
         self.state_dir = os.fspath(state_dir)
 
-    # -- directories -------------------------------------------------------------------------
-
-    def _open(self, parts: tuple[str, ...], create: bool) -> int:
-        """An fd on <state_dir>/ledger/<parts...>, made (and made durable) when `create`."""
-        if create:
-            os.makedirs(self.state_dir, exist_ok=True)
-        fd = os.open(self.state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            for name in (ROOT, *parts):
-                try:
-                    child = os.open(name, _DIR, dir_fd=fd)
-                except FileNotFoundError:
-                    if not create:
-                        raise
-                    try:
-                        os.mkdir(name, 0o750, dir_fd=fd)
-                    except FileExistsError:
-                        pass
-                    child = os.open(name, _DIR, dir_fd=fd)
-                    os.fsync(fd)  # the new directory's entry
-                os.close(fd)
-                fd = child
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
     def _key_dir(self, key: Key, create: bool) -> int | None:
         try:
-            return self._open((key.job, key.name), create)
+            return open_under(self.state_dir, (key.job, key.name), create)
         except FileNotFoundError:
             if create:
                 raise
             return None
 
-    @staticmethod
-    def _read(name: str, dir_fd: int) -> dict | None:
-        try:
-            fd = os.open(name, _READ, dir_fd=dir_fd)
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            if e.errno == errno.ELOOP:  # a symlink planted in place of an entry: not ours
-                return None
-            raise
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.EINVAL, f"{name} in the run ledger is not a regular file")
-            chunks = []
-            while chunk := os.read(fd, 65536):
-                chunks.append(chunk)
-        finally:
-            os.close(fd)
-        return parse_fields(b"".join(chunks).decode("utf-8", "replace"))
-
-    @staticmethod
-    def _create(name: str, dir_fd: int, text: str, durable: bool = True) -> bool:
-        """Exclusive creation of a complete file; False when the name exists. Durable (file and
-        entry) if asked.
-
-        The name appears complete or not at all: the text goes into a temp file first (written
-        and fsync'd), which is then link(2)ed to the name, and link fails when the name exists:
-        of racing starts one creates it. A write that fails (ENOSPC, EIO) leaves no name behind,
-        so a claim that could not be written never reads as a start. An empty file of that name
-        (left by a version that created the name first and wrote it after, and crashed or hit a
-        full disk in between: its job was never exec'd) is replaced; claims of one (job,
-        session) are made under its lock group's flock, so no other start races that."""
-        tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-        fd = os.open(tmp, _CREATE, 0o640, dir_fd=dir_fd)
-        try:
-            try:
-                data = text.encode()
-                if os.write(fd, data) != len(data):
-                    raise OSError(errno.ENOSPC, "short write")
-                if durable:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            try:
-                os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-            except FileExistsError:
-                if not _empty(name, dir_fd):
-                    return False
-                os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        finally:
-            try:
-                os.unlink(tmp, dir_fd=dir_fd)
-            except FileNotFoundError:
-                pass
-        if durable:
-            os.fsync(dir_fd)
-        return True
-
-    @staticmethod
-    def _replace(name: str, dir_fd: int, text: str) -> None:
-        # Imported here: only finish() (ExecStopPost=) replaces; the runner's claim path creates.
-        from market_timers.files import atomicfile
-
-        atomicfile.write_at(dir_fd, name, text, mode=0o640, sync=atomicfile.DURABLE)
-
     @classmethod
     def _read_claim(cls, name: str, dir_fd: int) -> dict | None:
         """A claim file, or None. A claim is complete when it appears (_create); an empty one,
         left by an older version whose write failed before the exec, is no start."""
-        return cls._read(name, dir_fd) or None
+        return read_entry(name, dir_fd) or None
 
     # -- the runner's calls ------------------------------------------------------------------
 
@@ -174,16 +66,16 @@ class LocalLedger(Ledger):
         try:
             numbers = _attempt_numbers(os.listdir(fd)) if how in ("forced", "retry") else []
             if how == "retry":
-                last = self._read(f"attempt-{numbers[-1]}", fd) if numbers else None
-                result = self._read(f"attempt-{numbers[-1]}.result", fd) if numbers else None
+                last = read_entry(f"attempt-{numbers[-1]}", fd) if numbers else None
+                result = read_entry(f"attempt-{numbers[-1]}.result", fd) if numbers else None
                 if last is None or result is None or result.get("result") == "success":
-                    return Claim(False, holder=last or self._read("attempt-1", fd))
+                    return Claim(False, holder=last or read_entry("attempt-1", fd))
             attempt = numbers[-1] + 1 if numbers else 1
             while True:
                 text = format_fields({"job": key.job, "session": key.session,
                                       "slot": key.slot or None, "attempt": attempt, "how": how,
                                       **fields})
-                if self._create(f"attempt-{attempt}", fd, text):
+                if create_entry(f"attempt-{attempt}", fd, text):
                     return Claim(True, attempt)
                 if how not in ("forced", "retry"):
                     held = self._read_claim(f"attempt-{attempt}", fd) or {}
@@ -202,7 +94,7 @@ class LocalLedger(Ledger):
             text = format_fields({"job": key.job, "session": key.session,
                                   "slot": key.slot or None, **fields})
             # Not fsync'd: a refusal is a note for people and the deadman, not a claim.
-            while not self._create(name, fd, text, durable=False):
+            while not create_entry(name, fd, text, durable=False):
                 n += 1
                 name = f"{base}.{n}"
         finally:
@@ -212,11 +104,11 @@ class LocalLedger(Ledger):
         if not nonce or "/" in nonce or nonce.startswith("."):
             return None
         try:
-            fd = self._open((TICKETS,), create=False)
+            fd = open_under(self.state_dir, (TICKETS,), create=False)
         except FileNotFoundError:
             return None
         try:
-            ticket = self._read(nonce, fd)
+            ticket = read_entry(nonce, fd)
             if ticket is None or (ticket.get("job"), ticket.get("session")) != (key.job,
                                                                                 key.session):
                 return None
@@ -234,7 +126,7 @@ class LocalLedger(Ledger):
         try:
             names = set(os.listdir(fd))
             entries = [n for n in names if _is_entry(n) and f"{n}.result" not in names]
-            records = {n: self._read(n, fd) or {} for n in entries}
+            records = {n: read_entry(n, fd) or {} for n in entries}
             mine = [n for n in entries if records[n].get("invocation") == invocation]
             target = max(mine, key=lambda n: (records[n].get("started_utc", ""), n)) \
                 if mine else None
@@ -242,7 +134,7 @@ class LocalLedger(Ledger):
                 status = str(fields.get("exit_status") or "")
                 target = f"refused-{str(fields.get('finished_utc', '')).replace(':', '')}-" \
                          f"{os.getpid()}"
-                self._create(target, fd, format_fields({
+                create_entry(target, fd, format_fields({
                     "job": key.job, "session": key.session, "slot": key.slot or None,
                     "refused": "runner-error" if status == "172" else "unrecorded",
                     "invocation": invocation}), durable=False)
@@ -253,7 +145,7 @@ class LocalLedger(Ledger):
                 import time  # only the record step's duration: the claim path never needs it
 
                 fields = {**fields, "duration_sec": round(time.monotonic() - started, 3)}
-            self._replace(f"{target}.result", fd, format_fields(fields))
+            replace_entry(f"{target}.result", fd, format_fields(fields))
         finally:
             os.close(fd)
 
@@ -268,10 +160,10 @@ class LocalLedger(Ledger):
             for name in os.listdir(fd):
                 if not (name.startswith(prefix) and _is_entry(name)):
                     continue
-                record = self._read(name, fd)
+                record = read_entry(name, fd)
                 if record is None:
                     continue
-                result = self._read(f"{name}.result", fd)
+                result = read_entry(f"{name}.result", fd)
                 if result:
                     record.update(result)
                 out.append(record)
@@ -297,7 +189,7 @@ class LocalLedger(Ledger):
 
     def _listed(self, job: str | None, stamps: bool) -> list[tuple[Key, int]]:
         try:
-            root = self._open((), create=False)
+            root = open_under(self.state_dir, (), create=False)
         except FileNotFoundError:
             return []
         if stamps:
@@ -307,7 +199,7 @@ class LocalLedger(Ledger):
             out = []
             for name in jobs:
                 try:
-                    jfd = os.open(name, _DIR, dir_fd=root)
+                    jfd = os.open(name, DIR_FLAGS, dir_fd=root)
                 except OSError:
                     continue
                 try:
@@ -336,17 +228,17 @@ class LocalLedger(Ledger):
     def write_ticket(self, nonce: str, fields: dict, owner: tuple[int, int] | None = None) -> None:
         """`market-timers run` (as root): the ticket its one start consumes; owned by the
         service user (`owner`), who must be able to delete it."""
-        fd = self._open((TICKETS,), create=True)
+        fd = open_under(self.state_dir, (TICKETS,), create=True)
         try:
             os.fchmod(fd, 0o700)  # its nonces are the owner's only (the jobs share the group)
             if owner is not None:  # ledger/ and ledger/tickets/ may have just been made by root
                 os.fchown(fd, *owner)
-                root = self._open((), create=False)
+                root = open_under(self.state_dir, (), create=False)
                 try:
                     os.fchown(root, *owner)
                 finally:
                     os.close(root)
-            if not self._create(nonce, fd, format_fields(fields)):
+            if not create_entry(nonce, fd, format_fields(fields)):
                 raise FileExistsError(f"ticket {nonce} exists")
             if owner is not None:
                 os.chown(nonce, *owner, dir_fd=fd, follow_symlinks=False)
