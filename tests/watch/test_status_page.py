@@ -138,8 +138,9 @@ def test_names_and_texts_are_escaped(week, fake_systemctl):
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
 
 
-def test_the_dead_man_pass_refreshes_the_page_under_the_state_directory(week, fake_systemctl,
-                                                                        monkeypatch):
+def test_the_dead_man_pass_refreshes_the_page_in_its_own_directory_not_the_state_one(
+        week, fake_systemctl, monkeypatch):
+    """page_dir holds the page only: a web server's user reads it there, never the state."""
     from market_timers.watch import deadman
 
     real = deadman.run_pass
@@ -147,12 +148,25 @@ def test_the_dead_man_pass_refreshes_the_page_under_the_state_directory(week, fa
         cfg, t, systemctl=fake_systemctl, alert=lambda *a, **k: None, env={}))
     monkeypatch.setattr(status, "Systemctl", lambda: fake_systemctl)
     fake_systemctl.now = NOW
+    week.page_dir.mkdir()
     deadman.command(week, NOW)
-    page = week.state_dir / statuspage.PAGE_FILE
+    page = week.page_dir / statuspage.PAGE_FILE
     cells = Cells()
     cells.feed(page.read_text())
     assert cells.cells[("orders", "2025-11-25")] == "missed"
     assert oct(page.stat().st_mode & 0o777) == "0o644"
+    assert [p.name for p in week.page_dir.iterdir()] == ["status.html"]  # no temp file left
+    assert not (week.state_dir / statuspage.PAGE_FILE).exists()
+
+
+def test_a_configured_page_dir_that_is_missing_is_logged_and_the_default_one_is_not(
+        make_config, fake_systemctl, caplog, tmp_path):
+    config = make_config(THANKSGIVING_CONFIG)
+    assert statuspage.refresh(config, NOW) is None
+    assert "page_dir" in caplog.text and f"{tmp_path}/www" in caplog.text
+    caplog.clear()
+    config.raw.pop("page_dir")  # the default: made by the package, absent from a venv install
+    assert statuspage.refresh(config, NOW) is None and caplog.text == ""
 
 
 def test_a_paused_session_is_its_own_state_not_a_failure():
@@ -171,7 +185,8 @@ def test_the_dead_man_refresh_does_not_build_the_exchange_calendars(week, fake_s
     monkeypatch.setattr(status, "status_warnings", no)
     monkeypatch.setattr(status, "Systemctl", lambda: fake_systemctl)
     fake_systemctl.now = NOW
-    assert statuspage.refresh(week, NOW) == week.state_dir / statuspage.PAGE_FILE
+    week.page_dir.mkdir()
+    assert statuspage.refresh(week, NOW) == week.page_dir / statuspage.PAGE_FILE
 
 
 def test_a_halted_session_is_its_own_state_not_a_failure():

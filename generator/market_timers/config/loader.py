@@ -53,6 +53,7 @@ class Config:
     unit_dir: Path = Path("/etc/systemd/system")
     state_dir: Path = Path(environment.DEFAULT_STATE_DIR)
     spool_dir: Path = Path(environment.DEFAULT_SPOOL_DIR)
+    page_dir: Path = Path(environment.DEFAULT_PAGE_DIR)  # the status page only (statuspage.py)
     runtime_dir: Path = Path(environment.DEFAULT_RUNTIME_DIR)
     runner: str | None = None
     operator_group: str = ""  # besides root, may pause, halt and resume (controls/)

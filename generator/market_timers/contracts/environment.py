@@ -13,6 +13,9 @@ DEFAULT_CONFIG = "/etc/market-timers/market-timers.toml"
 DEFAULT_STATE_DIR = "/var/lib/market-timers"
 DEFAULT_SPOOL_DIR = "/var/spool/market-timers"
 DEFAULT_RUNTIME_DIR = "/run/market-timers"  # the lock groups' directory
+# The status page's own directory (page_dir): the dead-man's status.html and nothing else, for a
+# web server's user (www-data) to read; beside the state directory, never inside it.
+DEFAULT_PAGE_DIR = "/var/lib/market-timers-www"
 DEFAULT_GRACE_SEC = 120
 
 # The package's own user: the scheduler's parts (runner, record step, alert handlers, events,

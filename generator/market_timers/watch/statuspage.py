@@ -1,5 +1,6 @@
-"""`market-timers status --html FILE`, and `<state_dir>/status.html` after every dead-man pass: the
-status document (status.py) as one self-contained HTML page for a desk screen.
+"""`market-timers status --html FILE`, and `<page_dir>/status.html` after every dead-man pass: the
+status document (status.py) as one self-contained HTML page for a desk screen. page_dir holds the
+page only, so that a web server's user may read it and nothing of the state directory.
 
 First a banner per halt and pause in force (who, when, why, the command that lifts it) and the
 page's own health (the dead-man pass that wrote it, the last sync); then a card per session
@@ -27,7 +28,7 @@ from market_timers.watch.sessiondays import local_hm, local_last
 
 log = logging.getLogger("market_timers.watch")
 
-PAGE_FILE = "status.html"  # under the state directory, rewritten by each dead-man pass
+PAGE_FILE = "status.html"  # under page_dir, rewritten by each dead-man pass
 DAYS_BACK = 7  # the page's default window: a week of sessions back, and every planned one
 
 STATES = legend()  # (state, the legend's words), in the legend's order: the outcome table's
@@ -150,26 +151,30 @@ def write(path: Path, page: str, base: Path | None = None) -> None:
     """The page, replaced whole (0644: a web server's user reads it)."""
     from market_timers.files import atomicfile, safefs
 
-    if base is not None:  # under the state directory: never through a planted symlink
+    if base is not None:  # under page_dir: never through a planted symlink
         safefs.write_atomic(path, page, base=base, mode=0o644, sync=atomicfile.NONE)
     else:
         atomicfile.write(path, page, mode=0o644, sync=atomicfile.NONE)
 
 
 def refresh(config, now: datetime) -> Path | None:
-    """`<state_dir>/status.html` for the default window, after a dead-man pass. A failure is
+    """`<page_dir>/status.html` for the default window, after a dead-man pass. A failure is
     logged, never raised: the page is a view, the pass's findings are what matters."""
     from market_timers.watch import status
 
-    state_dir = Path(config.state_dir)
+    page_dir = Path(config.page_dir)
+    if not page_dir.is_dir():  # the package makes the default; a venv install has none
+        if "page_dir" in (getattr(config, "raw", None) or {}):
+            log.warning("deadman: page_dir %s is not a directory: no status page", page_dir)
+        return None
     try:
         start, end = window(now)
         doc = status.collect(config, now=now, between=(start, end), calendar_warnings=False)
         if doc is None:
             return None
-        path = state_dir / PAGE_FILE
-        write(path, render(doc, deadman_pass=doc["now"]), base=state_dir)
+        path = page_dir / PAGE_FILE
+        write(path, render(doc, deadman_pass=doc["now"]), base=page_dir)
         return path
     except Exception as e:  # noqa: BLE001 - a view must never fail the pass
-        log.warning("deadman: cannot write %s: %s", state_dir / PAGE_FILE, e)
+        log.warning("deadman: cannot write %s: %s", page_dir / PAGE_FILE, e)
         return None
