@@ -290,6 +290,29 @@ def test_the_page_tells_its_own_health_and_the_journal_command(week, fake_system
     assert "last dead-man pass 2025-11-26T21:00:00Z" in written
 
 
+def test_the_pages_health_tells_the_pending_alerts_and_the_oldests_age(week, fake_systemctl):
+    """An outbox that is not emptying is the page's own health: how many wait, since when."""
+    from market_timers.alerts.model import UNDELIVERABLE, Alert
+    from market_timers.alerts.outbox import Outbox
+
+    box = Outbox(week.spool_dir)
+    for n, (created, state) in enumerate([("2025-11-26T20:35:00Z", "pending"),
+                                          ("2025-11-26T20:55:00Z", "pending"),
+                                          ("2025-11-26T19:00:00Z", UNDELIVERABLE)]):
+        box.put(Alert(id=f"1126-0a0b0c0{n}", kind="failed", severity="critical", key=f"k{n}",
+                      job="orders", session="2025-11-26", title="orders failed", text="x",
+                      chain=["telegram"], created=created, state=state))
+    fake_systemctl.now = NOW
+    doc = status.collect(week, now=NOW, systemctl=fake_systemctl,
+                         between=(utc("2025-11-26T00:00:00Z").date(), None))
+    assert doc["outbox"]["oldest_pending_utc"] == "2025-11-26T20:35:00Z"
+    html = statuspage.render(doc, deadman_pass="2025-11-26T21:00:00Z")
+    assert ("Outbox: 2 pending, the oldest for 25 min (since 2025-11-26T20:35:00Z), "
+            "1 undeliverable.") in html
+    empty = statuspage.render({"now": "2025-11-26T21:00:00Z", "sessions": []})
+    assert "Outbox: 0 pending, 0 undeliverable." in empty
+
+
 def test_a_cell_says_whether_its_alert_went_out_or_was_folded():
     row = {"job": "signal", "result": "exit-code", "exit_status": "3", "attempts": 1,
            "fire_utc": "2025-11-26T20:45:00Z", "fire_local": "2025-11-26T15:45:00-05:00",

@@ -129,6 +129,26 @@ def _cards(doc: dict) -> list[dict]:
             for s in doc["sessions"]]
 
 
+def _waiting(outbox: dict, now: str) -> dict | None:
+    """The oldest pending alert's age and instant (the page's health), or None."""
+    from market_timers.contracts.instants import parse_iso
+
+    since = outbox.get("oldest_pending_utc")
+    if not since or not now:
+        return None
+    try:
+        minutes = max(0, int((parse_iso(now) - parse_iso(since)).total_seconds() // 60))
+    except ValueError:
+        return None
+    if minutes < 120:
+        age = f"{minutes} min"
+    elif minutes < 48 * 60:
+        age = f"{minutes // 60} h {minutes % 60} min"
+    else:
+        age = f"{minutes // 1440} days"
+    return {"age": age, "since": since}
+
+
 def render(doc: dict, title: str = "market-timers", deadman_pass: str | None = None) -> str:
     """The page for a status document (status.collect); `deadman_pass`: the dead-man pass
     that wrote it (the page's own health)."""
@@ -144,6 +164,7 @@ def render(doc: dict, title: str = "market-timers", deadman_pass: str | None = N
         deadman_pass=deadman_pass, banners=_banners(doc), cards=_cards(doc), states=STATES,
         incidents=incidents, colours=[(name, colour) for name, colour, _ in PAGE_STATES],
         outbox=doc.get("outbox") or {}, cluster=doc.get("cluster"),
+        oldest=_waiting(doc.get("outbox") or {}, str(doc.get("now") or "")),
         warnings=doc.get("calendar_warnings") or [])
 
 
