@@ -160,13 +160,13 @@ def test_requires_is_parsed(write_config):
 
 def test_unknown_upstream_names_file_key_and_value(write_config):
     path, [line] = problems(write_config, '["signl"]')
-    assert line.startswith(f"{path}: job[1].requires[0]: ") and "'signl'" in line
+    assert line.startswith(f"{path}: job.orders.requires[0]: ") and "'signl'" in line
     assert "no job" in line
 
 
 def test_cycle_is_a_config_error(write_config):
     path, lines = problems(write_config, '["signal"]', 'requires = ["orders"]')
-    assert any(line.startswith(f"{path}: job[0].requires") and "cycle" in line
+    assert any(line.startswith(f"{path}: job.signal.requires") and "cycle" in line
                and "signal -> orders -> signal" in line for line in lines), lines
 
 
@@ -186,7 +186,7 @@ def test_periodic_or_daily_upstream_is_refused(write_config):
     with pytest.raises(ConfigError) as exc:
         config.load(write_config(text))
     [line] = exc.value.problems.lines()
-    assert "job[1].requires[0]" in line and "session" in line
+    assert "job.orders.requires[0]" in line and "session" in line
 
 
 def test_plan_json_names_each_fires_upstream_jobs(write_config, capsys):

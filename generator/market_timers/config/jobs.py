@@ -42,6 +42,7 @@ from market_timers.config.jobchecks import (
     watchdog,
 )
 from market_timers.config.jobidentity import shared_names
+from market_timers.config.jobpath import job_paths
 from market_timers.config.periodic import KEYS as PERIODIC_KEYS
 from market_timers.config.periodic import Periodic, parse_periodic
 from market_timers.config.retries import check_retries
@@ -273,11 +274,11 @@ def _periodic_fields(kw: dict[str, Any], t: dict, path: str, periodic: dict,
 def check_credentials_against_channels(tables: list, channel_credentials: dict[str, str],
                                        problems: Problems) -> None:
     """A credential an alert channel reads (name -> channel) is the package's: no job gets it."""
-    for i, t in enumerate(tables):
+    for t, path in zip(tables, job_paths(tables), strict=True):
         names = t.get("credentials") if isinstance(t, dict) else None
         for k, name in enumerate(names if isinstance(names, list) else []):
             if isinstance(name, str) and name in channel_credentials:
-                problems.add(f"job[{i}].credentials[{k}]", "is the credential of "
+                problems.add(f"{path}.credentials[{k}]", "is the credential of "
                              f"[alerts.{channel_credentials[name]}] (the package's own): a job "
                              "never gets it; give the job a credential of its own", name)
 
@@ -288,6 +289,6 @@ def check_unique_names(jobs: list, problems: Problems) -> None:
         name = t.get("name") if isinstance(t, dict) else None
         if isinstance(name, str):
             if name in seen:
-                problems.add(f"job[{i}].name", f"duplicate job name (also job[{seen[name]}])",
-                             name)
+                problems.add(f"job[{i}].name", f"duplicate job name (also job[{seen[name]}], "
+                             "counting the [[job]] tables from 0)", name)
             seen.setdefault(name, i)

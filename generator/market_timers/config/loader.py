@@ -2,7 +2,7 @@
 toplevel.py), `[overrides]` (overrides.py), the `[[job]]` tables (jobs.py), each other table in
 its own module of config/ (alerts.py, watch.py, metrics.py, events.py, cluster.py).
 
-All problems are collected and reported together, each naming the file, the key (``job[2].offset``)
+All problems are collected and reported together, each naming the file, the key (``job.signal.offset``)
 and the bad value (see schema/problems.py). Validation happens before anything is written. What needs the
 exchange calendars (calendar names, overrides' dates) is checked by calendar_checks.load(), which
 calls load() here; this module never imports calendars.py, and commands on the hot path (alert
@@ -23,6 +23,7 @@ from market_timers.config.alerts import parse_alerts
 from market_timers.config.cluster import check_against_jobs, parse_cluster
 from market_timers.config.dependencies import check_requires
 from market_timers.config.events import events_of_config
+from market_timers.config.jobpath import job_paths
 from market_timers.config.jobs import (
     Job,
     check_credentials_against_channels,
@@ -163,8 +164,8 @@ def parse(raw: dict, problems: Problems) -> Config:
     if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
         problems.add("job", "must be an array of tables ([[job]])", jobs)
         jobs = []
-    cfg.jobs = [j for i, t in enumerate(jobs)
-                if (j := parse_job(t, f"job[{i}]", cfg.calendar, problems))]
+    cfg.jobs = [j for t, path in zip(jobs, job_paths(jobs), strict=True)
+                if (j := parse_job(t, path, cfg.calendar, problems))]
     check_unique_names(jobs, problems)
     check_requires(jobs, cfg.jobs, problems)
     check_order_groups(jobs, cfg.jobs, problems)

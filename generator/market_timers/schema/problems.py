@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class ConfigProblem:
-    path: str  # e.g. "job[2].offset"
+    path: str  # e.g. "job.closing.offset" (config/jobpath.py)
     message: str
     value: object = None
     has_value: bool = False
