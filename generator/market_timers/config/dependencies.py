@@ -19,6 +19,7 @@ def check_requires(tables: list, jobs: list, problems: Problems) -> None:
     raw = {t.get("name"): t for t in tables if isinstance(t, dict)}
     paths = paths_by_name(tables)
     for job in jobs:
+        _check_wait(job, paths.get(job.name, f"job.{job.name}"), raw.get(job.name, {}), problems)
         for k, name in enumerate(job.requires):
             where = f"{paths.get(job.name, 'job.' + job.name)}.requires[{k}]"
             upstream = by_name.get(name)
@@ -42,6 +43,20 @@ def check_requires(tables: list, jobs: list, problems: Problems) -> None:
     for cycle in _cycles(jobs):
         problems.add(f"{paths.get(cycle[0], 'job.' + cycle[0])}.requires", "a cycle: " + " -> ".join(cycle) + ": none of "
                      "these jobs could ever start", list(by_name[cycle[0]].requires))
+
+
+def _check_wait(job, path: str, table: dict, problems: Problems) -> None:
+    """`requires_wait`: with `requires` only, and no longer than the grace (a start waiting
+    past its instant + grace would be a stale start; the wait ends there anyway)."""
+    if not job.requires_wait:
+        return
+    if not job.requires:
+        problems.add(f"{path}.requires_wait", "only with `requires`: it is how long a start "
+                     "waits for the jobs it requires", table.get("requires_wait"))
+    elif job.requires_wait > job.grace:
+        problems.add(f"{path}.requires_wait", f"must be at most the job's grace ({job.grace} s):"
+                     " a start that waited longer would be a stale start", table.get(
+                         "requires_wait"))
 
 
 def _cycles(jobs: list) -> list[list[str]]:

@@ -97,6 +97,7 @@ class Job:
     credentials: tuple[str, ...] = ()  # names in the credstore, handed to the job (its secrets)
     pause_on_failure: bool = False  # its failure pauses its lock group until `resume`
     requires: tuple[str, ...] = ()  # jobs that must have succeeded in the session (config/dependencies.py)
+    requires_wait: int = 0  # seconds a start waits for them to finish (runner/upstream.py)
 
     @property
     def all_calendars(self) -> tuple[str, ...]:
@@ -161,6 +162,7 @@ _HOW = Table((
         "/etc/credstore, in $CREDENTIALS_DIRECTORY"),
     Key("requires", required_jobs, (), "jobs that must have succeeded in the same session "
         "first"),
+    Key("requires_wait", duration_up_to(*MAX_GRACE), 0, "how long a start waits for them"),
     Key("pause_on_failure", flag, False, "true: its failure pauses its lock group until "
         "`market-timers resume --group`"),
     Key("enabled", flag, True, "false: the job is left out"),  # not a field: no Job at all

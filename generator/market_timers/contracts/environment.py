@@ -78,6 +78,8 @@ RETRY_DELAY_MAX_SEC = "MARKET_RETRY_DELAY_MAX_SEC"
 TIMEOUT_SEC = "MARKET_TIMEOUT_SEC"
 # `requires`: the jobs (comma-separated) that must have succeeded in the session first.
 REQUIRES = "MARKET_REQUIRES"
+# `requires_wait`: seconds a start waits for a required job still running or not yet started.
+REQUIRES_WAIT_SEC = "MARKET_REQUIRES_WAIT_SEC"
 # `pause_on_failure = true`: the record step pauses the job's lock group after its failure.
 PAUSE_ON_FAILURE = "MARKET_PAUSE_ON_FAILURE"
 # `orders = true`: the job sends orders, so `market-timers halt` (no scope) covers it.
