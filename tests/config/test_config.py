@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from market_timers import cli
@@ -16,6 +18,15 @@ event = "close"
 offset = "-15min"
 command = ["/usr/bin/true"]
 """
+
+
+def at(line: str, path, rest: str) -> bool:
+    """`FILE:LINE: rest` (a job's key, whose line the loader finds) or `FILE: rest`."""
+    return re.match(rf"{re.escape(str(path))}(:[0-9]+)?: {re.escape(rest)}", line) is not None
+
+
+def at_any(text: str, path, rest: str) -> bool:
+    return any(at(line, path, rest) for line in text.splitlines())
 
 
 def problems_of(path) -> list[str]:
@@ -51,9 +62,9 @@ def test_a_problem_of_the_fourth_job_names_it_not_its_place(write_config):
                         + 'requires = ["signl"]\n' + GOOD_JOB.replace('"signal"', '"statement"')
                         .replace('"-15min"', '"-15"'))
     found = problems_of(path)
-    assert any(x.startswith(f"{path}: job.closing.requires[0]: no job of that name")
+    assert any(at(x, path, "job.closing.requires[0]: no job of that name")
                for x in found), found
-    assert any(x.startswith(f"{path}: job.statement.offset: cannot parse") for x in found), found
+    assert any(at(x, path, "job.statement.offset: cannot parse") for x in found), found
     assert not any("job[3]" in x or "job[4]" in x for x in found)
 
 
@@ -182,7 +193,7 @@ def test_cli_exits_2_and_writes_nothing_on_a_bad_config(write_config, tmp_path, 
     assert cli.main(["--config", str(path), "render", "--out", str(out)]) == 2
     assert not out.exists()
     err = capsys.readouterr().err
-    assert f"{path}: job.signal.offset:" in err and "nothing was changed" in err
+    assert at_any(err, path, "job.signal.offset:") and "nothing was changed" in err
 
 
 def test_config_path_from_environment(monkeypatch):
@@ -210,7 +221,8 @@ def test_two_override_tables_for_one_exchange_are_refused(write_config):
 
 def test_zero_grace_is_refused_once(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'grace = "0s"\n')
-    assert problems_of(path) == [f"{path}: job.signal.grace: must be more than zero (got '0s')"]
+    assert [re.sub(r":[0-9]+: ", ": ", x, count=1) for x in problems_of(path)] == [
+        f"{path}: job.signal.grace: must be more than zero (got '0s')"]
 
 
 def test_bad_job_name_is_reported_once(write_config):
@@ -324,7 +336,7 @@ def test_control_character_in_a_job_value_is_refused(write_config, bad, where):
     found = problems_of(path)
     assert len(found) == 1, found
     key = line.split(" ", 1)[0]
-    assert f"{path}: job.signal.{key}" in found[0]
+    assert at(found[0], path, f"job.signal.{key}")
     assert ("control character" in found[0]) or ("backslash" in found[0])
     assert "\n" not in found[0] and "\r" not in found[0]  # the value is shown escaped
 
@@ -357,7 +369,7 @@ def test_a_job_never_runs_as_root_or_the_package_user(write_config, where, user)
     path = write_config(top + 'calendar = "XNYS"\n' + GOOD_JOB + job)
     [line] = problems_of(path)
     key = "user" if where == "top" else "job.signal.user"
-    assert f"{path}: {key}: a job never runs as {user}: that user owns the scheduler's" in line
+    assert at(line, path, f"{key}: a job never runs as {user}: that user owns the scheduler's")
 
 
 def test_each_job_has_a_user_of_its_own_by_default_and_a_job_may_name_one(write_config):
@@ -499,3 +511,18 @@ def test_ordinary_environment_names_are_accepted(write_config, name):
     path = write_config('calendar = "XNYS"\n[[job]]\nname = "orders"\nevent = "close"\n'
                         f'command = ["/bin/true"]\nenvironment = {{ {name} = "paper" }}\n')
     assert config.load(path).job("orders").environment == ((name, "paper"),)
+
+
+def test_a_problem_of_a_job_gives_the_line_of_its_key(write_config):
+    """`FILE:LINE: job.closing.offset: ...`: an editor jumps there (issue 42)."""
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + GOOD_JOB.replace('"signal"', '"closing"')
+                        .replace('"-15min"', '"-15"') + "[job.sessions]\nperiod = \"fortnight\"\n")
+    text = path.read_text().splitlines()
+    found = problems_of(path)
+    offset = next(x for x in found if "job.closing.offset:" in x)
+    line = int(offset.split(":")[1])
+    assert text[line - 1].startswith("offset = \"-15\""), (offset, text)
+    rule = next(x for x in found if "job.closing.sessions" in x)
+    assert text[int(rule.split(":")[1]) - 1] == "[job.sessions]", (rule, text)
+    top = write_config('calendar = "XNYS"\nhorizn = 5\n' + GOOD_JOB)
+    assert problems_of(top)[0].startswith(f"{top}: horizn: ")  # no line for the rest (yet)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.config.test_config import at
 
 from market_timers.config import loader as config
 from market_timers.schema.problems import ConfigError
@@ -48,7 +49,7 @@ def test_job_credentials_load(write_config):
 ])
 def test_bad_job_credentials_name_file_key_and_value(write_config, line, where, reason, shown):
     [problem] = problems(write_config, line)
-    assert problem.startswith(str(write_config(JOB)) + ": " + where), problem
+    assert at(problem, write_config(JOB), where), problem
     assert reason in problem
     if shown:
         assert problem.endswith(shown), problem

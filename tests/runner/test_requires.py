@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.config.test_config import at
 from tests.runner.test_runner import context, record, run
 
 from market_timers.alerts import handler
@@ -160,13 +161,13 @@ def test_requires_is_parsed(write_config):
 
 def test_unknown_upstream_names_file_key_and_value(write_config):
     path, [line] = problems(write_config, '["signl"]')
-    assert line.startswith(f"{path}: job.orders.requires[0]: ") and "'signl'" in line
+    assert at(line, path, "job.orders.requires[0]: ") and "'signl'" in line
     assert "no job" in line
 
 
 def test_cycle_is_a_config_error(write_config):
     path, lines = problems(write_config, '["signal"]', 'requires = ["orders"]')
-    assert any(line.startswith(f"{path}: job.signal.requires") and "cycle" in line
+    assert any(at(line, path, "job.signal.requires") and "cycle" in line
                and "signal -> orders -> signal" in line for line in lines), lines
 
 

@@ -23,7 +23,7 @@ from market_timers.config.alerts import parse_alerts
 from market_timers.config.cluster import check_against_jobs, parse_cluster
 from market_timers.config.dependencies import check_requires
 from market_timers.config.events import events_of_config
-from market_timers.config.jobpath import job_paths
+from market_timers.config.jobpath import job_lines, job_paths
 from market_timers.config.jobs import (
     Job,
     check_credentials_against_channels,
@@ -138,7 +138,8 @@ def load(path: str | os.PathLike, *, problems: Problems | None = None) -> Config
     problems = Problems(str(path)) if problems is None else problems
     try:
         with open(path, "rb") as f:
-            raw = tomllib.load(f)
+            text = f.read().decode()
+        raw = tomllib.loads(text)
     except FileNotFoundError:
         problems.add("(file)", f"no such file; give the config with --config FILE or "
                      f"${ENV_VAR} (default {DEFAULT_PATH})")
@@ -149,6 +150,7 @@ def load(path: str | os.PathLike, *, problems: Problems | None = None) -> Config
     except tomllib.TOMLDecodeError as e:
         problems.add("(file)", f"not valid TOML: {e}")
         raise ConfigError(problems) from None
+    problems.locate = job_lines(text, raw.get("job"))
     config = parse(raw, problems)
     if problems and raise_here:
         raise ConfigError(problems)
