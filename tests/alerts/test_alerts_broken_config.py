@@ -77,7 +77,7 @@ def test_handler_with_a_broken_config_still_alerts_and_says_so(env, api, monkeyp
     [job] = [t for t in texts if "signal failed with exit status 3" in t]
     assert "is broken" in job and "last good snapshot written by sync at 2026-11-30" in job
     [broken] = [t for t in texts if t.startswith("[CRITICAL] config ")]
-    assert "job[0].grace" in broken and "60" in broken
+    assert "job.signal.grace" in broken and "60" in broken
     assert failure(env, monkeypatch) == 0  # a second failure: no second config alert
     assert len([t for t in (m["text"] for m in api.received("telegram"))
                 if t.startswith("[CRITICAL] config ")]) == 1
@@ -200,6 +200,6 @@ def test_the_broken_config_alert_lists_each_key_once(env, api, monkeypatch):
                                            'comand = ["/bin/true"]'))
     assert failure(env, monkeypatch) == 0
     [broken] = [t for t in broken_alerts(api) if t.startswith("[CRITICAL] config ")]
-    assert broken.count("job[0].comand: unknown key (known: ") == 1
+    assert broken.count("job.signal.comand: unknown key (known: ") == 1
     assert broken.count("retry_delay_max") == 1
     assert "last good snapshot written by sync at 2026-11-30" in broken  # how alerts are routed

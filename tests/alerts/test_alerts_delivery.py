@@ -120,7 +120,7 @@ def test_alert_no_channel_can_deliver_stays_visible_as_undeliverable(make_ctx, a
     assert a.state == UNDELIVERABLE
     assert len(a.errors) == 2 and "bot was blocked" in a.errors[0] and "no_service" in a.errors[1]
     assert outbox_summary(ctx) == {"pending": 0, "undeliverable": 1, "pending_ids": [],
-                                   "undeliverable_ids": [alert.id]}
+                                   "undeliverable_ids": [alert.id], "oldest_pending_utc": None}
     outbox_list(ctx, as_json=True)
     [row] = json.loads(capsys.readouterr().out)
     assert row["id"] == alert.id and row["state"] == "undeliverable"

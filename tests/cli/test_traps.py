@@ -139,7 +139,7 @@ def test_check_cron_help_tells_the_real_defaults(capsys):
 
 @pytest.mark.parametrize(("table", "typo", "hint"), [
     ("[[job]]\nname = \"a\"\nevent = \"close\"\ncommand = [\"/bin/true\"]\n", "ofset = \"-1min\"",
-     "job[0].ofset: unknown key (known: "),
+     "job.a.ofset: unknown key (known: "),
     ("", "[alert.telegram]\nchat_id = \"1\"", "alert: unknown key"),
 ])
 def test_unknown_keys_and_tables_get_a_did_you_mean(write_config, capsys, table, typo, hint):

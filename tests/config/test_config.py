@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from market_timers import cli
@@ -16,6 +18,15 @@ event = "close"
 offset = "-15min"
 command = ["/usr/bin/true"]
 """
+
+
+def at(line: str, path, rest: str) -> bool:
+    """`FILE:LINE: rest` (a job's key, whose line the loader finds) or `FILE: rest`."""
+    return re.match(rf"{re.escape(str(path))}(:[0-9]+)?: {re.escape(rest)}", line) is not None
+
+
+def at_any(text: str, path, rest: str) -> bool:
+    return any(at(line, path, rest) for line in text.splitlines())
 
 
 def problems_of(path) -> list[str]:
@@ -39,9 +50,22 @@ def test_unknown_top_level_key_is_named(write_config):
     assert line.startswith(f"{path}: horizn: unknown key")
 
 
-def test_unknown_job_key_names_job_index(write_config):
+def test_unknown_job_key_names_the_job_by_its_name(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'gracee = "1min"\n')
-    assert any("job[0].gracee: unknown key" in x for x in problems_of(path))
+    assert any("job.signal.gracee: unknown key" in x for x in problems_of(path))
+
+
+def test_a_problem_of_the_fourth_job_names_it_not_its_place(write_config):
+    """An operator finds `closing` by the name they wrote; `job[3]` meant counting tables."""
+    jobs = "".join(GOOD_JOB.replace('"signal"', f'"{n}"') for n in ("a", "b", "c"))
+    path = write_config('calendar = "XNYS"\n' + jobs + GOOD_JOB.replace('"signal"', '"closing"')
+                        + 'requires = ["signl"]\n' + GOOD_JOB.replace('"signal"', '"statement"')
+                        .replace('"-15min"', '"-15"'))
+    found = problems_of(path)
+    assert any(at(x, path, "job.closing.requires[0]: no job of that name")
+               for x in found), found
+    assert any(at(x, path, "job.statement.offset: cannot parse") for x in found), found
+    assert not any("job[3]" in x or "job[4]" in x for x in found)
 
 
 def test_wrong_type_names_key_and_value(write_config):
@@ -60,7 +84,7 @@ def test_unknown_calendar_suggests_close_names(write_config):
 def test_unknown_job_calendar_is_reported_on_the_job(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'calendar = "XHKX"\n')
     [line] = problems_of(path)
-    assert "job[0].calendar: unknown exchange calendar" in line and "XHKG" in line
+    assert "job.signal.calendar: unknown exchange calendar" in line and "XHKG" in line
 
 
 def test_calendar_alias_is_accepted(write_config):
@@ -72,7 +96,7 @@ def test_calendar_alias_is_accepted(write_config):
 def test_unparseable_offset_is_refused(write_config, offset):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"-15min"', f'"{offset}"'))
     [line] = problems_of(path)
-    assert "job[0].offset:" in line and f"(got '{offset}')" in line
+    assert "job.signal.offset:" in line and f"(got '{offset}')" in line
 
 
 @pytest.mark.parametrize("name", ["Signal", "sig nal", "sig@nal", "1signal", "a" * 41, "sig.nal"])
@@ -84,13 +108,13 @@ def test_job_name_unsafe_in_a_unit_name_is_refused(write_config, name):
 def test_duplicate_job_names_are_refused(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + GOOD_JOB)
     [line] = problems_of(path)
-    assert "job[1].name: duplicate job name (also job[0]) (got 'signal')" in line
+    assert "job[1].name: duplicate job name (also job[0], counting the [[job]] tables from 0) (got 'signal')" in line
 
 
 def test_break_event_on_calendar_without_breaks_is_refused(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"close"', '"break_start"'))
     [line] = problems_of(path)
-    assert "job[0].event: calendar XNYS never has a break" in line
+    assert "job.signal.event: calendar XNYS never has a break" in line
 
 
 def test_break_event_on_calendar_with_breaks_is_accepted(write_config):
@@ -106,13 +130,13 @@ def test_local_wall_clock_schedule_is_refused_with_dst_explanation(write_config)
         command = ["/usr/bin/true"]
     """)
     [line] = problems_of(path)
-    assert "job[0].at:" in line and "daylight-saving" in line and '"02:30 UTC"' in line
+    assert "job.nightly.at:" in line and "daylight-saving" in line and '"02:30 UTC"' in line
 
 
 def test_timezone_key_is_refused_with_dst_explanation(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'timezone = "America/New_York"\n')
     [line] = problems_of(path)
-    assert "job[0].timezone:" in line and "daylight-saving" in line
+    assert "job.signal.timezone:" in line and "daylight-saving" in line
 
 
 def test_fixed_utc_job_is_accepted(write_config):
@@ -129,7 +153,7 @@ def test_fixed_utc_job_is_accepted(write_config):
 def test_relative_command_is_refused(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"/usr/bin/true"', '"true"'))
     [line] = problems_of(path)
-    assert "job[0].command: the program must be an absolute path" in line
+    assert "job.signal.command: the program must be an absolute path" in line
 
 
 def test_every_problem_is_reported_at_once(write_config):
@@ -169,7 +193,7 @@ def test_cli_exits_2_and_writes_nothing_on_a_bad_config(write_config, tmp_path, 
     assert cli.main(["--config", str(path), "render", "--out", str(out)]) == 2
     assert not out.exists()
     err = capsys.readouterr().err
-    assert f"{path}: job[0].offset:" in err and "nothing was changed" in err
+    assert at_any(err, path, "job.signal.offset:") and "nothing was changed" in err
 
 
 def test_config_path_from_environment(monkeypatch):
@@ -181,7 +205,7 @@ def test_config_path_from_environment(monkeypatch):
 def test_relative_read_write_path_is_refused(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'read_write_paths = ["data"]\n')
     [line] = problems_of(path)
-    assert "job[0].read_write_paths: must be an array of absolute paths" in line
+    assert "job.signal.read_write_paths: must be an array of absolute paths" in line
 
 
 def test_two_override_tables_for_one_exchange_are_refused(write_config):
@@ -197,7 +221,8 @@ def test_two_override_tables_for_one_exchange_are_refused(write_config):
 
 def test_zero_grace_is_refused_once(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'grace = "0s"\n')
-    assert problems_of(path) == [f"{path}: job[0].grace: must be more than zero (got '0s')"]
+    assert [re.sub(r":[0-9]+: ", ": ", x, count=1) for x in problems_of(path)] == [
+        f"{path}: job.signal.grace: must be more than zero (got '0s')"]
 
 
 def test_bad_job_name_is_reported_once(write_config):
@@ -270,16 +295,16 @@ def test_unknown_calendar_is_reported_with_the_other_problems_once_naming_its_ke
     text = text.replace('offset = "-15min"', 'offset = "-15"', 1)
     lines = problems_of(write_config(text))
     assert len(lines) == 2, lines
-    assert ": job[0].offset: cannot parse" in lines[0]
+    assert ": job.job0.offset: cannot parse" in lines[0]
     assert ": calendar: unknown exchange calendar" in lines[1]
-    assert "(used by calendar, job[7].calendar)" in lines[1] and "(got 'XNYZ')" in lines[1]
+    assert "(used by calendar, job.other.calendar)" in lines[1] and "(got 'XNYZ')" in lines[1]
 
 
 def test_two_distinct_bad_calendars_are_two_lines(write_config):
     text = ('calendar = "XNYZ"\n' + GOOD_JOB + GOOD_JOB.replace('"signal"', '"b"')
             + 'calendar = "XLNO"\n' + "[overrides.XNYZ]\nclosed = []\n")
     lines = problems_of(write_config(text))
-    assert [line.split(": ")[1] for line in lines] == ["calendar", "job[1].calendar"]
+    assert [line.split(": ")[1] for line in lines] == ["calendar", "job.b.calendar"]
     assert "(used by calendar, overrides.XNYZ)" in lines[0]
 
 
@@ -311,7 +336,7 @@ def test_control_character_in_a_job_value_is_refused(write_config, bad, where):
     found = problems_of(path)
     assert len(found) == 1, found
     key = line.split(" ", 1)[0]
-    assert f"{path}: job[0].{key}" in found[0]
+    assert at(found[0], path, f"job.signal.{key}")
     assert ("control character" in found[0]) or ("backslash" in found[0])
     assert "\n" not in found[0] and "\r" not in found[0]  # the value is shown escaped
 
@@ -343,8 +368,8 @@ def test_a_job_never_runs_as_root_or_the_package_user(write_config, where, user)
     job = f"user = {_toml(user)}\n" if where == "job" else ""
     path = write_config(top + 'calendar = "XNYS"\n' + GOOD_JOB + job)
     [line] = problems_of(path)
-    key = "user" if where == "top" else "job[0].user"
-    assert f"{path}: {key}: a job never runs as {user}: that user owns the scheduler's" in line
+    key = "user" if where == "top" else "job.signal.user"
+    assert at(line, path, f"{key}: a job never runs as {user}: that user owns the scheduler's")
 
 
 def test_each_job_has_a_user_of_its_own_by_default_and_a_job_may_name_one(write_config):
@@ -357,7 +382,7 @@ def test_each_job_has_a_user_of_its_own_by_default_and_a_job_may_name_one(write_
 
 def test_path_with_dotdot_is_refused(write_config, tmp_path):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'read_write_paths = ["/srv/../etc"]\n')
-    assert any("job[0].read_write_paths[0]: must not contain '..'" in x
+    assert any("job.signal.read_write_paths[0]: must not contain '..'" in x
                for x in problems_of(path))
     path = tmp_path / "c.toml"
     path.write_text('state_dir = "/srv/../etc"\ncalendar = "XNYS"\n' + GOOD_JOB)
@@ -385,7 +410,7 @@ def test_missing_config_file_hints_at_config_and_environment(tmp_path):
 def test_offset_beyond_a_day_is_refused(write_config, offset):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"-15min"', f'"{offset}"'))
     [line] = problems_of(path)
-    assert "job[0].offset:" in line and "23h59min59s" in line
+    assert "job.signal.offset:" in line and "23h59min59s" in line
 
 
 @pytest.mark.parametrize("offset,seconds", [("+23h59min59s", 86399), ("-23h59min59s", -86399)])
@@ -400,13 +425,13 @@ def test_offset_up_to_a_day_is_accepted(write_config, offset, seconds):
 def test_duration_beyond_its_range_is_refused(write_config, key, value):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + f"{key} = {value}\n")
     found = problems_of(path)
-    assert len(found) == 1 and f"job[0].{key}: must be at most" in found[0], found
+    assert len(found) == 1 and f"job.signal.{key}: must be at most" in found[0], found
 
 
 def test_watchdog_not_shorter_than_timeout_is_refused(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + 'timeout = "1min"\nwatchdog = "2min"\n')
     [line] = problems_of(path)
-    assert "job[0].watchdog:" in line and "timeout" in line
+    assert "job.signal.watchdog:" in line and "timeout" in line
 
 
 @pytest.mark.parametrize("key", ["grace", "timeout", "watchdog"])
@@ -417,7 +442,7 @@ def test_bad_duration_is_one_problem_with_a_duration_example(write_config, key, 
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + f"{key} = {value}\n")
     found = problems_of(path)
     assert len(found) == 1, found
-    assert f"job[0].{key}:" in found[0]
+    assert f"job.signal.{key}:" in found[0]
     assert "-15min" not in found[0] and "signed" not in found[0], found[0]
     assert '"90s"' in found[0] or '"5min"' in found[0] or "more than zero" in found[0], found[0]
 
@@ -425,7 +450,7 @@ def test_bad_duration_is_one_problem_with_a_duration_example(write_config, key, 
 def test_integer_zero_watchdog_is_not_off(write_config):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB + "watchdog = 0\n")
     [line] = problems_of(path)
-    assert "job[0].watchdog:" in line and '"off"' in line
+    assert "job.signal.watchdog:" in line and '"off"' in line
 
 
 @pytest.mark.parametrize("value", ['"off"', "false"])
@@ -438,7 +463,7 @@ def test_watchdog_off_is_accepted(write_config, value):
 def test_bad_offset_is_one_problem_with_a_signed_example(write_config, value):
     path = write_config('calendar = "XNYS"\n' + GOOD_JOB.replace('"-15min"', value))
     [line] = problems_of(path)
-    assert "job[0].offset:" in line and '"-15min"' in line
+    assert "job.signal.offset:" in line and '"-15min"' in line
 
 
 @pytest.mark.parametrize("minutes", ["1440", "99999999"])
@@ -476,7 +501,7 @@ def test_a_secret_in_a_jobs_environment_is_refused_without_showing_it(write_conf
     path = write_config('calendar = "XNYS"\n[[job]]\nname = "orders"\nevent = "close"\n'
                         f'command = ["/bin/true"]\nenvironment = {{ {name} = "s3cr3t-v4lue" }}\n')
     found = problems_of(path)
-    assert any(f"job[0].environment.{name}: looks like a secret" in line
+    assert any(f"job.orders.environment.{name}: looks like a secret" in line
                and "credentials" in line for line in found), found
     assert not any("s3cr3t-v4lue" in line for line in found)
 
@@ -486,3 +511,18 @@ def test_ordinary_environment_names_are_accepted(write_config, name):
     path = write_config('calendar = "XNYS"\n[[job]]\nname = "orders"\nevent = "close"\n'
                         f'command = ["/bin/true"]\nenvironment = {{ {name} = "paper" }}\n')
     assert config.load(path).job("orders").environment == ((name, "paper"),)
+
+
+def test_a_problem_of_a_job_gives_the_line_of_its_key(write_config):
+    """`FILE:LINE: job.closing.offset: ...`: an editor jumps there (issue 42)."""
+    path = write_config('calendar = "XNYS"\n' + GOOD_JOB + GOOD_JOB.replace('"signal"', '"closing"')
+                        .replace('"-15min"', '"-15"') + "[job.sessions]\nperiod = \"fortnight\"\n")
+    text = path.read_text().splitlines()
+    found = problems_of(path)
+    offset = next(x for x in found if "job.closing.offset:" in x)
+    line = int(offset.split(":")[1])
+    assert text[line - 1].startswith("offset = \"-15\""), (offset, text)
+    rule = next(x for x in found if "job.closing.sessions" in x)
+    assert text[int(rule.split(":")[1]) - 1] == "[job.sessions]", (rule, text)
+    top = write_config('calendar = "XNYS"\nhorizn = 5\n' + GOOD_JOB)
+    assert problems_of(top)[0].startswith(f"{top}: horizn: ")  # no line for the rest (yet)

@@ -5,6 +5,7 @@ never given to a user that another job runs as."""
 from __future__ import annotations
 
 import pytest
+from tests.config.test_config import at
 
 from market_timers.config import loader as config
 from market_timers.schema.problems import ConfigError
@@ -50,7 +51,7 @@ def test_a_named_user_is_shared_as_before(write_config):
 def test_credentials_on_a_user_another_job_runs_as_are_refused(write_config):
     path, [line] = problems(write_config, 'user = "market-jobs"\n' + TOP
                             + job("orders", 'credentials = ["broker-key"]') + job("signal"))
-    assert line.startswith(f"{path}: job[0].credentials: ")
+    assert at(line, path, "job.orders.credentials: ")
     assert "market-jobs" in line and "signal" in line and "could read" in line
     assert line.endswith("(got 'broker-key')"), line
 
@@ -75,7 +76,7 @@ def test_a_shared_directory_is_named_by_the_config_and_listed_by_its_jobs(write_
     ('[shared]\nweights = "relative/dir"\n', "shared.weights:", "absolute path",
      "relative/dir"),
     ('[shared]\n"Bad Name" = "/srv/x"\n', "shared.Bad Name:", "[a-z]", None),
-    ('[shared]\nweights = "/srv/x"\n' + job("a", 'shared = ["nope"]'), "job[0].shared[0]:",
+    ('[shared]\nweights = "/srv/x"\n' + job("a", 'shared = ["nope"]'), "job.a.shared[0]:",
      "[shared]", "nope"),
 ])
 def test_bad_shared_directories_name_file_key_and_value(write_config, text, where, reason,
@@ -84,7 +85,7 @@ def test_bad_shared_directories_name_file_key_and_value(write_config, text, wher
         text += job("a")
     path, lines = problems(write_config, TOP + text)
     [line] = [x for x in lines if where in x]
-    assert line.startswith(f"{path}: {where}"), line
+    assert at(line, path, where), line
     assert reason in line
     if shown:
         assert f"(got {shown!r})" in line, line

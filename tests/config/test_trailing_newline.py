@@ -22,7 +22,7 @@ def problems(write_config, text: str) -> list[str]:
 
 @pytest.mark.parametrize(("extra", "name", "key"), [
     ("", json.dumps("orders\n"), "job[0].name:"),
-    ('environment = { "X\\n" = "1" }\n', '"orders"', "job[0].environment.'X\\n':"),
+    ('environment = { "X\\n" = "1" }\n', '"orders"', "job.orders.environment.'X\\n':"),
     ('[cluster]\nnode = "ny4-a\\n"\n', '"orders"', "cluster.node:"),
     ('[[events.incident]]\nname = "gw\\n"\nopen = ["a"]\nclose = ["b"]\n', '"orders"',
      "events.incident[0].name:"),

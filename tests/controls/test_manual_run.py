@@ -51,9 +51,11 @@ def run_cmd(cfg, tmp_path, force=False, session=SESSION, job="closing-orders"):
     return code, sc
 
 
-def start_as_systemd_would(tmp_path: Path, unit: str,
-                           invocation: str = "") -> subprocess.CompletedProcess:
-    """Run the unit's ExecStart= with its Environment= lines, as the service would."""
+def start_as_systemd_would(tmp_path: Path, unit: str, invocation: str = "",
+                           step: str = "ExecStart=", extra: dict | None = None,
+                           ) -> subprocess.CompletedProcess:
+    """Run the unit's ExecStart= (or `step`) with its Environment= lines (and `extra`, what
+    systemd adds, e.g. ExecStopPost='s SERVICE_RESULT), as the service would."""
     text = (tmp_path / "run-units" / unit).read_text()
     env = {"PATH": os.environ["PATH"], **({"INVOCATION_ID": invocation} if invocation else {})}
     if os.environ.get("PYTHONPATH"):  # the tree under test, not the venv's editable install
@@ -63,8 +65,8 @@ def start_as_systemd_would(tmp_path: Path, unit: str,
         if line.startswith("Environment="):
             name, _, value = shlex.split(line[len("Environment="):])[0].partition("=")
             env[name] = value
-        elif line.startswith("ExecStart="):
-            argv = shlex.split(line[len("ExecStart="):])
+        elif line.startswith(step):
+            argv = shlex.split(line[len(step):])
     for line in text.splitlines():  # LoadCredential=ID:PATH, as systemd hands it over
         if line.startswith("LoadCredential="):
             name, _, source = line[len("LoadCredential="):].partition(":")
@@ -74,7 +76,8 @@ def start_as_systemd_would(tmp_path: Path, unit: str,
             env["CREDENTIALS_DIRECTORY"] = str(creds)
     env["MARKET_LOCK_DIR"] = str(tmp_path / "run")
     env.pop("MARKET_JOB_USER", None)  # no market-jobs user here: the job runs as the test's user
-    assert argv[1] == "--"
+    env.update(extra or {})
+    assert argv[1] in ("--", "--record")
     return subprocess.run([sys.executable, "-m", "market_timers.run", *argv[1:]], env=env,
                           capture_output=True, text=True, timeout=30)
 

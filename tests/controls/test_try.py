@@ -148,3 +148,63 @@ def test_a_try_of_a_halted_job_says_refused_and_exits_non_zero(write_config, tmp
     err = capsys.readouterr().err
     assert "refused: halted: nightly is halted (market-timers halt)" in err
     assert "desk says no" in err
+
+
+class SystemdRunsToTheEnd(SystemdRuns):
+    """A try's service runs at once to its end: ExecStart=, then ExecStopPost= (the record step)
+    with the SERVICE_RESULT, EXIT_CODE and EXIT_STATUS systemd gives it."""
+
+    ends: dict = {}
+
+    def start(self, units):
+        from tests.controls.test_manual_run import start_as_systemd_would
+
+        for timer in units:
+            service = timer.replace(".timer", ".service")
+            invocation = SystemdRuns.units[service] = f"{len(SystemdRuns.units) + 1:032x}"
+            status = start_as_systemd_would(SystemdRuns.directory, service, invocation).returncode
+            ended = {"SERVICE_RESULT": "success" if status == 0 else "exit-code",
+                     "EXIT_CODE": "exited", "EXIT_STATUS": str(status)}
+            start_as_systemd_would(SystemdRuns.directory, service, invocation,
+                                   step="ExecStopPost=", extra=ended)
+            SystemdRunsToTheEnd.ends[service] = ended
+
+    def show(self, units, props):
+        return {u: {"InvocationID": SystemdRuns.units.get(u, ""),
+                    "ActiveState": "inactive" if self.ends[u]["EXIT_STATUS"] == "0" else "failed",
+                    "Result": self.ends[u]["SERVICE_RESULT"],
+                    "ExecMainStatus": self.ends[u]["EXIT_STATUS"]} for u in units}
+
+
+WAITED = CONFIG + """
+[[job]]
+name = "exits3"
+at = "02:30 UTC"
+command = ["/bin/sh", "-c", "exit 3"]
+"""
+
+
+@pytest.mark.parametrize(("job", "code", "said"), [
+    ("nightly", 0, "nightly ended: ok: succeeded"),
+    ("exits3", 1, "exits3 ended: failed: exits3 failed with exit status 3"),
+])
+def test_try_wait_says_how_the_run_ended_and_exits_by_its_outcome(
+        write_config, tmp_path, monkeypatch, capsys, job, code, said):
+    monkeypatch.setattr(trial, "RUNTIME_UNIT_DIR", tmp_path / "run-units")
+    monkeypatch.setattr(systemctl, "Systemctl", SystemdRunsToTheEnd)
+    SystemdRuns.units, SystemdRuns.directory, SystemdRunsToTheEnd.ends = {}, tmp_path, {}
+    path = write_config(WAITED)
+    assert cli.main(["--config", str(path), "try", job, "--in", "5", "--wait"]) == code
+    out = capsys.readouterr()
+    assert said in out.out + out.err, out
+
+
+def test_try_without_in_waits_for_the_judgement_too(write_config, tmp_path, monkeypatch, capsys):
+    """No --in: the default delay, and the same wait for the runner's word (it was a TypeError:
+    None compared with the 60 s beyond which nothing is waited for)."""
+    monkeypatch.setattr(trial, "RUNTIME_UNIT_DIR", tmp_path / "run-units")
+    monkeypatch.setattr(systemctl, "Systemctl", SystemdRunsToTheEnd)
+    SystemdRuns.units, SystemdRuns.directory, SystemdRunsToTheEnd.ends = {}, tmp_path, {}
+    path = write_config(WAITED)
+    assert cli.main(["--config", str(path), "try", "nightly"]) == 0
+    assert "the runner started the job" in capsys.readouterr().out

@@ -42,7 +42,7 @@ def test_broken_live_config_still_alerts_a_job_failure_and_says_once_it_is_broke
                                    poll=scenario.flush_outbox)["text"]
     print(broken)
     assert broken.startswith(f"[CRITICAL] config {CONFIG} is broken")
-    assert "job[1].grace" in broken
+    assert "job.typo.grace" in broken  # named by its name, not its place
     for _ in range(3):  # more handler/outbox/deadman runs: still one such alert
         scenario.flush_outbox()
         scenario.box.run(["market-timers", "deadman"], check=False, timeout=60)

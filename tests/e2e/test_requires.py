@@ -56,3 +56,22 @@ def test_an_upstream_that_sigterms_itself_or_exits_178_is_a_failure_alerted_and_
     refused = scenario.wait_finished(downstream, 30)
     assert refused["refused"] == "requires-unmet"
     assert "e2e-job" not in scenario.journal_of(downstream)
+
+
+def test_requires_wait_chains_two_jobs_of_one_instant(scenario: Scenario) -> None:
+    """issue 42: connect and reconcile at one instant; reconcile waits (requires_wait) for
+    connect, still running, and runs once it has succeeded."""
+    instant = instant_in(LEAD)
+    connect = Job("connect", instant, ["sleep", "4"])
+    reconcile = Job("reconcile", instant, ["ok"],
+                    {"requires": ["connect"], "requires_wait": "60s"})
+    for job in (connect, reconcile):
+        scenario.forget_runs(job)
+    scenario.schedule([connect, reconcile])
+    up = scenario.wait_finished(connect, LEAD + 30)
+    assert up["result"] == "success", up
+    ran = scenario.wait_finished(reconcile, 30)
+    print(ran)
+    assert ran["result"] == "success" and not ran.get("refused"), ran
+    assert ran["started_utc"] >= up["finished_utc"]  # it waited for connect's end
+    assert "waits up to 60 s for connect" in scenario.journal_of(reconcile)

@@ -89,6 +89,43 @@ def test_closure_added_to_the_config_removes_the_session_timer_unfired_and_alert
             in alert)
 
 
+PAGE_DIR = "/var/lib/market-timers-www"  # page_dir's default: the package makes it
+PAGE_PORT = 8931
+
+
+def test_the_dead_man_writes_the_page_where_www_data_serves_it_and_nothing_else(
+    scenario: Scenario,
+) -> None:
+    """The man page's way to serve the page: www-data reads the page's own directory (here
+    through Python's http.server on loopback) and nothing of the state directory."""
+    box = scenario.box
+    job = Job("served", instant_in(900), ["ok"])
+    scenario.schedule([job], horizon=2)
+    start_deadman(box)
+    listing = box.run(["stat", "-c", "%a %U %G", PAGE_DIR]).stdout.split()
+    assert listing == ["750", "market-timers", "www-data"]
+    assert box.run(["ls", PAGE_DIR]).stdout.split() == ["status.html"]  # a pass's temp file: a dot name
+
+    box.run(["systemd-run", "--unit=mt-page-http", "--uid=www-data", "--gid=www-data",
+             "/usr/bin/python3", "-m", "http.server",
+             "--bind", "127.0.0.1", "--directory", PAGE_DIR, str(PAGE_PORT)])
+    fetch = ["runuser", "-u", "www-data", "--", "/usr/bin/python3", "-c",
+             "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
+             f"'http://127.0.0.1:{PAGE_PORT}/status.html', timeout=5).read().decode())"]
+    try:
+        page = box.wait_for(lambda: box.run(fetch, check=False).stdout, 30,
+                            "the page served on loopback", interval=0.5)
+    finally:
+        box.systemctl("stop", "mt-page-http.service", check=False)
+    assert f'data-job="{job.name}"' in page and f'data-session="{job.session}"' in page
+
+    # www-data reads nothing of the scheduler's own state
+    for path in ("/var/lib/market-timers", "/var/lib/market-timers/plan.json",
+                 "/var/lib/market-timers/deadman.json", "/var/spool/market-timers/outbox"):
+        denied = box.run(["runuser", "-u", "www-data", "--", "cat", path], check=False)
+        assert denied.returncode != 0 and "Permission denied" in denied.stderr, (path, denied)
+
+
 def start_deadman(box) -> None:
     """`systemctl start market-deadman.service`, once more if it met its own timer's run.
 

@@ -168,15 +168,15 @@ def test_units_of_a_job_with_retries(tmp_path, write_config):
 
 
 @pytest.mark.parametrize("extra, key, message", [
-    ("retries = -1\n", "job[0].retries", "0 to 10"),
-    ("retries = 11\n", "job[0].retries", "0 to 10"),
-    ('retries = 1\nretry_delay = "0s"\n', "job[0].retry_delay", "more than zero"),
+    ("retries = -1\n", "job.prices.retries", "0 to 10"),
+    ("retries = 11\n", "job.prices.retries", "0 to 10"),
+    ('retries = 1\nretry_delay = "0s"\n', "job.prices.retry_delay", "more than zero"),
     ('retries = 1\nretry_delay = "5min"\nretry_delay_max = "1min"\n',
-     "job[0].retry_delay_max", "at least retry_delay"),
-    ('orders = "yes"\n', "job[0].orders", "true or false"),
-    ("retries = 1\norders = true\n", "job[0].retries", "never retried"),
+     "job.prices.retry_delay_max", "at least retry_delay"),
+    ('orders = "yes"\n', "job.prices.orders", "true or false"),
+    ("retries = 1\norders = true\n", "job.prices.retries", "never retried"),
     ('retries = 1\nlock = "broker"\n[[job]]\nname = "send"\nevent = "open"\n'
-     'command = ["/bin/true"]\nlock = "broker"\norders = true\n', "job[0].retries",
+     'command = ["/bin/true"]\nlock = "broker"\norders = true\n', "job.prices.retries",
      "shared with send (orders = true)"),
 ])
 def test_bad_retry_settings_name_the_key(write_config, extra, key, message):

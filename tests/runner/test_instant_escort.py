@@ -392,7 +392,7 @@ def test_warm_on_a_periodic_job_is_refused_naming_the_key(write_config, capsys):
         'every = "5min"\nfrom = "open+5min"\nuntil = "close-10min"'))
     assert cli.main(["--config", str(path), "plan"]) != 0
     err = capsys.readouterr().err
-    assert "job[0].warm" in err and "periodic" in err and "10s" in err
+    assert "job.signal.warm" in err and "periodic" in err and "10s" in err
 
 
 @ROOT

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.config.test_config import at
 
 from market_timers.config import loader as config
 from market_timers.schema.problems import ConfigError
@@ -37,18 +38,18 @@ def test_job_credentials_load(write_config):
 
 
 @pytest.mark.parametrize(("line", "where", "reason", "shown"), [
-    ('credentials = "broker-api-key"', "job[0].credentials:", "array of credential names",
+    ('credentials = "broker-api-key"', "job.orders.credentials:", "array of credential names",
      "(got 'broker-api-key')"),
-    ('credentials = ["a/b"]', "job[0].credentials[0]:", "a file name in /etc/credstore", None),
-    ('credentials = ["ok", "sk_live 123=="]', "job[0].credentials[1]:", "not the secret itself",
+    ('credentials = ["a/b"]', "job.orders.credentials[0]:", "a file name in /etc/credstore", None),
+    ('credentials = ["ok", "sk_live 123=="]', "job.orders.credentials[1]:", "not the secret itself",
      None),
-    ('credentials = ["market-timers.cluster-dsn"]', "job[0].credentials[0]:",
+    ('credentials = ["market-timers.cluster-dsn"]', "job.orders.credentials[0]:",
      "the package's own", "(got 'market-timers.cluster-dsn')"),
-    ('credentials = ["k", "k"]', "job[0].credentials[1]:", "twice", "(got 'k')"),
+    ('credentials = ["k", "k"]', "job.orders.credentials[1]:", "twice", "(got 'k')"),
 ])
 def test_bad_job_credentials_name_file_key_and_value(write_config, line, where, reason, shown):
     [problem] = problems(write_config, line)
-    assert problem.startswith(str(write_config(JOB)) + ": " + where), problem
+    assert at(problem, write_config(JOB), where), problem
     assert reason in problem
     if shown:
         assert problem.endswith(shown), problem
@@ -59,7 +60,7 @@ def test_bad_job_credentials_name_file_key_and_value(write_config, line, where, 
 def test_a_channel_credential_is_refused_to_a_job(write_config):
     [problem] = problems(write_config, 'credentials = ["tg-token"]\n[alerts.telegram]\n'
                          'chat_id = "1"\ntoken_credential = "tg-token"')
-    assert "job[0].credentials[0]:" in problem and "[alerts.telegram]" in problem
+    assert "job.orders.credentials[0]:" in problem and "[alerts.telegram]" in problem
 
 
 # The runner's hand-over ------------------------------------------------------------------------

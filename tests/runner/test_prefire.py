@@ -98,7 +98,7 @@ def test_bad_lead_or_warm_is_refused_naming_the_key(write_config, capsys, text, 
     assert cli.main(["--config", str(path), "plan"]) == 2
     err = capsys.readouterr().err
     name = text.split()[0]
-    assert f"job[0].{name}:" in err and words in err, err
+    assert f"job.signal.{name}:" in err and words in err, err
 
 
 class Quiet:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.config.test_config import at
 from tests.runner.test_runner import context, record, run
 
 from market_timers.alerts import handler
@@ -160,13 +161,13 @@ def test_requires_is_parsed(write_config):
 
 def test_unknown_upstream_names_file_key_and_value(write_config):
     path, [line] = problems(write_config, '["signl"]')
-    assert line.startswith(f"{path}: job[1].requires[0]: ") and "'signl'" in line
+    assert at(line, path, "job.orders.requires[0]: ") and "'signl'" in line
     assert "no job" in line
 
 
 def test_cycle_is_a_config_error(write_config):
     path, lines = problems(write_config, '["signal"]', 'requires = ["orders"]')
-    assert any(line.startswith(f"{path}: job[0].requires") and "cycle" in line
+    assert any(at(line, path, "job.signal.requires") and "cycle" in line
                and "signal -> orders -> signal" in line for line in lines), lines
 
 
@@ -186,7 +187,7 @@ def test_periodic_or_daily_upstream_is_refused(write_config):
     with pytest.raises(ConfigError) as exc:
         config.load(write_config(text))
     [line] = exc.value.problems.lines()
-    assert "job[1].requires[0]" in line and "session" in line
+    assert "job.orders.requires[0]" in line and "session" in line
 
 
 def test_plan_json_names_each_fires_upstream_jobs(write_config, capsys):
@@ -199,3 +200,107 @@ def test_plan_json_names_each_fires_upstream_jobs(write_config, capsys):
     assert fires["orders"]["requires"] == ["signal"]
     assert "requires" not in fires["signal"]
     assert fires["orders"]["fire_utc"] == "2025-11-28T17:50:00Z"  # 13:00 early close, -10 min
+
+
+# requires_wait (issue 42): a start may wait, bounded, for an upstream still to finish ----------
+
+def finish_upstream_after(tmp_path, seconds: float, **fields):
+    """The upstream ends (or starts, then ends) `seconds` from now, while the downstream waits."""
+    import threading
+
+    timer = threading.Timer(seconds, upstream, args=(tmp_path,), kwargs=fields)
+    timer.start()
+    return timer
+
+
+@pytest.mark.parametrize("before", [
+    {"host": "a", "pid": 1, "started_utc": "2025-11-28T20:45:00Z"},  # still running
+    {},  # not started yet: connect and reconcile both at 09:00
+])
+def test_a_start_waits_for_an_upstream_still_to_finish_and_then_runs(tmp_path, before):
+    if before:
+        upstream(tmp_path, **before)
+    marker = tmp_path / "ran"
+    timer = finish_upstream_after(tmp_path, 1.0, host="a", pid=1,
+                                  started_utc="2025-11-28T20:45:00Z", result="success",
+                                  exit_status="0")
+    proc = run(downstream(tmp_path, MARKET_REQUIRES_WAIT_SEC="20"), "/usr/bin/touch",
+               str(marker))
+    timer.join()
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists()
+    assert "waits up to 20 s for signal" in proc.stderr
+
+
+def test_the_wait_running_out_refuses_as_without_it(tmp_path):
+    upstream(tmp_path, host="a", pid=1, started_utc="2025-11-28T20:45:00Z")
+    proc = run(downstream(tmp_path, MARKET_REQUIRES_WAIT_SEC="1"), "/usr/bin/true")
+    assert proc.returncode == exitcodes.REQUIRES_UNMET, proc.stderr
+    assert "still running" in proc.stderr and "waits up to 1 s" in proc.stderr
+    assert record(tmp_path, "orders")["upstream_state"].startswith("still running")
+
+
+def test_a_failed_upstream_is_not_waited_for(tmp_path):
+    import time
+
+    upstream(tmp_path, host="a", pid=1, started_utc="2025-11-28T20:45:00Z",
+             result="exit-code", exit_status="3")
+    began = time.monotonic()
+    proc = run(downstream(tmp_path, MARKET_REQUIRES_WAIT_SEC="20"), "/usr/bin/true")
+    assert proc.returncode == exitcodes.REQUIRES_UNMET
+    assert "failed (exit 3)" in proc.stderr and "waits" not in proc.stderr
+    assert time.monotonic() - began < 15  # refused at once, not after the wait
+
+
+def test_the_wait_ends_with_the_grace(tmp_path):
+    """A start already late waits no later than its instant + grace: past that it would be a
+    stale start."""
+    from datetime import UTC, datetime, timedelta
+
+    upstream(tmp_path, host="a", pid=1, started_utc="2025-11-28T20:45:00Z")
+    env = downstream(tmp_path, MARKET_REQUIRES_WAIT_SEC="60", MARKET_GRACE_SEC="60",
+                     MARKET_SCHEDULED_UTC=(datetime.now(UTC) - timedelta(seconds=58))
+                     .strftime("%Y-%m-%dT%H:%M:%SZ"))
+    proc = run(env, "/usr/bin/true")
+    assert proc.returncode == exitcodes.REQUIRES_UNMET, proc.stderr
+    assert "still running" in proc.stderr
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    ('requires_wait = "2min"\n', None),
+    ('requires_wait = "3min"\n', "at most the job's grace (120 s)"),
+    ('requires_wait = "soon"\n', "cannot parse"),
+])
+def test_requires_wait_is_checked_against_the_grace(write_config, extra, words):
+    text = JOBS.format(requires='["signal"]', signal_extra="") + extra
+    if words is None:
+        assert config.load(write_config(text)).job("orders").requires_wait == 120
+        return
+    with pytest.raises(ConfigError) as exc:
+        config.load(write_config(text))
+    [line] = exc.value.problems.lines()
+    assert ": job.orders.requires_wait: " in line and words in line, line
+
+
+def test_requires_wait_without_requires_is_refused(write_config):
+    text = JOBS.format(requires='["signal"]', signal_extra='requires_wait = "1min"')
+    with pytest.raises(ConfigError) as exc:
+        config.load(write_config(text))
+    [line] = exc.value.problems.lines()
+    assert ": job.signal.requires_wait: " in line and "only with `requires`" in line, line
+
+
+def test_requires_wait_reaches_the_unit_and_its_time_limit(write_config):
+    from datetime import UTC, datetime
+
+    from market_timers.schedule import render
+    from market_timers.schedule.plan import plan_ahead
+
+    cfg = config.load(write_config(JOBS.format(requires='["signal"]', signal_extra="")
+                                   + 'requires_wait = "90s"\ntimeout = "5min"\n'))
+    units = {u.name: u.text for u in render.render_all(
+        cfg, plan_ahead(cfg, datetime(2025, 11, 26, 12, tzinfo=UTC)), "/r")}
+    service = next(t for n, t in units.items() if n.startswith("market-orders@")
+                   and n.endswith(".service"))
+    assert "Environment=MARKET_REQUIRES_WAIT_SEC=90\n" in service
+    assert "RuntimeMaxSec=392s\n" in service  # timeout + lead + the wait

@@ -176,9 +176,9 @@ def problems(write_config, job_lines: str) -> list[str]:
 ])
 def test_bad_periodic_keys_name_file_key_and_value(write_config, lines, key, value):
     found = problems(write_config, lines)
-    assert any(f": job[0].{key}: " in line and line.endswith(f"(got {value!r})")
+    assert any(f": job.cycle.{key}: " in line and line.endswith(f"(got {value!r})")
                for line in found), found
-    assert all(line.startswith(str(write_config("")) + ":") or "job[0]" in line
+    assert all(line.startswith(str(write_config("")) + ":") or "job.cycle" in line
                for line in found)
 
 
@@ -247,7 +247,7 @@ def test_window_past_the_close_is_clipped_to_the_early_close(write_config):
 @pytest.mark.parametrize(("key", "value"), [("from", "open-30min"), ("until", "close+1h")])
 def test_a_window_always_outside_the_session_is_refused_naming_the_key(write_config, key, value):
     found = problems(write_config, f'every = "5min"\n{key} = "{value}"')
-    assert any(f": job[0].{key}: is " in line and "outside_session = true" in line
+    assert any(f": job.cycle.{key}: is " in line and "outside_session = true" in line
                and line.endswith(f"(got {value!r})") for line in found), found
 
 
@@ -274,7 +274,7 @@ def test_a_window_starting_in_the_break_runs_first_at_the_first_aligned_slot_aft
 @pytest.mark.parametrize("value", ["5s", "1min"])
 def test_lead_on_a_periodic_job_is_refused(write_config, value):
     found = problems(write_config, f'every = "1min"\nlead = "{value}"')
-    assert any(": job[0].lead: " in line and "fires at each slot" in line
+    assert any(": job.cycle.lead: " in line and "fires at each slot" in line
                and line.endswith(f"(got {value!r})") for line in found), found
 
 

@@ -193,47 +193,47 @@ def test_unit_description_names_the_rule(write_config, tmp_path):
 
 def test_period_and_weekday_together_is_an_error_naming_both_keys(write_config):
     errors = config_errors(write_config, job('period = "month"\nweekday = "fri"\nnth = 3'))
-    assert any("job[0].sessions.weekday" in e and "sessions.period" in e for e in errors)
+    assert any("job.rule.sessions.weekday" in e and "sessions.period" in e for e in errors)
 
 
 def test_keys_of_the_other_rule_are_errors(write_config):
     errors = config_errors(write_config, job('period = "month"\nnth = 3\nif_closed = "next"'))
-    assert any("job[0].sessions.nth" in e and "weekday" in e for e in errors)
-    assert any("job[0].sessions.if_closed" in e for e in errors)
+    assert any("job.rule.sessions.nth" in e and "weekday" in e for e in errors)
+    assert any("job.rule.sessions.if_closed" in e for e in errors)
     errors = config_errors(write_config, job('weekday = "fri"\nnth = 3\noffset = 1'))
-    assert any("job[0].sessions.offset" in e and "period" in e for e in errors)
+    assert any("job.rule.sessions.offset" in e and "period" in e for e in errors)
 
 
 def test_bad_values_name_file_key_and_value(write_config):
     errors = config_errors(write_config, job('period = "fortnight"'))
-    assert any(e.endswith("(got 'fortnight')") and "job[0].sessions.period" in e
+    assert any(e.endswith("(got 'fortnight')") and "job.rule.sessions.period" in e
                and "market-timers.toml" in e for e in errors)
     errors = config_errors(write_config, job('weekday = "fri"\nnth = 6'))
-    assert any("job[0].sessions.nth" in e and "(got 6)" in e for e in errors)
+    assert any("job.rule.sessions.nth" in e and "(got 6)" in e for e in errors)
     errors = config_errors(write_config, job('weekday = "fri"\nnth = 1\nmonths = [13]'))
-    assert any("job[0].sessions.months[0]" in e and "(got 13)" in e for e in errors)
+    assert any("job.rule.sessions.months[0]" in e and "(got 13)" in e for e in errors)
     errors = config_errors(write_config, job('early_close = "sometimes"'))
-    assert any("job[0].sessions.early_close" in e for e in errors)
+    assert any("job.rule.sessions.early_close" in e for e in errors)
     errors = config_errors(write_config, job('color = "red"'))
-    assert any("job[0].sessions.color: unknown key" in e for e in errors)
+    assert any("job.rule.sessions.color: unknown key" in e for e in errors)
     errors = config_errors(write_config, job('weekday = "fri"'))
-    assert any("job[0].sessions.nth" in e for e in errors)
+    assert any("job.rule.sessions.nth" in e for e in errors)
 
 
 def test_extra_must_be_sessions_and_not_also_skipped(write_config):
     errors = config_errors(write_config, job('period = "month"', extra='extra = ["2025-11-27"]\n'))
-    assert any("job[0].extra" in e and "not a session of XNYS" in e and "2025-11-27" in e
+    assert any("job.rule.extra" in e and "not a session of XNYS" in e and "2025-11-27" in e
                for e in errors)
     errors = config_errors(write_config, job(
         'period = "month"', extra='extra = ["2025-11-26"]\nskip = ["2025-11-26"]\n'))
-    assert any("job[0].extra" in e and "skip" in e for e in errors)
+    assert any("job.rule.extra" in e and "skip" in e for e in errors)
 
 
 def test_rule_on_a_fixed_time_job_is_an_error(write_config):
     text = ('[[job]]\nname = "nightly"\nat = "02:30 UTC"\ncommand = ["/usr/bin/true"]\n'
             '[job.sessions]\nperiod = "month"\n')
     errors = config_errors(write_config, text)
-    assert any("job[0].sessions" in e and "at" in e for e in errors)
+    assert any("job.nightly.sessions" in e and "at" in e for e in errors)
 
 
 def test_a_rule_that_selects_nothing_in_a_year_is_a_warning_naming_it(write_config, capsys):
@@ -243,7 +243,7 @@ def test_a_rule_that_selects_nothing_in_a_year_is_a_warning_naming_it(write_conf
     now = datetime(2025, 11, 20, 12, tzinfo=UTC)
     warnings = selection.warnings(cfg, now)
     assert len(warnings) == 1
-    assert "job[0].sessions" in warnings[0] and "break only" in warnings[0]
+    assert "job.rule.sessions" in warnings[0] and "break only" in warnings[0]
     assert "no session" in warnings[0]
     cfg = calendar_checks.load(write_config(job('period = "month"')))
     assert selection.warnings(cfg, now) == []
@@ -253,7 +253,7 @@ def test_plan_prints_the_warning_on_stderr(write_config, capsys):
     path = write_config(job('weekday = "fri"\nnth = 5\nmonths = [2]'))  # Feb 2027 has 4
     assert cli.main(["--config", str(path), "--now", "2026-03-01T12:00:00Z", "plan"]) == 0
     err = capsys.readouterr().err
-    assert "warning: job[0].sessions" in err and "5th fri of Feb" in err
+    assert "warning: job.rule.sessions" in err and "5th fri of Feb" in err
 
 
 def test_run_by_hand_on_a_session_the_rule_does_not_choose_says_so(write_config, capsys,

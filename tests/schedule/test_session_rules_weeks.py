@@ -162,7 +162,7 @@ def test_weekday_is_its_three_letter_form_or_full_name_in_any_case(write_config,
 def test_other_weekday_spellings_are_refused_naming_file_key_value_and_the_rule(
         write_config, spelled):
     lines = errors(write_config, job(f"weekday = {spelled}\nnth = 3", "XNYS"))
-    line = next(e for e in lines if "job[0].sessions.weekday" in e)
+    line = next(e for e in lines if "job.weekly.sessions.weekday" in e)
     assert "market-timers.toml" in line
     assert f"(got {spelled.strip(chr(34))!r})" in line or f"(got {spelled})" in line
     assert "mon" in line and "monday" in line and "any case" in line
@@ -204,20 +204,20 @@ def test_count_among_filtered_says_so_in_the_plan_why(write_config):
 
 def test_count_among_is_refused_without_period_or_filter_or_with_a_bad_value(write_config):
     lines = errors(write_config, job('early_close = "never"\ncount_among = "filtered"', "XNYS"))
-    assert any("job[0].sessions.count_among" in e and "period" in e for e in lines)
+    assert any("job.weekly.sessions.count_among" in e and "period" in e for e in lines)
     lines = errors(write_config, job('period = "month"\ncount_among = "filtered"', "XNYS"))
-    assert any("job[0].sessions.count_among" in e and "early_close" in e for e in lines)
+    assert any("job.weekly.sessions.count_among" in e and "early_close" in e for e in lines)
     lines = errors(write_config, job(MONTH_END_NO_HALF_DAY + '\ncount_among = "kept"', "XNYS"))
-    assert any("job[0].sessions.count_among" in e and "(got 'kept')" in e for e in lines)
+    assert any("job.weekly.sessions.count_among" in e and "(got 'kept')" in e for e in lines)
 
 
 # a date that is no session, said by the weekmask of its date -------------------------------
 
 def test_extra_on_a_friday_before_the_switch_is_a_friday_not_a_holiday(write_config):
     lines = errors(write_config, job(WEEK_END, extra='extra = ["2025-12-26"]\n'))
-    assert any("job[0].extra" in e and "2025-12-26 is a Friday" in e for e in lines)
+    assert any("job.weekly.extra" in e and "2025-12-26 is a Friday" in e for e in lines)
     lines = errors(write_config, job(WEEK_END, extra='extra = ["2026-01-11"]\n'))
-    assert any("job[0].extra" in e and "2026-01-11 is a Sunday" in e for e in lines)
+    assert any("job.weekly.extra" in e and "2026-01-11 is a Sunday" in e for e in lines)
 
 
 # the man page says it ----------------------------------------------------------------------

@@ -109,7 +109,8 @@ def make_config(tmp_path: Path):
 
     def write(text: str, name: str = "market-timers.toml") -> Path:
         prefix = (f'unit_dir = "{tmp_path}/units"\nstate_dir = "{tmp_path}/state"\n'
-                  f'spool_dir = "{tmp_path}/spool"\nruntime_dir = "{tmp_path}/run"\n')
+                  f'spool_dir = "{tmp_path}/spool"\nruntime_dir = "{tmp_path}/run"\n'
+                  f'page_dir = "{tmp_path}/www"\n')
         path = tmp_path / name
         path.write_text(prefix + textwrap.dedent(text))
         return path

@@ -27,7 +27,7 @@ def test_refresh_command_with_a_broken_config_exits_2_and_spools_its_alert(make_
     path = make_config.write(THANKSGIVING_CONFIG.replace('"-15min"', '"-15 minutes"') +
                              "\n[alerts]\n[alerts.webhook]\n")
     assert main(["--config", str(path), *NOW, "refresh"]) == 2
-    assert any("job[0].offset" in p.read_text() for p in (tmp_path / "spool").rglob("*.json"))
+    assert any("job.signal.offset" in p.read_text() for p in (tmp_path / "spool").rglob("*.json"))
 
 
 def test_deadman_command_then_updates_the_metrics(make_config, tmp_path):

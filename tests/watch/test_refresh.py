@@ -81,7 +81,7 @@ def test_unchanged_calendar_refresh_changes_nothing_and_alerts_nothing(
 
 
 @pytest.mark.parametrize("broken,named", [
-    (THANKSGIVING_CONFIG.replace('"-15min"', '"-15 minutes"'), "job[0].offset"),
+    (THANKSGIVING_CONFIG.replace('"-15min"', '"-15 minutes"'), "job.signal.offset"),
     (THANKSGIVING_CONFIG.replace('"XNYS"', '"XNYZ"'), "calendar"),
     (THANKSGIVING_CONFIG + "\n[watch]\nslack = 30\n", "watch.slack"),
     (THANKSGIVING_CONFIG.replace("[[job]]", "[[job]"), "not valid TOML"),
@@ -160,7 +160,7 @@ def test_refresh_alert_goes_to_the_outbox_through_the_real_alert_layer(make_conf
     assert refresh.main_from_path(path, SECOND) == 2
     spooled = list((tmp_path / "spool").rglob("*.json"))
     assert spooled, "the refresh-failed alert was not spooled"
-    assert any("job[0].offset" in p.read_text() for p in spooled)
+    assert any("job.signal.offset" in p.read_text() for p in spooled)
 
 
 @pytest.mark.skipif(__import__("os").geteuid() != 0, reason="needs root to drop privileges")
@@ -179,7 +179,7 @@ def test_refresh_as_root_raises_its_alert_in_a_child_as_the_package_user(make_co
                              '\n[alerts]\n[alerts.webhook]\n')
     assert refresh.main_from_path(path, SECOND) == 2
     assert forked == [1]
-    assert any("job[0].offset" in p.read_text() for p in (tmp_path / "spool").rglob("*.json"))
+    assert any("job.signal.offset" in p.read_text() for p in (tmp_path / "spool").rglob("*.json"))
 
 
 ALERTS = "\n[alerts]\nrepeat_minutes = 5\n[alerts.slack]\n"

@@ -138,8 +138,9 @@ def test_names_and_texts_are_escaped(week, fake_systemctl):
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
 
 
-def test_the_dead_man_pass_refreshes_the_page_under_the_state_directory(week, fake_systemctl,
-                                                                        monkeypatch):
+def test_the_dead_man_pass_refreshes_the_page_in_its_own_directory_not_the_state_one(
+        week, fake_systemctl, monkeypatch):
+    """page_dir holds the page only: a web server's user reads it there, never the state."""
     from market_timers.watch import deadman
 
     real = deadman.run_pass
@@ -147,12 +148,25 @@ def test_the_dead_man_pass_refreshes_the_page_under_the_state_directory(week, fa
         cfg, t, systemctl=fake_systemctl, alert=lambda *a, **k: None, env={}))
     monkeypatch.setattr(status, "Systemctl", lambda: fake_systemctl)
     fake_systemctl.now = NOW
+    week.page_dir.mkdir()
     deadman.command(week, NOW)
-    page = week.state_dir / statuspage.PAGE_FILE
+    page = week.page_dir / statuspage.PAGE_FILE
     cells = Cells()
     cells.feed(page.read_text())
     assert cells.cells[("orders", "2025-11-25")] == "missed"
     assert oct(page.stat().st_mode & 0o777) == "0o644"
+    assert [p.name for p in week.page_dir.iterdir()] == ["status.html"]  # no temp file left
+    assert not (week.state_dir / statuspage.PAGE_FILE).exists()
+
+
+def test_a_configured_page_dir_that_is_missing_is_logged_and_the_default_one_is_not(
+        make_config, fake_systemctl, caplog, tmp_path):
+    config = make_config(THANKSGIVING_CONFIG)
+    assert statuspage.refresh(config, NOW) is None
+    assert "page_dir" in caplog.text and f"{tmp_path}/www" in caplog.text
+    caplog.clear()
+    config.raw.pop("page_dir")  # the default: made by the package, absent from a venv install
+    assert statuspage.refresh(config, NOW) is None and caplog.text == ""
 
 
 def test_a_paused_session_is_its_own_state_not_a_failure():
@@ -171,7 +185,8 @@ def test_the_dead_man_refresh_does_not_build_the_exchange_calendars(week, fake_s
     monkeypatch.setattr(status, "status_warnings", no)
     monkeypatch.setattr(status, "Systemctl", lambda: fake_systemctl)
     fake_systemctl.now = NOW
-    assert statuspage.refresh(week, NOW) == week.state_dir / statuspage.PAGE_FILE
+    week.page_dir.mkdir()
+    assert statuspage.refresh(week, NOW) == week.page_dir / statuspage.PAGE_FILE
 
 
 def test_a_halted_session_is_its_own_state_not_a_failure():
@@ -273,6 +288,29 @@ def test_the_page_tells_its_own_health_and_the_journal_command(week, fake_system
     written = statuspage.render({"now": "2025-11-26T21:00:00Z", "sessions": []},
                                 deadman_pass="2025-11-26T21:00:00Z")
     assert "last dead-man pass 2025-11-26T21:00:00Z" in written
+
+
+def test_the_pages_health_tells_the_pending_alerts_and_the_oldests_age(week, fake_systemctl):
+    """An outbox that is not emptying is the page's own health: how many wait, since when."""
+    from market_timers.alerts.model import UNDELIVERABLE, Alert
+    from market_timers.alerts.outbox import Outbox
+
+    box = Outbox(week.spool_dir)
+    for n, (created, state) in enumerate([("2025-11-26T20:35:00Z", "pending"),
+                                          ("2025-11-26T20:55:00Z", "pending"),
+                                          ("2025-11-26T19:00:00Z", UNDELIVERABLE)]):
+        box.put(Alert(id=f"1126-0a0b0c0{n}", kind="failed", severity="critical", key=f"k{n}",
+                      job="orders", session="2025-11-26", title="orders failed", text="x",
+                      chain=["telegram"], created=created, state=state))
+    fake_systemctl.now = NOW
+    doc = status.collect(week, now=NOW, systemctl=fake_systemctl,
+                         between=(utc("2025-11-26T00:00:00Z").date(), None))
+    assert doc["outbox"]["oldest_pending_utc"] == "2025-11-26T20:35:00Z"
+    html = statuspage.render(doc, deadman_pass="2025-11-26T21:00:00Z")
+    assert ("Outbox: 2 pending, the oldest for 25 min (since 2025-11-26T20:35:00Z), "
+            "1 undeliverable.") in html
+    empty = statuspage.render({"now": "2025-11-26T21:00:00Z", "sessions": []})
+    assert "Outbox: 0 pending, 0 undeliverable." in empty
 
 
 def test_a_cell_says_whether_its_alert_went_out_or_was_folded():

@@ -214,8 +214,12 @@ def outbox_summary(config) -> dict:
     try:
         alerts = context_from(config).outbox.load_all()
     except OSError:
-        return {"pending": 0, "undeliverable": 0, "pending_ids": [], "undeliverable_ids": []}
+        return {"pending": 0, "undeliverable": 0, "pending_ids": [], "undeliverable_ids": [],
+                "oldest_pending_utc": None}
     bad = [a.spool_name for a in alerts if a.state == UNDELIVERABLE]
-    good = [a.spool_name for a in alerts if a.state != UNDELIVERABLE]
-    return {"pending": len(good), "undeliverable": len(bad), "pending_ids": good,
-            "undeliverable_ids": bad}
+    good = [a for a in alerts if a.state != UNDELIVERABLE]
+    # the oldest one waiting: an outbox that does not empty is the desk's health (the page)
+    oldest = min((a.created for a in good if a.created), default=None)
+    return {"pending": len(good), "undeliverable": len(bad),
+            "pending_ids": [a.spool_name for a in good], "undeliverable_ids": bad,
+            "oldest_pending_utc": oldest}

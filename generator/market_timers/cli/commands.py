@@ -48,9 +48,11 @@ def cmd_try(args) -> int:
         print(f"market-timers try: {e}", file=sys.stderr)
         return FAILURE
     print("\n".join(result.lines()), flush=True)
-    if args.now is not None or args.delay > TRY_WAIT_MAX_DELAY:  # --now: not the clock's fire
+    if args.now is not None:  # not the clock's fire
         return 0
-    return trial.await_try(cfg, result, Systemctl(), now, VERDICT_WAIT_SEC)
+    if not args.wait and args.delay is not None and args.delay > TRY_WAIT_MAX_DELAY:
+        return 0
+    return trial.await_try(cfg, result, Systemctl(), now, VERDICT_WAIT_SEC, to_the_end=args.wait)
 
 
 def cmd_check_cron(args) -> int:

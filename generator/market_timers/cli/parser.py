@@ -114,6 +114,9 @@ def _add_plan_commands(command) -> None:
     s.add_argument("--in", dest="delay", type=whole_seconds, default=None, metavar="SECONDS",
                    help="seconds from now to the fire (default 5, or the job's lead + 3 when "
                         "more; less is refused: the timer would be elapsed; at most 3600)")
+    s.add_argument("--wait", action="store_true",
+                   help="wait for the run to end (at most its timeout + 30 s) and say its "
+                        "outcome; exit 0 when it succeeded, 1 otherwise")
 
 
 def _add_check_cron(command) -> None:

@@ -117,6 +117,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_sync(args) -> int:
+    from market_timers.cli.progress import for_terminal
     from market_timers.host.clock import utcnow
     from market_timers.host.systemctl import SystemctlError
     from market_timers.schedule import sync
@@ -124,7 +125,8 @@ def cmd_sync(args) -> int:
     cfg = config_of(args)
     try:
         now = args.now or utcnow()
-        result = calendar_call(lambda: sync.sync(cfg, now=now, dry_run=args.dry_run))
+        result = calendar_call(lambda: sync.sync(cfg, now=now, dry_run=args.dry_run,
+                                                 progress=for_terminal()))
         if not args.dry_run:  # then the alert snapshot and the metrics: not the schedule's own
             from market_timers.cli.synced import after_sync
 

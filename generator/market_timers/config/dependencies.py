@@ -1,5 +1,5 @@
 """`requires` across the jobs: every name a job requires is an enabled job of sessions, and the
-graph has no cycle. Each problem names the key (`job[3].requires[0]`) and the value.
+graph has no cycle. Each problem names the key (`job.closing.requires[0]`) and the value.
 
 A requirement holds within one exchange session (the run ledger's key is (job, session)), so both
 ends are session jobs: a daily job at a fixed UTC time (`at`) has no session, and a periodic job
@@ -10,17 +10,18 @@ operator's to arrange (`market-timers plan` shows both).
 
 from __future__ import annotations
 
+from market_timers.config.jobpath import paths_by_name
 from market_timers.schema.problems import Problems
 
 
 def check_requires(tables: list, jobs: list, problems: Problems) -> None:
     by_name = {j.name: j for j in jobs}
     raw = {t.get("name"): t for t in tables if isinstance(t, dict)}
-    index = {t.get("name"): i for i, t in enumerate(tables) if isinstance(t, dict)}
+    paths = paths_by_name(tables)
     for job in jobs:
-        i = index.get(job.name)
+        _check_wait(job, paths.get(job.name, f"job.{job.name}"), raw.get(job.name, {}), problems)
         for k, name in enumerate(job.requires):
-            where = f"job[{i}].requires[{k}]"
+            where = f"{paths.get(job.name, 'job.' + job.name)}.requires[{k}]"
             upstream = by_name.get(name)
             if upstream is None:
                 if name in raw and raw[name].get("enabled") is False:
@@ -40,9 +41,22 @@ def check_requires(tables: list, jobs: list, problems: Problems) -> None:
                                  "that run once a session (event + offset)", name)
                     break
     for cycle in _cycles(jobs):
-        i = index.get(cycle[0])
-        problems.add(f"job[{i}].requires", "a cycle: " + " -> ".join(cycle) + ": none of "
+        problems.add(f"{paths.get(cycle[0], 'job.' + cycle[0])}.requires", "a cycle: " + " -> ".join(cycle) + ": none of "
                      "these jobs could ever start", list(by_name[cycle[0]].requires))
+
+
+def _check_wait(job, path: str, table: dict, problems: Problems) -> None:
+    """`requires_wait`: with `requires` only, and no longer than the grace (a start waiting
+    past its instant + grace would be a stale start; the wait ends there anyway)."""
+    if not job.requires_wait:
+        return
+    if not job.requires:
+        problems.add(f"{path}.requires_wait", "only with `requires`: it is how long a start "
+                     "waits for the jobs it requires", table.get("requires_wait"))
+    elif job.requires_wait > job.grace:
+        problems.add(f"{path}.requires_wait", f"must be at most the job's grace ({job.grace} s):"
+                     " a start that waited longer would be a stale start", table.get(
+                         "requires_wait"))
 
 
 def _cycles(jobs: list) -> list[list[str]]:

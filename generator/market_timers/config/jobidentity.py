@@ -12,6 +12,7 @@ import hashlib
 import re
 from typing import Any
 
+from market_timers.config.jobpath import paths_by_name
 from market_timers.contracts import environment
 from market_timers.schema.table import Bad
 from market_timers.schema.values import absolute_path
@@ -78,12 +79,12 @@ def parse_shared(raw: Any, problems) -> dict[str, str]:
 def check_jobs(tables: list, config, problems) -> None:
     """Secrets never on a user another job runs as; `shared` names known; no job among the
     operators (a job that could halt, pause and resume could lift its own halt)."""
-    index = {t.get("name"): i for i, t in enumerate(tables) if isinstance(t, dict)}
+    paths = paths_by_name(tables)
     users: dict[str, list[str]] = {}
     for job in config.jobs:
         users.setdefault(user_of(config, job), []).append(job.name)
     for job in config.jobs:
-        at = f"job[{index.get(job.name)}]"
+        at = paths.get(job.name, f"job.{job.name}")
         user = user_of(config, job)
         others = [n for n in users[user] if n != job.name]
         if job.credentials and others:

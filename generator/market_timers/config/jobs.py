@@ -42,6 +42,7 @@ from market_timers.config.jobchecks import (
     watchdog,
 )
 from market_timers.config.jobidentity import shared_names
+from market_timers.config.jobpath import job_paths
 from market_timers.config.periodic import KEYS as PERIODIC_KEYS
 from market_timers.config.periodic import Periodic, parse_periodic
 from market_timers.config.retries import check_retries
@@ -96,6 +97,7 @@ class Job:
     credentials: tuple[str, ...] = ()  # names in the credstore, handed to the job (its secrets)
     pause_on_failure: bool = False  # its failure pauses its lock group until `resume`
     requires: tuple[str, ...] = ()  # jobs that must have succeeded in the session (config/dependencies.py)
+    requires_wait: int = 0  # seconds a start waits for them to finish (runner/upstream.py)
 
     @property
     def all_calendars(self) -> tuple[str, ...]:
@@ -160,6 +162,7 @@ _HOW = Table((
         "/etc/credstore, in $CREDENTIALS_DIRECTORY"),
     Key("requires", required_jobs, (), "jobs that must have succeeded in the same session "
         "first"),
+    Key("requires_wait", duration_up_to(*MAX_GRACE), 0, "how long a start waits for them"),
     Key("pause_on_failure", flag, False, "true: its failure pauses its lock group until "
         "`market-timers resume --group`"),
     Key("enabled", flag, True, "false: the job is left out"),  # not a field: no Job at all
@@ -273,11 +276,11 @@ def _periodic_fields(kw: dict[str, Any], t: dict, path: str, periodic: dict,
 def check_credentials_against_channels(tables: list, channel_credentials: dict[str, str],
                                        problems: Problems) -> None:
     """A credential an alert channel reads (name -> channel) is the package's: no job gets it."""
-    for i, t in enumerate(tables):
+    for t, path in zip(tables, job_paths(tables), strict=True):
         names = t.get("credentials") if isinstance(t, dict) else None
         for k, name in enumerate(names if isinstance(names, list) else []):
             if isinstance(name, str) and name in channel_credentials:
-                problems.add(f"job[{i}].credentials[{k}]", "is the credential of "
+                problems.add(f"{path}.credentials[{k}]", "is the credential of "
                              f"[alerts.{channel_credentials[name]}] (the package's own): a job "
                              "never gets it; give the job a credential of its own", name)
 
@@ -288,6 +291,6 @@ def check_unique_names(jobs: list, problems: Problems) -> None:
         name = t.get("name") if isinstance(t, dict) else None
         if isinstance(name, str):
             if name in seen:
-                problems.add(f"job[{i}].name", f"duplicate job name (also job[{seen[name]}])",
-                             name)
+                problems.add(f"job[{i}].name", f"duplicate job name (also job[{seen[name]}], "
+                             "counting the [[job]] tables from 0)", name)
             seen.setdefault(name, i)

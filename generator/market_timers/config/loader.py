@@ -2,7 +2,7 @@
 toplevel.py), `[overrides]` (overrides.py), the `[[job]]` tables (jobs.py), each other table in
 its own module of config/ (alerts.py, watch.py, metrics.py, events.py, cluster.py).
 
-All problems are collected and reported together, each naming the file, the key (``job[2].offset``)
+All problems are collected and reported together, each naming the file, the key (``job.signal.offset``)
 and the bad value (see schema/problems.py). Validation happens before anything is written. What needs the
 exchange calendars (calendar names, overrides' dates) is checked by calendar_checks.load(), which
 calls load() here; this module never imports calendars.py, and commands on the hot path (alert
@@ -23,6 +23,7 @@ from market_timers.config.alerts import parse_alerts
 from market_timers.config.cluster import check_against_jobs, parse_cluster
 from market_timers.config.dependencies import check_requires
 from market_timers.config.events import events_of_config
+from market_timers.config.jobpath import job_lines, job_paths
 from market_timers.config.jobs import (
     Job,
     check_credentials_against_channels,
@@ -53,6 +54,7 @@ class Config:
     unit_dir: Path = Path("/etc/systemd/system")
     state_dir: Path = Path(environment.DEFAULT_STATE_DIR)
     spool_dir: Path = Path(environment.DEFAULT_SPOOL_DIR)
+    page_dir: Path = Path(environment.DEFAULT_PAGE_DIR)  # the status page only (statuspage.py)
     runtime_dir: Path = Path(environment.DEFAULT_RUNTIME_DIR)
     runner: str | None = None
     operator_group: str = ""  # besides root, may pause, halt and resume (controls/)
@@ -136,7 +138,8 @@ def load(path: str | os.PathLike, *, problems: Problems | None = None) -> Config
     problems = Problems(str(path)) if problems is None else problems
     try:
         with open(path, "rb") as f:
-            raw = tomllib.load(f)
+            text = f.read().decode()
+        raw = tomllib.loads(text)
     except FileNotFoundError:
         problems.add("(file)", f"no such file; give the config with --config FILE or "
                      f"${ENV_VAR} (default {DEFAULT_PATH})")
@@ -147,6 +150,7 @@ def load(path: str | os.PathLike, *, problems: Problems | None = None) -> Config
     except tomllib.TOMLDecodeError as e:
         problems.add("(file)", f"not valid TOML: {e}")
         raise ConfigError(problems) from None
+    problems.locate = job_lines(text, raw.get("job"))
     config = parse(raw, problems)
     if problems and raise_here:
         raise ConfigError(problems)
@@ -162,8 +166,8 @@ def parse(raw: dict, problems: Problems) -> Config:
     if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
         problems.add("job", "must be an array of tables ([[job]])", jobs)
         jobs = []
-    cfg.jobs = [j for i, t in enumerate(jobs)
-                if (j := parse_job(t, f"job[{i}]", cfg.calendar, problems))]
+    cfg.jobs = [j for t, path in zip(jobs, job_paths(jobs), strict=True)
+                if (j := parse_job(t, path, cfg.calendar, problems))]
     check_unique_names(jobs, problems)
     check_requires(jobs, cfg.jobs, problems)
     check_order_groups(jobs, cfg.jobs, problems)

@@ -103,19 +103,21 @@ def check_retries(kept: dict, t: dict, path: str, problems) -> None:
 
 def check_order_groups(raw_jobs: list, jobs: list, problems) -> None:
     """Refuse `retries` on a job whose lock group holds a job marked `orders = true`."""
+    from market_timers.config.jobpath import paths_by_name  # the runner imports this module
+
     senders: dict[str, list[str]] = {}
     for j in jobs:
         if j.orders:
             senders.setdefault(j.lock, []).append(j.name)
-    index = {t.get("name"): i for i, t in enumerate(raw_jobs) if isinstance(t, dict)}
+    paths = paths_by_name(raw_jobs)
     for j in jobs:
         others = [n for n in senders.get(j.lock, []) if n != j.name]
         if j.retries and others:
-            problems.add(f"job[{index.get(j.name, '?')}].retries", f"lock group {j.lock!r} is "
+            problems.add(f"{paths.get(j.name, 'job.' + j.name)}.retries", f"lock group {j.lock!r} is "
                          f"shared with {', '.join(others)} (orders = true): a retry holding the "
                          "group's lock can make that order sender's run be skipped; give this "
                          "job its own lock group or no retries", j.retries)
         if j.retries and not j.is_session_job and window(
                 j.grace, j.timeout, j.retries, j.retry_delay, j.retry_delay_max) >= 86400:
-            problems.add(f"job[{index.get(j.name, '?')}].retries", "a daily job's attempts "
+            problems.add(f"{paths.get(j.name, 'job.' + j.name)}.retries", "a daily job's attempts "
                          "(grace + (retries+1) x timeout + delays) must fit in a day", j.retries)

@@ -60,6 +60,8 @@ TOP = Table((
     Key("unit_dir", _directory, Path("/etc/systemd/system"), "where the units are written"),
     Key("state_dir", _directory, Path(environment.DEFAULT_STATE_DIR), "the state directory"),
     Key("spool_dir", _directory, Path(environment.DEFAULT_SPOOL_DIR), "the alert spool"),
+    Key("page_dir", _directory, Path(environment.DEFAULT_PAGE_DIR),
+        "where each dead-man pass writes status.html, for a web server to serve"),
     Key("runtime_dir", _directory, Path(environment.DEFAULT_RUNTIME_DIR),
         "the runtime directory"),
     _section("job", "[[job]]: the jobs (config/jobs.py)"),

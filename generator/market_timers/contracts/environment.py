@@ -13,6 +13,9 @@ DEFAULT_CONFIG = "/etc/market-timers/market-timers.toml"
 DEFAULT_STATE_DIR = "/var/lib/market-timers"
 DEFAULT_SPOOL_DIR = "/var/spool/market-timers"
 DEFAULT_RUNTIME_DIR = "/run/market-timers"  # the lock groups' directory
+# The status page's own directory (page_dir): the dead-man's status.html and nothing else, for a
+# web server's user (www-data) to read; beside the state directory, never inside it.
+DEFAULT_PAGE_DIR = "/var/lib/market-timers-www"
 DEFAULT_GRACE_SEC = 120
 
 # The package's own user: the scheduler's parts (runner, record step, alert handlers, events,
@@ -75,6 +78,8 @@ RETRY_DELAY_MAX_SEC = "MARKET_RETRY_DELAY_MAX_SEC"
 TIMEOUT_SEC = "MARKET_TIMEOUT_SEC"
 # `requires`: the jobs (comma-separated) that must have succeeded in the session first.
 REQUIRES = "MARKET_REQUIRES"
+# `requires_wait`: seconds a start waits for a required job still running or not yet started.
+REQUIRES_WAIT_SEC = "MARKET_REQUIRES_WAIT_SEC"
 # `pause_on_failure = true`: the record step pauses the job's lock group after its failure.
 PAUSE_ON_FAILURE = "MARKET_PAUSE_ON_FAILURE"
 # `orders = true`: the job sends orders, so `market-timers halt` (no scope) covers it.

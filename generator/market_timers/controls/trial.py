@@ -44,6 +44,8 @@ class TooSoon(TryError):
 # Seconds between the timer's write and its fire: systemd must still see it ahead.
 MARGIN = 3
 DEFAULT_DELAY = 5
+# try --wait: seconds past the job's timeout (systemd stops it then) for its end to be recorded
+END_MARGIN = 30
 
 
 def minimum_delay(job) -> int:
@@ -104,25 +106,32 @@ def start_try(config: Config, job_name: str, now: datetime, delay: int | None, s
     return Trial(timer, unitname.service_of(timer), at, try_id, job.name)
 
 
-def await_try(config: Config, result: Trial, systemctl, now: datetime, wait_sec: float) -> int:
+def await_try(config: Config, result: Trial, systemctl, now: datetime, wait_sec: float,
+              to_the_end: bool = False) -> int:
     """Wait for the runner's judgement of the try (its fire, then `wait_sec` at most) and say
     it: 0 when the job ran or the judgement is still to come, 1 when the start was refused
-    (which outcome refused it) or the unit ended without a judgement (controls/verdict.py)."""
+    (which outcome refused it) or the unit ended without a judgement (controls/verdict.py).
+    `to_the_end` (--wait): then wait for the run's end (its timeout + END_MARGIN at most) and
+    exit by its outcome: 0 for ok, 1 otherwise."""
     from market_timers import ledger
-    from market_timers.controls.verdict import await_verdict, tell_unjudged
+    from market_timers.controls.verdict import await_end, await_verdict, tell_end, tell_unjudged
 
     ahead = max((result.fire_utc - now).total_seconds(), 0.0)
     key = ledger.Key(result.job, result.session_id)
-    verdict = await_verdict(ledger.for_config(config), key, result.service, systemctl,
-                            ahead + wait_sec)
+    book = ledger.for_config(config)
+    verdict = await_verdict(book, key, result.service, systemctl, ahead + wait_sec)
     if verdict.state == "refused":
         print(f"market-timers try: {verdict.refusal(key.job, result.session_id)}; not run "
               f"({result.service})", file=sys.stderr)
         return 1
-    if verdict.state == "ran":
-        print(f"{result.service}: the runner started the job")
+    if verdict.state != "ran":
+        return tell_unjudged("try", result.service, verdict, ahead + wait_sec)
+    print(f"{result.service}: the runner started the job", flush=True)
+    if not to_the_end:
         return 0
-    return tell_unjudged("try", result.service, verdict, ahead + wait_sec)
+    bound = config.job(result.job).timeout + END_MARGIN
+    kind = await_end(book, key, result.service, verdict.invocation, systemctl, bound)
+    return tell_end(book, key, result.service, kind, bound)
 
 
 def _refuse_overlap(config: Config, job, now: datetime, at: datetime) -> None:

@@ -34,6 +34,7 @@ def summary(lines: list[str], limit: int = SHOWN_ERRORS) -> str:
 class Systemctl:
     def __init__(self, command: tuple[str, ...] = ("systemctl",)):
         self.command = command
+        self.on_chunk = None  # (verb, units done, total) after each chunk: cli/progress.py
 
     def _proc(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([*self.command, *args], capture_output=True, text=True)
@@ -103,6 +104,8 @@ class Systemctl:
         for i in range(0, len(units), CHUNK):
             chunk = units[i:i + CHUNK]
             proc = self._proc(verb, *options, "--", *chunk)
+            if self.on_chunk is not None:
+                self.on_chunk(verb, i + len(chunk), len(units))
             if proc.returncode == 0:
                 continue
             lines = proc.stderr.splitlines()

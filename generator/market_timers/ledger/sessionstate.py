@@ -13,6 +13,8 @@ check tells (runner/upstream.py) and what a backfill reports for each run it wai
 from market_timers.ledger import Key
 
 SUCCEEDED = "succeeded"
+RUNNING = "still running"
+NEVER_STARTED = "missed (it never started)"
 
 
 def state(book, job: str, session: str) -> str:
@@ -22,7 +24,7 @@ def state(book, job: str, session: str) -> str:
         last = attempts[-1]
         result = str(last.get("result") or "")
         if not result:
-            return f"still running (started {last.get('started_utc', '?')} on host " \
+            return f"{RUNNING} (started {last.get('started_utc', '?')} on host " \
                    f"{last.get('host', '?')})"
         if result == "success":
             return SUCCEEDED
@@ -33,4 +35,4 @@ def state(book, job: str, session: str) -> str:
     refusals = book.refusals(key)
     if refusals:
         return f"refused ({refusals[-1].get('refused', '?')})"
-    return "missed (it never started)"
+    return NEVER_STARTED

@@ -16,6 +16,7 @@ from datetime import date, time
 from zoneinfo import ZoneInfo
 
 from market_timers.config import loader as config_mod
+from market_timers.config.jobpath import job_paths, path_of
 from market_timers.config.loader import Config, Override
 from market_timers.schedule.calendars import (
     CalendarError,
@@ -50,28 +51,25 @@ def check_config(config: Config, problems: Problems) -> None:
     raw_jobs = config.raw.get("job", [])
     if isinstance(config.raw.get("calendar"), str):
         _resolve_into(config.raw["calendar"], "calendar", bad)
-    for i, t in enumerate(raw_jobs if isinstance(raw_jobs, list) else []):
+    raw_jobs = raw_jobs if isinstance(raw_jobs, list) else []
+    for t, path in zip(raw_jobs, job_paths(raw_jobs), strict=True):
         if isinstance(t, dict) and isinstance(t.get("calendar"), str):
-            _resolve_into(t["calendar"], f"job[{i}].calendar", bad)
+            _resolve_into(t["calendar"], f"{path}.calendar", bad)
         if isinstance(t, dict) and isinstance(t.get("calendars"), list):
             for k, name in enumerate(t["calendars"]):
                 if isinstance(name, str):
-                    _resolve_into(name, f"job[{i}].calendars[{k}]", bad)
-    for i, job in enumerate(config.jobs):
+                    _resolve_into(name, f"{path}.calendars[{k}]", bad)
+    for job in config.jobs:
         if job.calendar is None or job.calendar in bad:
             continue
         if job.event in ("break_start", "break_end") and not _safe_has_breaks(job.calendar):
-            key = next((f"job[{n}].event" for n, t in enumerate(raw_jobs)
-                        if isinstance(t, dict) and t.get("name") == job.name), f"job[{i}].event")
-            problems.add(key, f"calendar {resolve(job.calendar)} never has a break (a midday "
+            problems.add(f"{path_of(raw_jobs, job.name)}.event", f"calendar {resolve(job.calendar)} never has a break (a midday "
                          "pause): no session would ever fire", job.event)
-    for i, job in enumerate(config.jobs):
+    for job in config.jobs:
         if job.calendars and not any(c in bad for c in job.calendars):
             _check_event_from(job, raw_jobs, problems)
         if job.extra and job.calendar is not None and job.calendar not in bad:
-            key = next((f"job[{n}].extra" for n, t in enumerate(raw_jobs)
-                        if isinstance(t, dict) and t.get("name") == job.name), f"job[{i}].extra")
-            check_extra(config, job, key, problems)
+            check_extra(config, job, f"{path_of(raw_jobs, job.name)}.extra", problems)
     seen: dict[str, str] = {}
     for cal, override in config.overrides.items():
         try:
@@ -171,9 +169,7 @@ def _check_event_from(job, raw_jobs, problems: Problems) -> None:
     except CalendarError:
         ok = False
     if not ok:
-        key = next((f"job[{n}].event_from" for n, t in enumerate(raw_jobs)
-                    if isinstance(t, dict) and t.get("name") == job.name), "event_from")
-        problems.add(key, f"one of the job's calendars ({', '.join(cals)}), or earliest or "
+        problems.add(f"{path_of(raw_jobs, job.name)}.event_from", f"one of the job's calendars ({', '.join(cals)}), or earliest or "
                      "latest (of their events that day)", job.event_from)
 
 

@@ -120,7 +120,7 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
         nice=PRE_FIRE_NICE if job.fire_lead else None,
         realtime_escort=bool(job.fire_lead) and job.periodic is None,  # instant_escort.py
-        timeout=f"{job.timeout + job.fire_lead}s", log_fields=log_fields,
+        timeout=f"{job.timeout + job.fire_lead + job.requires_wait}s", log_fields=log_fields,
         retry=retry_settings(job),
         read_write_paths=" ".join(quote_path(p) for p in (
             str(config.state_dir), str(config.runtime_dir), str(config.spool_dir / "events"),

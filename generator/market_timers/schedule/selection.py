@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from datetime import date, datetime, timedelta
 
+from market_timers.config.jobpath import paths_by_name
 from market_timers.config.loader import Config, Job, Override
 from market_timers.config.sessionrules import (
     SessionRule,
@@ -143,7 +144,7 @@ def warnings(config: Config, now: datetime) -> list[str]:
     from market_timers.schedule.plan import job_overrides  # plan imports selection: a cycle
 
     raw_jobs = config.raw.get("job", []) if isinstance(config.raw.get("job"), list) else []
-    where = {t.get("name"): i for i, t in enumerate(raw_jobs) if isinstance(t, dict)}
+    where = paths_by_name(raw_jobs)
     out = []
     start = now.date()
     for job in config.jobs:
@@ -165,7 +166,7 @@ def warnings(config: Config, now: datetime) -> list[str]:
         except calendars.CalendarError:
             continue
         if not set(picked or {}) - job.skip:
-            key = f"job[{where.get(job.name, '?')}].sessions"
+            key = f"{where.get(job.name, 'job.' + job.name)}.sessions"
             out.append(f"{key}: the rule ({describe(job.sessions)}) selects no session of {cal} "
                        f"from {first} to {last}: {job.name} would never run")
     return out

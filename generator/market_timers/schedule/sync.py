@@ -59,9 +59,13 @@ def _existing(unit_dir: Path) -> dict[str, str]:
 
 
 def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
-         systemctl: Systemctl | None = None, stamp_dir: Path = STAMP_DIR) -> SyncResult:
+         systemctl: Systemctl | None = None, stamp_dir: Path = STAMP_DIR,
+         progress=None) -> SyncResult:
+    """`progress`: told after each chunk of a long start or stop (cli/progress.py)."""
     now = now or utcnow()
     systemctl = systemctl or Systemctl()
+    if progress is not None:
+        systemctl.on_chunk = progress
     planned = planning.plan_ahead_partial(config, now)
     fires, kept = planned.fires, planned.failed_jobs()
     with _sync_lock(config.state_dir, dry_run):

@@ -29,6 +29,8 @@ def job_environment(config: Config, job: Job, context: list) -> list[tuple[str, 
             *([(environment.JOB_CREDENTIALS, ",".join(job.credentials))] if job.credentials
               else []),
             *([(environment.REQUIRES, ",".join(job.requires))] if job.requires else []),
+            *([(environment.REQUIRES_WAIT_SEC, str(job.requires_wait))] if job.requires_wait
+              else []),
             *([(environment.PAUSE_ON_FAILURE, "1")] if job.pause_on_failure else []),
             *([(environment.ORDERS, "1")] if job.orders else []),
             *([(environment.OPERATOR_GROUP, config.operator_group)] if config.operator_group

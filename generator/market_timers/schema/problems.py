@@ -7,18 +7,22 @@ fixes a config in one edit instead of one error per run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
 class ConfigProblem:
-    path: str  # e.g. "job[2].offset"
+    path: str  # e.g. "job.closing.offset" (config/jobpath.py)
     message: str
     value: object = None
     has_value: bool = False
 
-    def render(self, source: str) -> str:
+    def render(self, source: str, locate=None) -> str:
+        """`source: path: message (got value)`; `source:LINE: ...` when `locate(path)` knows
+        the line (a job's key: config/jobpath.py)."""
         shown = f" (got {self.value!r})" if self.has_value else ""
-        return f"{source}: {self.path}: {self.message}{shown}"
+        line = locate(self.path) if locate is not None else None
+        return f"{source}{f':{line}' if line else ''}: {self.path}: {self.message}{shown}"
 
 
 _MISSING = object()
@@ -30,6 +34,7 @@ class Problems:
 
     source: str = "<config>"
     items: list[ConfigProblem] = field(default_factory=list)
+    locate: Any = None  # path -> its line in the file, or None (set by the config's loader)
 
     def add(self, path: str, message: str, value: object = _MISSING) -> None:
         has_value = value is not _MISSING
@@ -39,7 +44,7 @@ class Problems:
         return bool(self.items)
 
     def lines(self) -> list[str]:
-        return [p.render(self.source) for p in self.items]
+        return [p.render(self.source, self.locate) for p in self.items]
 
 
 class ConfigError(Exception):

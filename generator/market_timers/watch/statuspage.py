@@ -1,5 +1,6 @@
-"""`market-timers status --html FILE`, and `<state_dir>/status.html` after every dead-man pass: the
-status document (status.py) as one self-contained HTML page for a desk screen.
+"""`market-timers status --html FILE`, and `<page_dir>/status.html` after every dead-man pass: the
+status document (status.py) as one self-contained HTML page for a desk screen. page_dir holds the
+page only, so that a web server's user may read it and nothing of the state directory.
 
 First a banner per halt and pause in force (who, when, why, the command that lifts it) and the
 page's own health (the dead-man pass that wrote it, the last sync); then a card per session
@@ -27,7 +28,7 @@ from market_timers.watch.sessiondays import local_hm, local_last
 
 log = logging.getLogger("market_timers.watch")
 
-PAGE_FILE = "status.html"  # under the state directory, rewritten by each dead-man pass
+PAGE_FILE = "status.html"  # under page_dir, rewritten by each dead-man pass
 DAYS_BACK = 7  # the page's default window: a week of sessions back, and every planned one
 
 STATES = legend()  # (state, the legend's words), in the legend's order: the outcome table's
@@ -128,6 +129,26 @@ def _cards(doc: dict) -> list[dict]:
             for s in doc["sessions"]]
 
 
+def _waiting(outbox: dict, now: str) -> dict | None:
+    """The oldest pending alert's age and instant (the page's health), or None."""
+    from market_timers.contracts.instants import parse_iso
+
+    since = outbox.get("oldest_pending_utc")
+    if not since or not now:
+        return None
+    try:
+        minutes = max(0, int((parse_iso(now) - parse_iso(since)).total_seconds() // 60))
+    except ValueError:
+        return None
+    if minutes < 120:
+        age = f"{minutes} min"
+    elif minutes < 48 * 60:
+        age = f"{minutes // 60} h {minutes % 60} min"
+    else:
+        age = f"{minutes // 1440} days"
+    return {"age": age, "since": since}
+
+
 def render(doc: dict, title: str = "market-timers", deadman_pass: str | None = None) -> str:
     """The page for a status document (status.collect); `deadman_pass`: the dead-man pass
     that wrote it (the page's own health)."""
@@ -143,6 +164,7 @@ def render(doc: dict, title: str = "market-timers", deadman_pass: str | None = N
         deadman_pass=deadman_pass, banners=_banners(doc), cards=_cards(doc), states=STATES,
         incidents=incidents, colours=[(name, colour) for name, colour, _ in PAGE_STATES],
         outbox=doc.get("outbox") or {}, cluster=doc.get("cluster"),
+        oldest=_waiting(doc.get("outbox") or {}, str(doc.get("now") or "")),
         warnings=doc.get("calendar_warnings") or [])
 
 
@@ -150,26 +172,30 @@ def write(path: Path, page: str, base: Path | None = None) -> None:
     """The page, replaced whole (0644: a web server's user reads it)."""
     from market_timers.files import atomicfile, safefs
 
-    if base is not None:  # under the state directory: never through a planted symlink
+    if base is not None:  # under page_dir: never through a planted symlink
         safefs.write_atomic(path, page, base=base, mode=0o644, sync=atomicfile.NONE)
     else:
         atomicfile.write(path, page, mode=0o644, sync=atomicfile.NONE)
 
 
 def refresh(config, now: datetime) -> Path | None:
-    """`<state_dir>/status.html` for the default window, after a dead-man pass. A failure is
+    """`<page_dir>/status.html` for the default window, after a dead-man pass. A failure is
     logged, never raised: the page is a view, the pass's findings are what matters."""
     from market_timers.watch import status
 
-    state_dir = Path(config.state_dir)
+    page_dir = Path(config.page_dir)
+    if not page_dir.is_dir():  # the package makes the default; a venv install has none
+        if "page_dir" in (getattr(config, "raw", None) or {}):
+            log.warning("deadman: page_dir %s is not a directory: no status page", page_dir)
+        return None
     try:
         start, end = window(now)
         doc = status.collect(config, now=now, between=(start, end), calendar_warnings=False)
         if doc is None:
             return None
-        path = state_dir / PAGE_FILE
-        write(path, render(doc, deadman_pass=doc["now"]), base=state_dir)
+        path = page_dir / PAGE_FILE
+        write(path, render(doc, deadman_pass=doc["now"]), base=page_dir)
         return path
     except Exception as e:  # noqa: BLE001 - a view must never fail the pass
-        log.warning("deadman: cannot write %s: %s", state_dir / PAGE_FILE, e)
+        log.warning("deadman: cannot write %s: %s", page_dir / PAGE_FILE, e)
         return None

@@ -45,7 +45,7 @@ ul.legend li span { display: inline-block; width: 1em; height: 1em; border: 1px 
 <div class="banner {{ b.kind }}">{{ b.kind | upper }}: {{ b.what }}, by {{ b.by }} on {{ b.host }} since {{ b.since }}: {{ b.why }}. To lift it: <code>{{ b.lift }}</code></div>
 {% endfor %}
 <p class="meta">As of {{ now }}{% if deadman_pass %} (last dead-man pass {{ deadman_pass }}; it rewrites this page every minute){% endif %}; plan synced {{ generated }}{% if cluster %}; node {{ cluster.node }}{% if cluster.ledger_error %} <span class="warn">({{ cluster.ledger_error }})</span>{% endif %}{% endif %}.
-Outbox: {{ outbox.get("pending", 0) }} pending, {{ outbox.get("undeliverable", 0) }} undeliverable.</p>
+Outbox: {{ outbox.get("pending", 0) }} pending{% if oldest %}, the oldest for {{ oldest.age }} (since {{ oldest.since }}){% endif %}, {{ outbox.get("undeliverable", 0) }} undeliverable.</p>
 {% for w in warnings %}<p class="warn">{{ w }}</p>{% endfor %}
 <div class="cards" id="grid">
 {% for card in cards %}
