@@ -39,14 +39,16 @@ def refresh_cpu(jobs: int) -> tuple[float, float]:
     now = datetime.now(UTC)
     with tempfile.TemporaryDirectory() as tmp:
         config_file = Path(tmp) / "c.toml"
-        config_file.write_text(f'state_dir = "{tmp}/state"\n' + config_text(jobs, now.timestamp()))
+        (Path(tmp) / "www").mkdir()
+        config_file.write_text(f'state_dir = "{tmp}/state"\npage_dir = "{tmp}/www"\n'
+                               + config_text(jobs, now.timestamp()))
         config = load(config_file)
         write_plan(config, planning.plan_ahead(config, now), now, None)
         status.Systemctl = _NoUnits
         out = []
         for _ in range(2):
             start = time.process_time()
-            statuspage.refresh(config, now)
+            assert statuspage.refresh(config, now) is not None, "no page written"
             out.append(time.process_time() - start)
     return out[0], out[1]
 
