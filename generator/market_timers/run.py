@@ -1,4 +1,5 @@
-"""`market-timers-run`: the entry point of every job unit's ExecStart= and ExecStopPost=.
+"""`market-timers-run`: the entry point of every job unit's ExecStart= and ExecStopPost=, and of
+on_halt's unit (`--supervise`).
 
 A start (`market-timers-run -- COMMAND`) is the runner's alone (runner/, import-light: this module
 imports nothing at the top, so a start loads what it loaded before). The record step
@@ -23,6 +24,10 @@ def main(argv: list[str] | None = None) -> int:
         if counted_in_metrics(env):
             metrics.after_run(env)
         return status
+    if argv[:1] == ["--supervise"]:  # on_halt's unit (controls/on_halt.py): no gate, no ledger
+        from market_timers.runner import supervisor
+
+        return supervisor.main(argv[1:])
     from market_timers import runner  # the start's: the record step loads none
 
     return runner.main(argv)

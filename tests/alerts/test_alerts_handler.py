@@ -16,7 +16,7 @@ UNIT = "market-close-report@2026-11-30-205500.service"
 INVOCATION = "0123456789abcdef0123456789abcdef"
 
 
-def fake_systemd(severity="critical", journal="starting\nTraceback (most recent call last):\nValueError: bad price"):
+def fake_systemd(severity="critical", journal="starting\nTraceback (most recent call last):\nValueError: bad price", extra=""):
     calls = []
 
     def run(argv):
@@ -24,7 +24,8 @@ def fake_systemd(severity="critical", journal="starting\nTraceback (most recent 
         if argv[0] == "systemctl":
             return ("Environment=MARKET_JOB=close-report MARKET_SESSION=2026-11-30 "
                     "MARKET_CALENDAR=XNYS MARKET_EVENT=close "
-                    f"MARKET_SCHEDULED_UTC=2026-11-30T20:55:00Z MARKET_SEVERITY={severity}\n"
+                    f"MARKET_SCHEDULED_UTC=2026-11-30T20:55:00Z MARKET_SEVERITY={severity}"
+                    f"{extra}\n"
                     "ExecMainStartTimestampMonotonic=1000000\n"
                     "ExecMainExitTimestampMonotonic=13500000\n")
         if argv[0] == "journalctl":
@@ -91,6 +92,25 @@ def test_stale_start_of_a_critical_job_is_critical(handle, api):
     handle("failure", monitor("exit-code", "exited", "170"))
     [msg] = api.received()
     assert msg["service"] == "telegram" and "stale start" in msg["text"]
+
+
+@pytest.mark.parametrize(("extra", "said", "not_said"), [
+    # issue 44: an order job is never run outside the cluster ledger, whatever on_db_unreachable
+    (" MARKET_ORDERS=1 MARKET_ON_DB_UNREACHABLE=run",
+     "an order job never runs outside the cluster ledger", "on_db_unreachable = skip"),
+    # with on_db_unreachable = run, 175 is a login refused or a reached ledger failing
+    (" MARKET_ON_DB_UNREACHABLE=run", "refused this node's login or failed",
+     "on_db_unreachable = skip"),
+    (" MARKET_ON_DB_UNREACHABLE=skip", "cannot be reached (on_db_unreachable = skip)", "order"),
+])
+def test_a_refusal_175_says_what_is_true_of_its_job(handle, api, extra, said, not_said):
+    """Before: every 175 said "cannot be reached (on_db_unreachable = skip)", also for an order
+    job (never run outside the ledger) and for a login refused (a configuration error)."""
+    handle("failure", monitor("exit-code", "exited", "175"), run=fake_systemd(extra=extra))
+    [msg] = api.received("telegram")
+    title = msg["text"].splitlines()[0]
+    assert "close-report did not run for session 2026-11-30" in title
+    assert said in title and not_said not in title
 
 
 def test_overlap_skip_is_a_warning_on_slack(handle, api):

@@ -155,7 +155,7 @@ def test_halt_stops_the_running_units_it_covers_and_runs_on_halt_once(cfg, syste
     assert systemd.stopped == ["market-closing-orders@2025-11-28-205000.service"]
     assert "market-closing-orders@2025-11-28-205000.service" in out
     [(unit, argv, user, env)] = systemd.transient
-    assert argv == ["/usr/local/bin/cancel-all", "--everything"]
+    assert argv[-3:] == ["--", "/usr/local/bin/cancel-all", "--everything"]  # supervised
     assert user == "market-jobs" and unit.startswith("market-on-halt-")
     assert env["MARKET_HALT_REASON"] == "runaway algo"
     assert env["MARKET_HALT_SCOPE"].startswith("order jobs")

@@ -180,3 +180,64 @@ def test_on_halts_failure_is_a_critical_alert_of_the_jobs_failure_handler(channe
     assert {a["title"] for a in failed} == {"on_halt failed with exit status 3"}
     assert "broker refused the mass cancel" in failed[0]["details"]["journal"]
     assert {c for a in failed for c in a["chain"]} >= {"telegram"}
+
+
+FAILED_143 = dict(FAILED_3, ExecMainStatus="143")  # the supervisor's end of a SIGTERMed command
+
+
+def test_on_halts_command_runs_under_the_runners_supervisor(cfg, units, alerts):
+    """Its unit's main process turns a death by SIGTERM (which systemd counts as a clean end: no
+    OnFailure=) into exit 143, whenever it comes: after halt's wait, by `systemctl stop`."""
+    assert main(cfg, "halt", "--reason", "runaway algo") == 0
+    [(_, argv, _, _)] = units.transient
+    assert argv[0].endswith("market-timers-run")
+    assert argv[1:] == ["--supervise", "--", "/usr/local/bin/cancel-all", "--everything"]
+
+
+def test_halt_says_on_halt_was_killed_by_a_signal(cfg, units, alerts, capsys):
+    units.on_halt_states = [RUNNING, FAILED_143]
+    assert main(cfg, "halt", "--reason", "runaway algo") == 1
+    out = capsys.readouterr().out
+    assert "on_halt failed: killed by signal 15 (TERM) (market-on-halt-" in out
+    assert "its failure handler raises a critical alert" in out
+    assert [a["kind"] for a in alerts] == ["halt"]  # the handler's, not a second one of halt's
+
+
+def handled(config_path, units, tmp_path, status: str) -> list[dict]:
+    """What the jobs' failure handler spools for on_halt's unit ended with `status`."""
+    [(unit, _, _, env)] = units.transient
+    shown = {"Environment": " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()),
+             "SubState": "failed", "InvocationID": "b" * 32}
+
+    def run(argv):
+        if argv[0] == "journalctl":
+            return "market-timers-run: the job was killed by signal TERM\n"
+        return "".join(f"{k}={v}\n" for k, v in shown.items())
+
+    monitor = {"MONITOR_UNIT": unit, "MONITOR_SERVICE_RESULT": "exit-code",
+               "MONITOR_EXIT_CODE": "exited", "MONITOR_EXIT_STATUS": status,
+               "MONITOR_INVOCATION_ID": "b" * 32}
+    handler.handle(loader.load(config_path), "failure", unit, env=monitor, run=run)
+    return [a for a in spooled(tmp_path) if a["job"] == "on_halt"]
+
+
+def test_an_on_halt_killed_after_halts_wait_is_a_critical_alert_naming_the_signal(
+        channels, tmp_path, units, capsys):
+    units.on_halt_states = [RUNNING]
+    on_halt.WAIT_SEC, saved = 0.0, on_halt.WAIT_SEC
+    try:
+        assert main(channels, "halt", "--reason", "runaway algo") == 0
+    finally:
+        on_halt.WAIT_SEC = saved
+    failed = handled(channels, units, tmp_path, "143")
+    assert failed and {a["severity"] for a in failed} == {"critical"}
+    assert {a["title"] for a in failed} == {"on_halt was killed by signal 15 (TERM)"}
+
+
+def test_on_halts_own_exit_178_is_its_failure_not_a_refusal_of_the_runner(channels, tmp_path,
+                                                                          units, capsys):
+    units.on_halt_states = [FAILED_3]
+    main(channels, "halt", "--reason", "runaway algo")
+    failed = handled(channels, units, tmp_path, "178")
+    assert {a["title"] for a in failed} == {"on_halt failed with exit status 178"}
+    assert {a["severity"] for a in failed} == {"critical"}

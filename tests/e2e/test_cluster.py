@@ -414,6 +414,18 @@ def test_with_the_database_stopped_a_halted_job_and_an_order_job_run_on_no_node(
                                "the halted job's refusal")
             said = scene.journal_of(orders)
             assert "never run outside the cluster ledger" in said, said
+        # issue 44: its alert says so too (it said "on_db_unreachable = skip", untrue here)
+        told = "closing-orders did not run for session"
+
+        def each_node_told():
+            for scene in cluster.scenes.values():
+                scene.flush_outbox()
+            return len(cluster.scenes["ny4-a"].messages("telegram", told)) >= 2
+
+        a.wait_for(each_node_told, 60, "the order job's refusal alerted by each node", interval=1)
+        for message in cluster.scenes["ny4-a"].messages("telegram", told):
+            assert "an order job never runs outside the cluster ledger" in message["text"]
+            assert "on_db_unreachable = skip" not in message["text"]
         time.sleep(3)
         runs = cluster.runs()
         assert sorted(r[:2] for r in runs) == [("ny4-a", "report"), ("ny4-b", "report")], runs

@@ -145,3 +145,40 @@ def test_a_failing_on_halt_is_a_critical_alert_and_halt_says_so(scenario: Scenar
         box.run(f"rm -f {STATE_DIR}/controls/halt-* {ON_HALT}; "
                 "systemctl stop 'market-on-halt-*'; systemctl reset-failed 'market-on-halt-*'",
                 check=False)
+
+
+SLOW_CANCEL_ALL = """#!/bin/sh
+echo "cancel-all: waiting for the broker"
+exec sleep 600
+"""
+
+
+def test_an_on_halt_killed_after_halts_wait_is_a_critical_alert(scenario: Scenario):
+    """issue 45: systemd counts a death by SIGTERM as a clean end, so an on_halt killed after
+    `halt`'s 30 s wait (or stopped) raised no alert at all. Its unit's main process is now the
+    runner's supervisor: exit 143, a failure its OnFailure= handler alerts, naming the signal."""
+    import re
+
+    box = scenario.box
+    orders = Job("slowhalt-orders", instant_in(3600), ["ok"], {"orders": True})
+    box.write_file(ON_HALT, SLOW_CANCEL_ALL, mode=0o755)
+    scenario.jobs = [orders]
+    box.write_file(CONFIG, f'on_halt = ["{ON_HALT}"]\n' + scenario.config_text([orders]))
+    scenario.sync()
+    try:
+        done = box.run(["market-timers", "halt", "--reason", "e2e slow cancel-all"],
+                       check=False, timeout=90)
+        print(done.stdout, done.stderr)
+        assert done.returncode == 0 and "on_halt still running after 30 s" in done.stdout
+        unit = re.search(r"market-on-halt-\S+?\.service", done.stdout).group(0)
+        assert box.show(unit, "SubState") == "running"
+        box.run(["systemctl", "kill", "--signal=SIGTERM", unit])
+        alert = scenario.wait_message("telegram", "on_halt was killed by signal 15 (TERM)",
+                                      timeout=30)["text"]
+        print(alert)
+        assert "[CRITICAL]" in alert
+        assert unit in box.failed_units()  # kept, failed, until someone resets it
+    finally:
+        box.run(f"rm -f {STATE_DIR}/controls/halt-* {ON_HALT}; "
+                "systemctl stop 'market-on-halt-*'; systemctl reset-failed 'market-on-halt-*'",
+                check=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from market_timers.alerts import delivery
 from market_timers.events import process, spool
 from market_timers.events.store import Store
@@ -92,3 +94,40 @@ def test_a_critical_leaves_first_whatever_was_spooled_before_it(example, ctx_for
                                                            real_try(c, a))[1])
     process.drain(ctx, cfg.events, cfg.state_dir, dirs, T0 + timedelta(seconds=5))
     assert order[0] == "critical" and order.count("warning") == 15
+
+
+def test_the_bound_and_its_window_are_the_configs(example, ctx_for, dirs, api):
+    """[events] flood_limit and flood_window (issue 45): 3 messages per 1 min here."""
+    cfg = example(events={"flood_limit": 3, "flood_window": "1min"})
+    ctx = ctx_for(cfg)
+    _spool(dirs, 10, severity="warning", job="chatty")
+    process.drain(ctx, cfg.events, cfg.state_dir, dirs, T0 + timedelta(seconds=5))
+    assert sum("from chatty" in m["text"] for m in api.received("slack")) == 3
+    later = T0 + timedelta(minutes=2)
+    process.drain(ctx, cfg.events, cfg.state_dir, dirs, later)
+    process.drain(ctx, cfg.events, cfg.state_dir, dirs, later + timedelta(seconds=30))
+    [summary] = [m["text"] for m in api.received("slack") if "held back" in m["text"]]
+    assert "chatty: 7 more event(s) held back" in summary
+    assert "at most 3 messages per source, severity and 1 min" in summary
+
+
+def test_without_the_keys_the_bound_is_20_per_5_minutes(example):
+    cfg = example(events={})
+    assert (cfg.events.flood_limit, cfg.events.flood_window) == (20, 300)
+
+
+@pytest.mark.parametrize(("events", "key", "message"), [
+    ({"flood_limit": 0}, "events.flood_limit", "a whole number >= 1"),
+    ({"flood_limit": "20"}, "events.flood_limit", "a whole number >= 1"),
+    ({"flood_window": "5"}, "events.flood_window", "duration"),
+    ({"flood_window": "2d"}, "events.flood_window", ""),
+])
+def test_a_bad_bound_names_the_file_the_key_and_the_value(example, events, key, message):
+    from market_timers.schema.problems import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        example(events=events)
+    lines = e.value.problems.lines()
+    value = next(iter(events.values()))
+    assert any(f": {key}: " in line and message in line and repr(value) in line
+               for line in lines), lines

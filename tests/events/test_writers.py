@@ -105,3 +105,26 @@ def test_events_writers_refuse_every_kind_from_anyone_else(example, ctx_for, dir
     assert [o for o, _ in engine.outcomes] == ["alert"]  # the gateway's only
     texts = [m.get("text", "") for m in api.received()]
     assert any(f"written by {JOB}" in t and "[events] writers" in t for t in texts), texts
+
+
+@needs_root
+def test_refused_writers_are_an_alert_of_their_own_told_once(example, ctx_for, dirs, api):
+    """issue 45: refused events were counted under "N malformed event file(s) set aside", with
+    the files that were not events at all."""
+    cfg = example(events=RULES)
+    ctx = ctx_for(cfg)
+    spooled_by(dirs, JOB, "reconnected", T0)
+    spooled_by(dirs, JOB, "reconnected", T0 + timedelta(seconds=1))
+    (Path(dirs[0]) / "0000-junk.json").write_text("not an event")
+    run(ctx, cfg, dirs, T0 + timedelta(seconds=2))
+    uid = pwd.getpwnam(JOB).pw_uid
+    texts = [m["text"] for m in api.received("slack")]
+    [refused] = [t for t in texts if "events from an unexpected writer refused" in t]
+    assert f"refused: 2 from {JOB} (uid {uid})" in refused.splitlines()[0]
+    assert "connection" in refused and GATEWAY in refused  # who may, and for what
+    [malformed] = [t for t in texts if "malformed" in t]
+    assert "1 malformed event file(s) set aside" in malformed and JOB not in malformed
+    spooled_by(dirs, JOB, "reconnected", T0 + timedelta(seconds=3))  # the same writer again
+    run(ctx, cfg, dirs, T0 + timedelta(seconds=4))
+    texts = [m["text"] for m in api.received("slack")]
+    assert sum("unexpected writer" in t for t in texts) == 1  # told once

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from market_timers.alerts.api import raise_alert, record_success
 from market_timers.alerts.skipped_slots import on_handler
 from market_timers.contracts import environment, exitcodes, unitname
-from market_timers.contracts.outcomes import BY_NAME, FAILURE_KINDS, classify
+from market_timers.contracts.outcomes import BY_NAME, FAILURE_KINDS, classify, ledger_refusal_title
 from market_timers.contracts.outcomes import title as run_title
 from market_timers.ledger import DatabaseError, runrecord
 from market_timers.ledger.pauses import paused
@@ -104,7 +104,8 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
     info = unit_context(unit, run)
     job = info.get(environment.JOB) or unit.removesuffix(".service")
     session = info.get(environment.SESSION, "")
-    kind = classify(result, exit_code, status, success=(mode == "success"))
+    kind = classify(result, exit_code, status, success=(mode == "success"),
+                    ran=unitname.is_on_halt_unit(unit))  # on_halt: its status is its command's
     if (ran := recorded_run(config, job, session, invocation)) and tells(mode, result, status, ran):
         result, exit_code, status, kind = told(ran)  # the job's own end, as the runner saw it
     if info.get(environment.SLOT_EVERY_SEC) and on_handler(config, info, kind, now=now):
@@ -125,7 +126,8 @@ def handle(config, mode: str, unit: str, env: dict | None = None,
         log.info("%s: attempt failed (%s); systemd restarts it (retries): no alert yet", unit,
                  ", ".join(x for x in (result, exit_code, status) if x))
         return 0
-    title = stopped_by_halt(job, ran)
+    title = stopped_by_halt(job, ran) or on_halt_killed(unit, job, status) or \
+        ledger_refused(kind, job, session, info)
     if status == "174" or result == "start-limit-hit":  # the last of a job's retries failed
         if (last := final_failure(config, job, session)) is not None:
             kind, title, extra = last
@@ -205,6 +207,21 @@ def stopped_by_halt(job: str, ran: dict | None) -> str | None:
     if not ran or not ran.get("stopped_by_halt"):
         return None
     return f"{job} was stopped by market-timers halt ({ran['stopped_by_halt']})"
+
+
+def on_halt_killed(unit: str, job: str, status: str) -> str | None:
+    """The title of an on_halt killed by SIGTERM (a stop, a kill after `halt`'s wait): its
+    supervisor's exit 128 + the signal (runner/supervisor.py) read back as the signal."""
+    signalled = exitcodes.supervised_signal(status) if unitname.is_on_halt_unit(unit) else None
+    return f"{job} was {signalled}" if signalled else None
+
+
+def ledger_refused(kind: str, job: str, session: str, info: dict) -> str | None:
+    """A refusal 175's title, true of its job (an order job, on_db_unreachable: the unit's)."""
+    if kind != "ledger-unreachable":
+        return None
+    return ledger_refusal_title(job, session, bool(info.get(environment.ORDERS)),
+                                info.get(environment.ON_DB_UNREACHABLE, "skip"))
 
 
 def failure_pause(config, job: str, info: dict) -> str | None:

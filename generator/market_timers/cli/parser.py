@@ -21,7 +21,8 @@ exit status: 0 ok; 1 failure; 2 bad command line or bad config (nothing was chan
 The job runner (market-timers-run) passes the job's status through; it exits 170 for a
 stale start, 171 for an overlap skipped, 172 when it cannot run the job, 173 when
 that (job, session) already ran (see `run --force`), 174 when a job's retries are over,
-175 when the cluster ledger (PostgreSQL) cannot be reached, 176 when a job it `requires`
+175 when the cluster ledger (PostgreSQL) cannot be used (unreachable, this node's login
+refused, or a failure; an order job never runs outside it), 176 when a job it `requires`
 did not succeed in the session, 177 when the job or its lock group is paused,
 178 when a halt (`market-timers halt`) covers the job and 179 when the cluster ledger
 refused the claim because this node's clock is off ([cluster] max_clock_skew_ms).

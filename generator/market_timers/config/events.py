@@ -3,6 +3,8 @@
     [events]
     default_severity = "warning"   # kinds no rule names: critical | warning | info | digest | off
     severity = { rejected = "critical", cancelled = "digest" }   # per kind, same values
+    flood_limit = 20               # messages per source and severity in each flood_window;
+    flood_window = "5min"          # the rest go to the digest, then one summary
 
     [[events.expected]]            # scheduled is not news
     kind = "disconnected"
@@ -80,6 +82,8 @@ class EventsConfig:
     incidents: list[IncidentRule] = field(default_factory=list)
     counts: list[CountRule] = field(default_factory=list)
     writers: tuple[str, ...] = ()  # who may spool any event (events/intake.py); (): anyone
+    flood_limit: int = 20  # messages per source, severity and window (events/flood.py)
+    flood_window: int = 300  # seconds
 
     def incident_for(self, kind: str) -> IncidentRule | None:
         return next((r for r in self.incidents if kind in r.open or kind in r.close), None)
@@ -145,6 +149,13 @@ def _writers(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _flood_limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+        raise Bad("must be a whole number >= 1 (at most 100000): the messages one source's "
+                  "events send per severity and flood_window; the rest go to the digest")
+    return value
+
+
 def _threshold(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise Bad("required; a whole number >= 1 (events of this kind in one session before one "
@@ -160,6 +171,9 @@ TABLE = Table((
     Key("incident", None, [], "[[events.incident]]: kinds that open and close an incident"),
     Key("count", None, [], "[[events.count]]: a kind counted per session"),
     Key("writers", _writers, (), "the users who may spool events (default: whoever may)"),
+    Key("flood_limit", _flood_limit, 20,
+        "messages per source, severity and flood_window (default 20)"),
+    Key("flood_window", _duration, 300, "the window of flood_limit (default 5min)"),
 ))
 EXPECTED = Table((
     Key("kind", _kind, None, "the event kind", required=True),
@@ -203,6 +217,7 @@ def parse_events(raw: object, problems: Problems, job_names: set[str] | None = N
         return cfg
     cfg.default_severity = top["default_severity"]
     cfg.writers = top["writers"]
+    cfg.flood_limit, cfg.flood_window = top["flood_limit"], top["flood_window"]
     _severity_table(top["severity"], cfg, problems)
     _expected(top["expected"], cfg, job_names, problems)
     owner: dict[str, str] = {}  # kind -> the path of the rule that handles it

@@ -22,3 +22,15 @@ REQUIRES_UNMET = _EXIT["requires-unmet"]  # a job it `requires` did not succeed 
 PAUSED = _EXIT["paused"]  # the job or its lock group is paused (`market-timers pause`)
 HALTED = _EXIT["halted"]  # a halt (`market-timers halt`, the kill switch) covers the job
 CLOCK_SKEW = _EXIT["clock-skew"]  # this node's clock disagrees with the cluster ledger's
+
+
+def supervised_signal(status: str) -> str | None:
+    """How a command supervised by market-timers-run died, read from its exit status: the
+    supervisor exits 128 + the signal for a death systemd counts as a clean end (HUP, INT, PIPE,
+    TERM: runner/supervisor.py), "killed by signal 15 (TERM)"; None for any other status."""
+    import signal
+
+    if not status.strip().isdigit() or int(status) - 128 not in (1, 2, 13, 15):
+        return None
+    sig = signal.Signals(int(status) - 128)
+    return f"killed by signal {sig.value} ({sig.name.removeprefix('SIG')})"

@@ -98,8 +98,12 @@ OUTCOMES = (
     Outcome("ledger-unreachable", exit=175, severity="critical", page="refused", metric=True,
             failure=True, brief="ledger unreachable",
             title="{job} did not run for session {session}: the cluster ledger (PostgreSQL) "
-                  "cannot be reached (on_db_unreachable = skip)",
-            explain="in cluster mode no connection to the PostgreSQL run ledger could be made"),
+                  "could not be used (unreachable, this node's login refused, or it failed)",
+            explain="in cluster mode the PostgreSQL run ledger could not be used: no connection "
+                    "could be made (or its DSN credential read) and on_db_unreachable is skip "
+                    "or the job is an order job (never run outside the ledger), or this "
+                    "node's login was refused (a configuration error), or the reached ledger "
+                    "failed"),
     Outcome("clock-skew", exit=179, severity="critical", page="refused", metric=True,
             failure=True, brief="clock skew",
             title="{job} did not run for session {session} on this node: its clock disagrees "
@@ -192,6 +196,22 @@ def title(kind: str, job: str, session: str = "", status: str = "", result: str 
         return f"{job} was killed by the OOM killer"
     return TITLES.get(kind, "{job}: " + kind).format(job=job or "?", session=session or "?",
                                                      status=status or "?")
+
+
+def ledger_refusal_title(job: str, session: str, orders: bool, on_db_unreachable: str) -> str:
+    """The title of a refusal 175 true of its job (the unit's MARKET_ORDERS and
+    MARKET_ON_DB_UNREACHABLE; the runner's reason is in the journal): an order job is refused
+    for any fault of the ledger; a job with on_db_unreachable = run only for a login refused or
+    a reached ledger failing; one with skip for those or an unreachable ledger."""
+    head = f"{job} did not run for session {session}: "
+    if orders:
+        return head + ("an order job never runs outside the cluster ledger (PostgreSQL), which "
+                       "could not be used (unreachable, this node's login refused, or it failed)")
+    if on_db_unreachable == "run":
+        return head + ("the cluster ledger (PostgreSQL) refused this node's login or failed "
+                       "(on_db_unreachable = run is only for a database that cannot be reached)")
+    return head + ("the cluster ledger (PostgreSQL) cannot be reached (on_db_unreachable = skip), "
+                   "or it refused this node's login or failed")
 
 
 _SYSTEMD_RESULTS = {  # a failed run's systemd Result in words ({signal}: the signal or "a signal")

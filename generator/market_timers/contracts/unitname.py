@@ -142,6 +142,10 @@ def on_halt_unit(now: datetime, scope: str, name: str = "") -> str:
     return f"{PREFIX}on-halt-{now:%Y%m%dT%H%M%S}-{scope}{'-' + name if name else ''}.service"
 
 
+def is_on_halt_unit(unit: str) -> bool:
+    return unit.startswith(f"{PREFIX}on-halt-")
+
+
 def session_glob(job: str, session: str) -> str:
     """A glob for systemctl matching every unit of a (job, session)."""
     return f"{PREFIX}{job}@{session}*"

@@ -3,6 +3,8 @@ job like the others: a transient unit of the jobs' user (systemd-run) whose fail
 the jobs' own failure handler (OnFailure=market-alert-failure@<unit>, a critical alert), and
 which `halt` waits for, up to WAIT_SEC, to say how it ended.
 
+Its main process is `market-timers-run --supervise -- ON_HALT...` (runner/supervisor.py, the
+jobs' supervisor), so that a death by SIGTERM, whenever it comes, fails the unit: exit 143.
 Its unit carries MARKET_JOB=on_halt, MARKET_SEVERITY=critical and MARKET_SESSION=halt-<UTC
 instant>-<scope>: the handler reads them from the unit's Environment= as it does a job's, so each halt's
 on_halt is an incident of its own. RemainAfterExit=yes and no --collect keep the unit (active
@@ -16,7 +18,8 @@ import time
 from datetime import datetime
 from typing import NamedTuple
 
-from market_timers.contracts import environment, unitname
+from market_timers.config.loader import default_runner
+from market_timers.contracts import environment, exitcodes, unitname
 
 JOB = "on_halt"  # its name in its alerts (MARKET_JOB)
 WAIT_SEC = 30.0  # how long `halt` waits for on_halt's end before it says "still running"
@@ -44,7 +47,10 @@ def start(config, systemctl, record: dict, now: datetime) -> str:
     unit = unitname.on_halt_unit(now, record["scope"], record.get("name") or "")
     # no job's own user: on_halt is no job (the package makes market-jobs)
     user = config.user or environment.DEFAULT_JOB_USER
-    systemctl.run_transient(unit, list(config.on_halt), user, {
+    # the runner's supervisor as the main process: a death by SIGTERM (a stop, a kill after our
+    # wait) is then exit 143, a failure its OnFailure= alerts, not a clean end of the unit
+    supervised = [config.runner or default_runner(), "--supervise", "--", *config.on_halt]
+    systemctl.run_transient(unit, supervised, user, {
         "MARKET_HALT_REASON": record.get("reason", ""),
         "MARKET_HALT_BY": record.get("by", ""), "MARKET_HALT_SCOPE": record["what"],
         "MARKET_HALT_HOST": record.get("host", ""),
@@ -80,7 +86,7 @@ def ending(props: dict) -> Ended | None:
             name = ""
         how = f"killed by signal {status}{name}"
     elif code == "1":
-        how = f"exit {status}"
+        how = exitcodes.supervised_signal(status) or f"exit {status}"
     else:  # it never ran (a failure to spawn it, a timeout): systemd's Result
         how = props.get("Result") or "did not run"
     ok = code == "1" and status == "0"

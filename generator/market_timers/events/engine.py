@@ -58,7 +58,8 @@ class Engine:
         self.schedule = schedule
         self.outcomes: list[tuple[str, str]] = []  # (outcome, what) of this run, for logs/tests
         self.spooled: list = []  # alerts spooled in this pass, delivered after it
-        self.flood = FloodGate(store.dir)
+        self.flood = FloodGate(store.dir, self.cfg.flood_limit,
+                               timedelta(seconds=self.cfg.flood_window))
 
     def _clock(self) -> datetime:
         assert self.t is not None

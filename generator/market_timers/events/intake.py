@@ -135,8 +135,9 @@ def set_aside(path: Path, reason: str) -> str:
     return where
 
 
-def refused_writer(ecfg, event: dict) -> str | None:
-    """Why the event's writer may not send it (an incident rule's `writers`), or None.
+def refused_writer(ecfg, event: dict) -> tuple[str, str] | None:
+    """(who, why) the event's writer may not send it (an incident rule's `writers`), or None;
+    who: "nobody (uid 65534)".
 
     The spool directories are sticky: a writer cannot replace or remove another's file, so the
     owner of a file is who wrote it. Root and the processor's own user are always writers."""
@@ -154,20 +155,23 @@ def refused_writer(ecfg, event: dict) -> str | None:
     if uid in allowed:
         return None
     try:
-        who = pwd.getpwuid(uid).pw_name
+        name = pwd.getpwuid(uid).pw_name
     except KeyError:
-        who = f"uid {uid}"
+        name = None
     where = "" if writers is getattr(rule, "writers", None) else "[events] "
-    return (f"written by {who}, who may not {what} ({where}writers: {', '.join(writers)}): "
-            "refused, never routed")
+    return (f"{name} (uid {uid})" if name else f"uid {uid}",
+            f"written by {name or f'uid {uid}'}, who may not {what} ({where}writers: "
+            f"{', '.join(writers)}): refused, never routed")
 
 
-def read_ready(store: Store, files: list[Path], now: datetime, ecfg=None
-               ) -> tuple[list[tuple[Path, dict]], list[tuple[Path, str, str]]]:
+def read_ready(store: Store, files: list[Path], now: datetime, ecfg=None) -> tuple[
+        list[tuple[Path, dict]], list[tuple[Path, str, str]], list[tuple[Path, str, str, str]]]:
     """(path, event) of each file to route, with its id; (path, reason, where) of each set
     aside. A file whose id the store has seen (routed before a crash removed it) goes. With the
-    rules (`ecfg`), an event from a writer its incident rule does not name is set aside too."""
+    rules (`ecfg`), an event from a writer its incident rule does not name is set aside too:
+    (path, who, reason, where) of each, apart from the malformed (told apart)."""
     bad: list[tuple[Path, str, str]] = []
+    refused: list[tuple[Path, str, str, str]] = []
     ready: list[tuple[Path, dict]] = []
     for path in files:
         event_id = path.name.removesuffix(".json")
@@ -182,15 +186,16 @@ def read_ready(store: Store, files: list[Path], now: datetime, ecfg=None
             reason = getattr(e, "strerror", None) or str(e)
             bad.append((path, reason, set_aside(path, reason)))
             continue
-        if reason := refused_writer(ecfg, event):
-            bad.append((path, reason, set_aside(path, reason)))
+        if writer := refused_writer(ecfg, event):
+            who, reason = writer
+            refused.append((path, who, reason, set_aside(path, reason)))
             continue
         if "clamped_from" in event:
             log.warning("events: %s is dated %s, ahead of this host's clock: taken as spooled "
                         "at %s", path.name, event["clamped_from"], event["at"])
         event["id"] = event_id
         ready.append((path, event))
-    return ready, bad
+    return ready, bad, refused
 
 
 def sweep_temp(dirs: list[str], now: float) -> None:

@@ -63,6 +63,26 @@ def _alert_bad(ctx, bad: list[tuple[Path, str, str]]) -> None:
                       "the other events were.\n" + "\n".join(lines) + more))
 
 
+def _alert_refused(ctx, refused: list[tuple[Path, str, str, str]]) -> None:
+    """One warning per pass for the events of writers `writers` does not name, apart from the
+    malformed files: its key is the writers', so the same writers again fold into it (told
+    once, in the dedup window) while new ones are told."""
+    if not refused:
+        return
+    counts: dict[str, int] = {}
+    for _, who, _, _ in refused:
+        counts[who] = counts.get(who, 0) + 1
+    whom = ", ".join(f"{n} from {who}" for who, n in sorted(counts.items()))
+    lines = [f"{p.name}: {reason} -> {where}" for p, _, reason, where in refused[:20]]
+    more = f"\n… and {len(refused) - 20} more" if len(refused) > 20 else ""
+    title = f"events from an unexpected writer refused: {whom}"
+    raise_alert(ctx, kind="event", key="refused-writers:" + ",".join(sorted(counts)),
+                severity="warning", title=title,
+                text=(f"{title}. They were set aside, never routed ([events] writers and the "
+                      "incident rules' writers name who may send them).\n" + "\n".join(lines)
+                      + more))
+
+
 def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
           schedule: PlanLookup | None = None, calendar: str | None = None,
           override=None) -> Engine:
@@ -75,13 +95,14 @@ def drain(ctx, ecfg: EventsConfig, state_dir, dirs: list[str], now: datetime,
             schedule = PlanLookup.from_state(state_dir, {r.after_job for r in ecfg.expected},
                                              calendar, override) if files else PlanLookup()
         engine = Engine(ctx, ecfg, store, schedule)
-        ready, bad = read_ready(store, files, now, ecfg)
+        ready, bad, refused = read_ready(store, files, now, ecfg)
         _route(engine, store, ecfg, ready, now, bad)
         _tick_until(engine, now)
         engine.summarise_floods(now)
         store.save()
         engine.flood.save()
     _alert_bad(ctx, bad)
+    _alert_refused(ctx, refused)
     engine.deliver()
     sweep_temp(dirs, time.time())
     return engine
