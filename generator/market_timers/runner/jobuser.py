@@ -9,9 +9,10 @@ setpriv(1) (util-linux, Essential on Debian: a well-kept tool for exactly this, 
 own setresuid/capset code) which becomes the job's user with its groups, clears the inheritable
 and ambient capability sets, and execs the job, so the job holds no capability. The parent is the
 supervisor: it keeps the lock fd and the cluster ledger's connection (the child closes every
-descriptor but 0-2) and so holds the lock group for exactly as long as it lives; the job dies with
-it (setpriv --pdeathsig=SIGKILL: a supervisor killed -9 never leaves its job running with the
-group released, issue 23), and it with the job. It passes on the signals it gets (systemd
+descriptor but 0-2) and so holds the lock group for as long as it lives; the job dies with it
+(setpriv --pdeathsig=SIGKILL, issue 23), and it with the job. A job that clears that signal, or
+double-forks and exits, leaves processes in the unit after the supervisor: the next start finds
+the group busy until they are gone (lockgroup.py, issue 41). It passes on the signals it gets (systemd
 signals the job itself too: the unit's KillMode=control-group), waits, and exits with the job's
 status, or dies of the job's signal, so that $SERVICE_RESULT, $EXIT_CODE and $EXIT_STATUS of
 ExecStopPost= and OnFailure= say what they said when the job was the main process; but for the

@@ -11,10 +11,13 @@ from datetime import UTC, datetime
 
 from market_timers.runner.start import WARNING, log
 
+
 class LockError(Exception):
     pass
 
 
+# Where the last holder's unit's processes are looked for (faked by tests/runner)
+CGROUP_ROOT, PROC, SELF_CGROUP = "/sys/fs/cgroup", "/proc", "/proc/self/cgroup"
 LOCKS = "locks"  # <lock dir>/locks/<group>.lock: 0700, only the package's user enters
 
 
@@ -29,7 +32,10 @@ def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
 
     "Busy" names the holder from the kernel's lock table (/proc/locks: the pid that holds the
     flock on that inode), not from the note the holder wrote into the file, which could be a
-    previous holder's.
+    previous holder's. The group is busy too while the unit of its last holder (the note's
+    cgroup) still has a process of another user than this one: its job's, left behind by a
+    double fork or a supervisor killed -9 (issue 41); systemd stops them within that unit's
+    TimeoutStopSec=, and the group is free from then on.
 
     Every other flock goes through atomicfile.flock; this one is the runner's own import-light
     copy, on purpose: the fd outlives any `with` block (the supervisor holds it while the job
@@ -53,14 +59,98 @@ def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
     except OSError as e:
         os.close(fd)
         raise LockError(f"cannot lock {path}: {e.strerror}") from None
-    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} job {job} session {session} since {stamp}\n".encode(), 0)
-    except OSError as e:  # the lock is held; only its note for the next one is missing
-        log(WARNING, f"cannot write the holder's note into {path}: {e.strerror}")
+    if _left_behind(fd, group, f"this run of {job} for session {session}"):
+        os.close(fd)
+        return None
+    _write_note(fd, path, f"pid {os.getpid()} job {job} session {session}")
     os.set_inheritable(fd, True)
     return fd
+
+
+def _write_note(fd: int, path: str, holder: str) -> None:
+    """The holder, its start and its unit's cgroup (for the next holder: _left_behind)."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cgroup = own_unit_cgroup()
+    note = f"{holder} since {stamp}" + (f" cgroup {cgroup}" if cgroup else "")
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{note}\n".encode(), 0)
+    except OSError as e:  # the lock is held; only its note for the next one is missing
+        log(WARNING, f"cannot write the holder's note into {path}: {e.strerror}")
+
+
+def _left_behind(fd: int, group: str, what: str) -> bool:
+    """True (and said) when the last holder's unit still has its job's processes, though the
+    flock is free: its supervisor has ended (or was killed), its job's children have not. The
+    unit this process runs in is never probed: systemd starts a unit again only once it has
+    stopped, and its cgroup holds this runner."""
+    note = os.pread(fd, 512, 0).decode(errors="replace").strip()
+    head, marker, cgroup = note.rpartition(" cgroup ")
+    if not marker or not cgroup.endswith(".service") or cgroup == own_unit_cgroup():
+        return False
+    alive = unit_processes(cgroup)
+    if not alive:
+        return False
+    last = head.partition(" since ")[0].split(" ", 2)[-1]  # "job J session S"
+    log(WARNING, f"lock group '{group}' is busy: its last run ({last}) has ended, but its unit "
+                 f"{os.path.basename(cgroup)} still has processes ({', '.join(alive[:5])}"
+                 f"{' ...' if len(alive) > 5 else ''}) until systemd has stopped them "
+                 f"(TimeoutStopSec=, then SIGKILL); {what} is dropped, not queued")
+    return True
+
+
+def own_unit_cgroup() -> str | None:
+    """This process's cgroup (v2) when it is a service unit's; None by hand, in a scope or in
+    the root cgroup, where there is no unit whose end a next holder could wait for."""
+    try:
+        with open(SELF_CGROUP) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    path = next((line[3:] for line in lines if line.startswith("0::")), "")
+    return path if path.endswith(".service") else None
+
+
+def unit_processes(cgroup: str) -> list[str]:
+    """The processes in `cgroup` and below that are not all this user's ("pid N of USER"):
+    this user's are the runner's own (the last run's record step, ExecStopPost=), never a
+    job's (jobuser.resolve refuses the package's user). A process whose /proc entry cannot be
+    read counts; one whose entry is gone does not (job units do not hide /proc)."""
+    found = []
+    for root, _dirs, _files in os.walk(CGROUP_ROOT + cgroup):  # none once the unit is gone
+        try:
+            with open(os.path.join(root, "cgroup.procs")) as f:
+                pids = f.read().split()
+        except OSError:
+            continue
+        for pid in pids:
+            uids = _uids(pid)
+            if uids is not None and uids != {os.geteuid()}:
+                found.append(f"pid {pid} of {_user(uids)}")
+    return found
+
+
+def _user(uids: set[int]) -> str:
+    import pwd  # a C module, and only once a process was left behind
+
+    if len(uids) == 1 and -1 not in uids:
+        try:
+            return pwd.getpwuid(next(iter(uids))).pw_name
+        except KeyError:
+            pass
+    return "uid " + "/".join(str(u) for u in sorted(uids))
+
+
+def _uids(pid: str) -> set[int] | None:
+    """The real, effective, saved and file-system uids of `pid`; None: it has ended."""
+    try:
+        with open(f"{PROC}/{pid}/status") as f:
+            line = next((x for x in f if x.startswith("Uid:")), "Uid:")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return {-1}
+    return {int(u) for u in line.split()[1:]} or {-1}
 
 
 def _open_lock_file(directory: str, group: str) -> int:
