@@ -316,6 +316,76 @@ print("\n".join(f"{a} {b}" for a, b in found))
     assert "LOCKED" not in out, out
 
 
+LEAVER = f"{JOBS_DIR}/leaver"
+LEAVER_SCRIPT = r'''#!/opt/venvs/market-timers/bin/python3
+"""A job that leaves a process behind, deaf to SIGTERM, for SECONDS (argv: fork|orphan SECONDS):
+`fork` double-forks a child and exits; `orphan` clears its parent-death signal and waits."""
+import ctypes
+import os
+import signal
+import sys
+import time
+
+mode, seconds = sys.argv[1], float(sys.argv[2])
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # inherited by the child
+if mode == "orphan":
+    ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none
+    print(f"e2e-leaver orphan pid={os.getpid()} ready", flush=True)
+    time.sleep(seconds)
+    print("e2e-leaver orphan done", flush=True)
+    sys.exit(0)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        print(f"e2e-leaver left pid={os.getpid()}", flush=True)
+        time.sleep(seconds)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+print("e2e-leaver exits", flush=True)
+'''
+
+
+def test_a_lock_group_stays_busy_until_the_last_runs_processes_are_gone(
+    scenario: Scenario,
+) -> None:
+    """Issue 41 item 5. `forker` (group books) double-forks a child that outlives it by 14 s;
+    `orphan` (group desk) clears its parent-death signal and its supervisor is killed -9: both
+    leave a process of the job's own user in their units (deaf to SIGTERM, so systemd's stop
+    waits). The next holder of each group is refused as busy, naming what is left; a start
+    once the left process has ended runs."""
+    box = scenario.box
+    scenario.shared_user = ""  # the default: each job a user of its own
+    box.write_file(LEAVER, LEAVER_SCRIPT, mode=0o755)
+    forker = Job("forker", instant_in(8), ["fork", "14"], {"lock": "books"})
+    orphan = Job("orphan", forker.instant, ["orphan", "14"], {"lock": "desk"})
+    follower = Job("follower", forker.instant + timedelta(seconds=6), ["ok"], {"lock": "books"})
+    heir = Job("heir", forker.instant + timedelta(seconds=6), ["ok"], {"lock": "desk"})
+    later = Job("later", forker.instant + timedelta(seconds=22), ["ok"], {"lock": "books"})
+    scenario.schedule([ProgramJob(forker, LEAVER), ProgramJob(orphan, LEAVER), follower, heir,
+                       later])
+
+    ready = box.wait_for(lambda: re.search(r"e2e-leaver orphan pid=(\d+) ready",
+                                           scenario.journal_of(orphan)), 30, "orphan ready")
+    box.run(["systemctl", "kill", "--kill-who=main", "--signal=SIGKILL", orphan.service])
+    assert box.exists(f"/proc/{ready[1]}"), "the orphan died with its supervisor"
+
+    for job, last, left in ((follower, forker, "market-job-forker"),
+                            (heir, orphan, "market-job-orphan")):
+        record = scenario.wait_finished(job, 30)
+        log = scenario.journal_of(job)
+        print(log)
+        assert record["refused"] == "overlap-skipped" and record["exit_status"] == "171", log
+        assert "e2e-job start" not in log
+        assert f"its last run (job {last.name} session {last.session}) has ended" in log
+        assert f"{last.service} still has processes (pid " in log and f" of {left}" in log
+    assert "e2e-leaver left pid=" in scenario.journal_of(forker)
+
+    done = scenario.wait_finished(later, 40)  # the left child ended 14 s after the forker
+    assert done["result"] == "success", scenario.journal_of(later)
+    assert "e2e-job finished fine" in scenario.journal_of(later)
+
+
 GATEWAY = "tradingd"
 EVENT_JOB = f"{JOBS_DIR}/event-job"
 EVENT_JOB_SCRIPT = """#!/opt/venvs/market-timers/bin/python3
