@@ -164,6 +164,20 @@ def read_secrets():
     raise PermissionError("no credential readable")
 
 
+def read_state():
+    """The scheduler's state: the ledger's records, the alerts' state, the dead-man's report."""
+    names = os.listdir(STATE)  # the job is not in the package's group: 0750 keeps it out
+    read = []
+    for path in walk(STATE)[1]:
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+            read.append(path)
+        except OSError:
+            pass
+    raise SystemExit(f"listed {names} and read {len(read)} files: {read[:5]}")
+
+
 def signal_scheduler():
     killed = []
     for pid in (os.getppid(), *(int(p) for p in os.listdir("/proc") if p.isdigit())):
@@ -217,7 +231,7 @@ for name, fn in (("keep-realtime", keep_realtime), ("plant-claim", plant_claim),
                  ("rewrite-dedup", rewrite_dedup), ("rewrite-snapshot", rewrite_snapshots),
                  ("forge-ticket", forge_ticket), ("flock-locks", flock_locks),
                  ("plant-fifo", plant_fifo), ("read-secrets", read_secrets),
-                 ("signal-scheduler", signal_scheduler)):
+                 ("read-state", read_state), ("signal-scheduler", signal_scheduler)):
     try:
         attack(name, fn)
     except SystemExit as e:
@@ -226,7 +240,8 @@ print("hostile done", flush=True)
 '''
 
 ATTACKS = ("plant-claim", "silence-channels", "rewrite-dedup", "rewrite-snapshot", "forge-ticket",
-           "flock-locks", "plant-fifo", "read-secrets", "signal-scheduler", "keep-realtime")
+           "flock-locks", "plant-fifo", "read-secrets", "read-state", "signal-scheduler",
+           "keep-realtime")
 
 # The victim: sends its orders (one line per run), then fails, so that its failure alert is due.
 VICTIM_SCRIPT = f'''#!/bin/sh
@@ -269,6 +284,10 @@ def test_a_hostile_job_cannot_cancel_forge_block_or_silence_what_the_scheduler_g
     assert "hostile done" in log
     uid = int(re.search(r"hostile uid=(\d+)", log)[1])
     assert box.run(["id", "-un", str(uid)]).stdout.strip() != "market-timers"
+    groups = re.search(r"hostile uid=\d+ gid=\d+ groups=\[([\d, ]*)\]", log)[1]
+    package_gid = box.run(["getent", "group", "market-timers"]).stdout.split(":")[2]
+    spool_gid = box.run(["getent", "group", "market-timers-spool"]).stdout.split(":")[2]
+    assert spool_gid in groups.split(", ") and package_gid not in groups.split(", "), log
 
     # The victim runs exactly once, on time, and its failure alert reaches Telegram.
     record = scenario.wait_finished(victim, 40)
@@ -407,14 +426,14 @@ writers = ["tradingd"]
 
 
 def test_a_job_cannot_close_the_gateways_incident(scenario: Scenario) -> None:
-    """Issue 41: the gateway (its own user, in the package's group) opens `connection gw1`; a
+    """Issue 41: the gateway (its own user, in the spool's group) opens `connection gw1`; a
     job, a user of its own, spools `reconnected gw1` a few seconds later: the processor refuses
     it (the file's owner is no writer of the rule) and tells so, and the incident is alerted
     when its 15 s pass, as if the job had said nothing."""
     box = scenario.box
     scenario.shared_user = ""  # the default: each job a user of its own
     if box.run(["id", GATEWAY], check=False).returncode != 0:
-        box.run(["useradd", "--system", "--no-create-home", "-G", "market-timers", GATEWAY])
+        box.run(["useradd", "--system", "--no-create-home", "-G", "market-timers-spool", GATEWAY])
     box.write_file(EVENT_JOB, EVENT_JOB_SCRIPT, mode=0o755)
     closer = Job("closer", instant_in(10), ["reconnected", "gw1"])
     scenario.write_config([ProgramJob(closer, EVENT_JOB)], extra="\n[events]\n" + GATEWAY_RULE)

@@ -21,9 +21,10 @@ exits 128 + the signal, so that the unit fails, and it notes how the job ended f
 (start.py note_ending: "killed TERM stop" when the unit was being stopped). The job's heartbeats reach
 systemd through NotifyAccess=all (render.py); WATCHDOG_PID names the job.
 
-The supplementary groups: the job user's own, plus the package's group (the runner's gid), whose
-members may spool events (jobnotify.event; the spool is 3770 market-timers:market-timers).
-Nothing the scheduler decides on is group-writable (UMask=0027; the lock directory is 0700).
+The supplementary groups: the job user's own, plus the spool's group (SPOOL_GROUP), whose members
+may spool events (jobnotify.event; the spool is 3770 market-timers:market-timers-spool), and never
+the package's group (the runner's gid), which reads the scheduler's state (issue 41). Nothing the
+scheduler decides on is group-writable (UMask=0027; the lock directory is 0700).
 
 A unit written by an older version has no MARKET_JOB_USER: the job is exec'd in place, as then,
 until the next sync re-renders it. So is a job whose user is the runner's own (a development
@@ -89,14 +90,26 @@ def resolve(env: dict) -> JobUser | None:
         raise JobUserError(f"cannot switch to the job's user {name!r}: no CAP_SETUID/CAP_SETGID "
                            "(a unit written by an older version: run `market-timers sync`)")
     try:
-        groups = sorted(set(os.getgrouplist(name, pw.pw_gid)) | {os.getgid()})
+        own = set(os.getgrouplist(name, pw.pw_gid))
     except OSError as e:
         raise JobUserError(f"cannot read the groups of {name!r}: {e.strerror}") from None
-    _not_an_operator(name, pw.pw_gid, groups, env.get(environment.OPERATOR_GROUP))
-    return JobUser(name, pw.pw_uid, pw.pw_gid, pw.pw_dir, groups)
+    _not_an_operator(name, pw.pw_gid, own, env.get(environment.OPERATOR_GROUP))
+    return JobUser(name, pw.pw_uid, pw.pw_gid, pw.pw_dir, sorted(own | _spool_group()))
 
 
-def _not_an_operator(name: str, gid: int, groups: list[int], operators: str | None) -> None:
+def _spool_group() -> set[int]:
+    """The spool's group, the only one the runner adds; none where it does not exist (a
+    machine without the package's sysusers.d): the job then spools through its fallback or
+    not at all, never through the package's group."""
+    import grp
+
+    try:
+        return {grp.getgrnam(environment.SPOOL_GROUP).gr_gid}
+    except KeyError:
+        return set()
+
+
+def _not_an_operator(name: str, gid: int, groups: set[int], operators: str | None) -> None:
     """A job among the operators could lift its own halt (issue 41): refused."""
     import grp
 
@@ -104,7 +117,7 @@ def _not_an_operator(name: str, gid: int, groups: list[int], operators: str | No
         op = grp.getgrnam(operators).gr_gid if operators else None
     except KeyError:  # no such group here: nobody is in it
         return
-    if op is not None and (gid == op or op in set(groups) - {os.getgid()}):
+    if op is not None and (gid == op or op in groups):
         raise JobUserError(f"the job's user {name!r} is in the operator_group {operators}, whose "
                            "members may halt, pause and resume: a job could lift its own halt; "
                            "take it out of the group")
