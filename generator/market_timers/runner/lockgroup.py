@@ -59,18 +59,18 @@ def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
     except OSError as e:
         os.close(fd)
         raise LockError(f"cannot lock {path}: {e.strerror}") from None
-    if _left_behind(fd, group, f"this run of {job} for session {session}"):
+    unit = own_unit_cgroup()
+    if _left_behind(fd, group, unit, f"this run of {job} for session {session}"):
         os.close(fd)
         return None
-    _write_note(fd, path, f"pid {os.getpid()} job {job} session {session}")
+    _write_note(fd, path, f"pid {os.getpid()} job {job} session {session}", unit)
     os.set_inheritable(fd, True)
     return fd
 
 
-def _write_note(fd: int, path: str, holder: str) -> None:
+def _write_note(fd: int, path: str, holder: str, cgroup: str | None) -> None:
     """The holder, its start and its unit's cgroup (for the next holder: _left_behind)."""
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    cgroup = own_unit_cgroup()
     note = f"{holder} since {stamp}" + (f" cgroup {cgroup}" if cgroup else "")
     try:
         os.ftruncate(fd, 0)
@@ -79,14 +79,14 @@ def _write_note(fd: int, path: str, holder: str) -> None:
         log(WARNING, f"cannot write the holder's note into {path}: {e.strerror}")
 
 
-def _left_behind(fd: int, group: str, what: str) -> bool:
+def _left_behind(fd: int, group: str, unit: str | None, what: str) -> bool:
     """True (and said) when the last holder's unit still has its job's processes, though the
     flock is free: its supervisor has ended (or was killed), its job's children have not. The
     unit this process runs in is never probed: systemd starts a unit again only once it has
-    stopped, and its cgroup holds this runner."""
+    stopped, and its cgroup (`unit`) holds this runner."""
     note = os.pread(fd, 512, 0).decode(errors="replace").strip()
     head, marker, cgroup = note.rpartition(" cgroup ")
-    if not marker or not cgroup.endswith(".service") or cgroup == own_unit_cgroup():
+    if not marker or not cgroup.endswith(".service") or cgroup == unit:
         return False
     alive = unit_processes(cgroup)
     if not alive:
