@@ -28,11 +28,19 @@ def host(tmp_path, monkeypatch):
     monkeypatch.setattr(lockgroup, "SELF_CGROUP", str(tmp_path / "self-cgroup"))
 
     class Host:
+        hierarchy = ""  # "": cgroup v2 alone; "unified": hybrid; "systemd": v1's name=systemd
+
         def in_unit(self, path: str) -> None:
-            (tmp_path / "self-cgroup").write_text(f"0::{path}\n")
+            if self.hierarchy == "systemd":
+                text = f"1:name=systemd:{path}\n0::/\n"
+            else:
+                text = f"12:memory:/\n0::{path}\n"
+            (tmp_path / "self-cgroup").write_text(text)
+            if path.endswith(".service"):  # the unit's cgroup exists while it runs
+                self.processes(path)
 
         def processes(self, path: str, *pids_uids: tuple[int, int]) -> Path:
-            where = tmp_path / "cgroup" / path.lstrip("/")
+            where = tmp_path / "cgroup" / self.hierarchy / path.lstrip("/")
             where.mkdir(parents=True, exist_ok=True)
             (where / "cgroup.procs").write_text("".join(f"{p}\n" for p, _ in pids_uids))
             for pid, uid in pids_uids:
@@ -63,7 +71,7 @@ def test_the_holders_note_names_its_units_cgroup(tmp_path, host):
     try:
         note = (tmp_path / "run" / "locks" / "books.lock").read_text()
         assert note.startswith(f"pid {os.getpid()} job forker session 2026-12-05 since ")
-        assert note.rstrip("\n").endswith(f" cgroup {UNIT_A}")
+        assert note.rstrip("\n").endswith(f" cgroup {tmp_path}/cgroup{UNIT_A}")
     finally:
         os.close(fd)
 
@@ -131,6 +139,38 @@ def test_a_restart_of_the_same_unit_is_not_held_by_itself(tmp_path, host):
     host.in_unit(UNIT_A)
     host.processes(UNIT_A, (os.getpid(), JOB_UID))
     fd = take(tmp_path, "forker")
+    assert fd is not None
+    os.close(fd)
+
+
+@pytest.mark.parametrize("hierarchy", ["unified", "systemd"])
+def test_a_hybrid_or_legacy_hierarchy_is_probed_where_the_units_processes_are(tmp_path, host,
+                                                                             hierarchy):
+    """cgroup v2 at /sys/fs/cgroup/unified beside v1's (hybrid), or v1's name=systemd alone
+    (legacy): seen on a Debian 12 booted in a container of a hybrid host."""
+    host.hierarchy = hierarchy
+    ended_in_unit_a(tmp_path, host)
+    note = (tmp_path / "run" / "locks" / "books.lock").read_text()
+    assert f" cgroup {tmp_path}/cgroup/{hierarchy}{UNIT_A}\n" in note
+    host.processes(UNIT_A, (777, JOB_UID))
+    assert take(tmp_path, "follower") is None
+    host.processes(UNIT_A)
+    fd = take(tmp_path, "follower")
+    assert fd is not None
+    os.close(fd)
+
+
+def test_a_note_naming_a_directory_outside_the_cgroup_tree_is_not_probed(tmp_path, host):
+    """Only the package's user writes the notes; still, a note is never a path to read freely."""
+    host.in_unit(UNIT_B)
+    outside = tmp_path / "elsewhere.service"
+    outside.mkdir()
+    (outside / "cgroup.procs").write_text("1\n")
+    (tmp_path / "run" / "locks").mkdir(parents=True, mode=0o700)
+    (tmp_path / "run" / "locks" / "books.lock").write_text(
+        f"pid 1 job forker session 2026-12-05 since 2026-12-05T14:30:00Z cgroup {outside}\n")
+    os.chmod(tmp_path / "run" / "locks" / "books.lock", 0o600)
+    fd = take(tmp_path, "follower")
     assert fd is not None
     os.close(fd)
 

@@ -86,7 +86,8 @@ def _left_behind(fd: int, group: str, unit: str | None, what: str) -> bool:
     stopped, and its cgroup (`unit`) holds this runner."""
     note = os.pread(fd, 512, 0).decode(errors="replace").strip()
     head, marker, cgroup = note.rpartition(" cgroup ")
-    if not marker or not cgroup.endswith(".service") or cgroup == unit:
+    if (not marker or cgroup == unit or not cgroup.endswith(".service")
+            or not cgroup.startswith(CGROUP_ROOT + "/") or "/../" in cgroup):
         return False
     alive = unit_processes(cgroup)
     if not alive:
@@ -100,24 +101,31 @@ def _left_behind(fd: int, group: str, unit: str | None, what: str) -> bool:
 
 
 def own_unit_cgroup() -> str | None:
-    """This process's cgroup (v2) when it is a service unit's; None by hand, in a scope or in
-    the root cgroup, where there is no unit whose end a next holder could wait for."""
+    """The directory of this process's cgroup when it is a service unit's: cgroup v2's (at
+    CGROUP_ROOT, or at its unified/ on a hybrid host), else v1's name=systemd (a legacy host);
+    None by hand, in a scope or in the root cgroup: no unit whose end a next holder could wait
+    for."""
     try:
         with open(SELF_CGROUP) as f:
             lines = f.read().splitlines()
     except OSError:
         return None
-    path = next((line[3:] for line in lines if line.startswith("0::")), "")
-    return path if path.endswith(".service") else None
+    v2 = next((line[3:] for line in lines if line.startswith("0::")), "")
+    v1 = next((line.split(":", 2)[2] for line in lines if ":name=systemd:" in line), "")
+    for root, path in ((CGROUP_ROOT, v2), (CGROUP_ROOT + "/unified", v2),
+                       (CGROUP_ROOT + "/systemd", v1)):
+        if path.endswith(".service") and os.path.isfile(f"{root}{path}/cgroup.procs"):
+            return root + path
+    return None
 
 
 def unit_processes(cgroup: str) -> list[str]:
-    """The processes in `cgroup` and below that are not all this user's ("pid N of USER"):
-    this user's are the runner's own (the last run's record step, ExecStopPost=), never a
+    """The processes in the cgroup directory `cgroup` and below that are not all this user's
+    ("pid N of USER"): this user's are the runner's own (the last run's record step, ExecStopPost=), never a
     job's (jobuser.resolve refuses the package's user). A process whose /proc entry cannot be
     read counts; one whose entry is gone does not (job units do not hide /proc)."""
     found = []
-    for root, _dirs, _files in os.walk(CGROUP_ROOT + cgroup):  # none once the unit is gone
+    for root, _dirs, _files in os.walk(cgroup):  # none once the unit is gone
         try:
             with open(os.path.join(root, "cgroup.procs")) as f:
                 pids = f.read().split()
