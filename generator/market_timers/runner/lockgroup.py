@@ -121,9 +121,10 @@ def own_unit_cgroup() -> str | None:
 
 def unit_processes(cgroup: str) -> list[str]:
     """The processes in the cgroup directory `cgroup` and below that are not all this user's
-    ("pid N of USER"): this user's are the runner's own (the last run's record step, ExecStopPost=), never a
-    job's (jobuser.resolve refuses the package's user). A process whose /proc entry cannot be
-    read counts; one whose entry is gone does not (job units do not hide /proc)."""
+    ("pid N of USER"): this user's are the runner's own (the last run's record step,
+    ExecStopPost=), never a job's (jobuser.resolve refuses the package's user). A process whose
+    /proc entry cannot be read counts; one whose entry is gone does not (job units do not hide
+    /proc)."""
     found = []
     for root, _dirs, _files in os.walk(cgroup):  # none once the unit is gone
         try:
