@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Example: a broker gateway hands its connection and order events to market-timers.
 
-The gateway is a long-running process beside the jobs, with its own user in the market-timers
-group (`usermod -aG market-timers tradingd`; its unit needs
+The gateway is a long-running process beside the jobs, with its own user in the group
+market-timers-spool (`usermod -aG market-timers-spool tradingd`; its unit needs
 `ReadWritePaths=/var/spool/market-timers/events /run/market-timers/events` under
 ProtectSystem=). Each call spools one small file (fsync + rename, a few milliseconds, no lock)
 and returns; market-events.service routes it under the [events] rules of the config:

@@ -54,7 +54,7 @@ severity = "warning"
 
 
 def as_gateway(scenario: Scenario, *args: str, now: str | None = None) -> str:
-    """`market-timers event ...` run by the gateway's own user (a member of market-timers)."""
+    """`market-timers event ...` run by the gateway's own user (in market-timers-spool)."""
     cmd = ["runuser", "-u", GATEWAY, "--", "market-timers"]
     cmd += ["--now", now] if now else []
     return scenario.box.run([*cmd, "event", *args], timeout=60).stderr
@@ -64,14 +64,14 @@ def as_gateway(scenario: Scenario, *args: str, now: str | None = None) -> str:
 def gateway(scenario: Scenario) -> Scenario:
     box = scenario.box
     if box.run(["id", GATEWAY], check=False).returncode != 0:
-        box.run(["useradd", "--system", "--no-create-home", "-G", "market-timers", GATEWAY])
+        box.run(["useradd", "--system", "--no-create-home", "-G", "market-timers-spool", GATEWAY])
     box.write_file(EVENT_JOB, EVENT_JOB_SCRIPT, mode=0o755)
     return scenario
 
 
 def test_the_spool_is_setgid_and_group_writable(container) -> None:
     out = container.run(["stat", "-c", "%a %U %G", SPOOL, "/run/market-timers/events"]).stdout
-    assert out.split("\n")[:2] == ["3770 market-timers market-timers"] * 2
+    assert out.split("\n")[:2] == ["3770 market-timers market-timers-spool"] * 2
     assert container.show("market-events.path", "ActiveState") == "active"
     assert container.show("market-events.timer", "ActiveState") == "active"
 

@@ -164,6 +164,20 @@ def read_secrets():
     raise PermissionError("no credential readable")
 
 
+def read_state():
+    """The scheduler's state: the ledger's records, the alerts' state, the dead-man's report."""
+    names = os.listdir(STATE)  # the job is not in the package's group: 0750 keeps it out
+    read = []
+    for path in walk(STATE)[1]:
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+            read.append(path)
+        except OSError:
+            pass
+    raise SystemExit(f"listed {names} and read {len(read)} files: {read[:5]}")
+
+
 def signal_scheduler():
     killed = []
     for pid in (os.getppid(), *(int(p) for p in os.listdir("/proc") if p.isdigit())):
@@ -217,7 +231,7 @@ for name, fn in (("keep-realtime", keep_realtime), ("plant-claim", plant_claim),
                  ("rewrite-dedup", rewrite_dedup), ("rewrite-snapshot", rewrite_snapshots),
                  ("forge-ticket", forge_ticket), ("flock-locks", flock_locks),
                  ("plant-fifo", plant_fifo), ("read-secrets", read_secrets),
-                 ("signal-scheduler", signal_scheduler)):
+                 ("read-state", read_state), ("signal-scheduler", signal_scheduler)):
     try:
         attack(name, fn)
     except SystemExit as e:
@@ -226,7 +240,8 @@ print("hostile done", flush=True)
 '''
 
 ATTACKS = ("plant-claim", "silence-channels", "rewrite-dedup", "rewrite-snapshot", "forge-ticket",
-           "flock-locks", "plant-fifo", "read-secrets", "signal-scheduler", "keep-realtime")
+           "flock-locks", "plant-fifo", "read-secrets", "read-state", "signal-scheduler",
+           "keep-realtime")
 
 # The victim: sends its orders (one line per run), then fails, so that its failure alert is due.
 VICTIM_SCRIPT = f'''#!/bin/sh
@@ -269,6 +284,10 @@ def test_a_hostile_job_cannot_cancel_forge_block_or_silence_what_the_scheduler_g
     assert "hostile done" in log
     uid = int(re.search(r"hostile uid=(\d+)", log)[1])
     assert box.run(["id", "-un", str(uid)]).stdout.strip() != "market-timers"
+    groups = re.search(r"hostile uid=\d+ gid=\d+ groups=\[([\d, ]*)\]", log)[1]
+    package_gid = box.run(["getent", "group", "market-timers"]).stdout.split(":")[2]
+    spool_gid = box.run(["getent", "group", "market-timers-spool"]).stdout.split(":")[2]
+    assert spool_gid in groups.split(", ") and package_gid not in groups.split(", "), log
 
     # The victim runs exactly once, on time, and its failure alert reaches Telegram.
     record = scenario.wait_finished(victim, 40)
@@ -316,6 +335,76 @@ print("\n".join(f"{a} {b}" for a, b in found))
     assert "LOCKED" not in out, out
 
 
+LEAVER = f"{JOBS_DIR}/leaver"
+LEAVER_SCRIPT = r'''#!/opt/venvs/market-timers/bin/python3
+"""A job that leaves a process behind, deaf to SIGTERM, for SECONDS (argv: fork|orphan SECONDS):
+`fork` double-forks a child and exits; `orphan` clears its parent-death signal and waits."""
+import ctypes
+import os
+import signal
+import sys
+import time
+
+mode, seconds = sys.argv[1], float(sys.argv[2])
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # inherited by the child
+if mode == "orphan":
+    ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none
+    print(f"e2e-leaver orphan pid={os.getpid()} ready", flush=True)
+    time.sleep(seconds)
+    print("e2e-leaver orphan done", flush=True)
+    sys.exit(0)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        print(f"e2e-leaver left pid={os.getpid()}", flush=True)
+        time.sleep(seconds)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+print("e2e-leaver exits", flush=True)
+'''
+
+
+def test_a_lock_group_stays_busy_until_the_last_runs_processes_are_gone(
+    scenario: Scenario,
+) -> None:
+    """Issue 41 item 5. `forker` (group books) double-forks a child that outlives it by 14 s;
+    `orphan` (group desk) clears its parent-death signal and its supervisor is killed -9: both
+    leave a process of the job's own user in their units (deaf to SIGTERM, so systemd's stop
+    waits). The next holder of each group is refused as busy, naming what is left; a start
+    once the left process has ended runs."""
+    box = scenario.box
+    scenario.shared_user = ""  # the default: each job a user of its own
+    box.write_file(LEAVER, LEAVER_SCRIPT, mode=0o755)
+    forker = Job("forker", instant_in(8), ["fork", "14"], {"lock": "books"})
+    orphan = Job("orphan", forker.instant, ["orphan", "14"], {"lock": "desk"})
+    follower = Job("follower", forker.instant + timedelta(seconds=6), ["ok"], {"lock": "books"})
+    heir = Job("heir", forker.instant + timedelta(seconds=6), ["ok"], {"lock": "desk"})
+    later = Job("later", forker.instant + timedelta(seconds=22), ["ok"], {"lock": "books"})
+    scenario.schedule([ProgramJob(forker, LEAVER), ProgramJob(orphan, LEAVER), follower, heir,
+                       later])
+
+    ready = box.wait_for(lambda: re.search(r"e2e-leaver orphan pid=(\d+) ready",
+                                           scenario.journal_of(orphan)), 30, "orphan ready")
+    box.run(["systemctl", "kill", "--kill-who=main", "--signal=SIGKILL", orphan.service])
+    assert box.exists(f"/proc/{ready[1]}"), "the orphan died with its supervisor"
+
+    for job, last, left in ((follower, forker, "market-job-forker"),
+                            (heir, orphan, "market-job-orphan")):
+        record = scenario.wait_finished(job, 30)
+        log = scenario.journal_of(job)
+        print(log)
+        assert record["refused"] == "overlap-skipped" and record["exit_status"] == "171", log
+        assert "e2e-job start" not in log
+        assert f"its last run (job {last.name} session {last.session}) has ended" in log
+        assert f"{last.service} still has processes (pid " in log and f" of {left}" in log
+    assert "e2e-leaver left pid=" in scenario.journal_of(forker)
+
+    done = scenario.wait_finished(later, 40)  # the left child ended 14 s after the forker
+    assert done["result"] == "success", scenario.journal_of(later)
+    assert "e2e-job finished fine" in scenario.journal_of(later)
+
+
 GATEWAY = "tradingd"
 EVENT_JOB = f"{JOBS_DIR}/event-job"
 EVENT_JOB_SCRIPT = """#!/opt/venvs/market-timers/bin/python3
@@ -337,14 +426,14 @@ writers = ["tradingd"]
 
 
 def test_a_job_cannot_close_the_gateways_incident(scenario: Scenario) -> None:
-    """Issue 41: the gateway (its own user, in the package's group) opens `connection gw1`; a
+    """Issue 41: the gateway (its own user, in the spool's group) opens `connection gw1`; a
     job, a user of its own, spools `reconnected gw1` a few seconds later: the processor refuses
     it (the file's owner is no writer of the rule) and tells so, and the incident is alerted
     when its 15 s pass, as if the job had said nothing."""
     box = scenario.box
     scenario.shared_user = ""  # the default: each job a user of its own
     if box.run(["id", GATEWAY], check=False).returncode != 0:
-        box.run(["useradd", "--system", "--no-create-home", "-G", "market-timers", GATEWAY])
+        box.run(["useradd", "--system", "--no-create-home", "-G", "market-timers-spool", GATEWAY])
     box.write_file(EVENT_JOB, EVENT_JOB_SCRIPT, mode=0o755)
     closer = Job("closer", instant_in(10), ["reconnected", "gw1"])
     scenario.write_config([ProgramJob(closer, EVENT_JOB)], extra="\n[events]\n" + GATEWAY_RULE)

@@ -39,7 +39,7 @@ def test_install_creates_system_user_and_directories(container: Container) -> No
         assert int(user[2]) < 1000, f"not a system user: {user}"
     for path, mode in (
         ("/var/lib/market-timers", "750 market-timers"),
-        ("/var/spool/market-timers", "750 market-timers"),
+        ("/var/spool/market-timers", "751 market-timers"),  # events/' writers pass through
         ("/run/market-timers", "755 market-timers"),
         ("/run/market-timers/locks", "700 market-timers"),
         ("/var/lib/market-jobs", "750 market-jobs"),

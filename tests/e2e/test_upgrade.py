@@ -15,6 +15,7 @@ from .scenario import Job, Scenario, instant_in
 pytestmark = pytest.mark.e2e
 
 RELEASED = RELEASE_0_1  # built beforehand by the deb_path fixture (conftest.py)
+GATEWAY = "e2e-gateway-up"
 KEEP_CONFFILES = ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
 
 
@@ -49,8 +50,20 @@ def upgrade_from_0_1(container: Container, scenario: Scenario, deb_inside: str) 
     attempts = scenario.ledger(job)["attempts"]
     assert len(attempts) == 1
 
+    # A gateway that 0.1 told to join the package's group to spool events (issue 41: the spool
+    # has a group of its own now): the upgrade adds it there, so that it keeps spooling.
+    if container.run(["id", GATEWAY], check=False).returncode != 0:
+        container.run(["useradd", "--system", "--no-create-home", GATEWAY])
+    container.run(["usermod", "-a", "-G", "market-timers", GATEWAY])
+    container.run(["gpasswd", "-d", GATEWAY, "market-timers-spool"], check=False)
+
     container.apt_install(deb_inside, *KEEP_CONFFILES)
     scenario.sync_options = ["-v"]
+    assert "market-timers-spool" in container.run(["id", "-nG", GATEWAY]).stdout.split()
+    spooled = container.run(["runuser", "-u", GATEWAY, "--", "market-timers", "event",
+                             "upgraded", "--key", "gw-up"], check=False, timeout=60)
+    assert spooled.returncode == 0, spooled.stderr
+    container.run(["gpasswd", "-d", GATEWAY, "market-timers"])  # as postinst advises
     version = container.run(["dpkg-query", "-W", "-f=${Version}", PACKAGE]).stdout
     assert not version.startswith("0.1.0"), f"not upgraded: {version}"
 

@@ -4,6 +4,7 @@ runner's descriptors; its exit status, or its death by a signal, is the unit's."
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import signal
@@ -27,7 +28,7 @@ def test_the_job_runs_as_its_user_with_no_capability_and_no_descriptor_of_the_ru
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == str(NOBODY.pw_uid)
-    assert str(os.getgid()) in lines[1].split()  # the package's group: it may spool events
+    assert str(os.getgid()) not in lines[1].split()  # not the package's group: its state
     assert lines[2].split() == ["0", "1", "2", "3"]  # 3: ls's own directory fd; no lock, no socket
     caps = dict(line.split(":\t") for line in lines[3:] if line.startswith("Cap"))
     assert set(caps.values()) == {"0000000000000000"}, caps
@@ -98,3 +99,26 @@ def test_a_job_user_among_the_operators_is_refused_before_the_claim(tmp_path):
     assert proc.returncode == exitcodes.RUNNER_ERROR, proc.stderr
     assert "operator_group nogroup" in proc.stderr and "did not run" in proc.stderr
     assert record(tmp_path) is None  # not claimed: the session can still run
+
+
+@root_only
+def test_the_job_gets_the_spool_group_and_none_of_the_runners(monkeypatch):
+    """Issue 41 item 3: a job spools events through the spool's own group (the runner adds it),
+    never through the package's group, which reads the scheduler's state. Here `daemon` stands
+    for market-timers-spool, which this machine lacks."""
+    from market_timers.contracts import environment
+    from market_timers.runner import jobuser
+
+    monkeypatch.setattr(environment, "SPOOL_GROUP", "daemon")
+    user = jobuser.resolve({environment.JOB_USER: "nobody"})
+    assert user.groups == sorted({NOBODY.pw_gid, grp.getgrnam("daemon").gr_gid})
+    assert os.getgid() not in user.groups
+
+
+@root_only
+def test_without_a_spool_group_the_job_gets_only_its_own_groups(monkeypatch):
+    from market_timers.contracts import environment
+    from market_timers.runner import jobuser
+
+    monkeypatch.setattr(environment, "SPOOL_GROUP", "no-such-spool-group")
+    assert jobuser.resolve({environment.JOB_USER: "nobody"}).groups == [NOBODY.pw_gid]

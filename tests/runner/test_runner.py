@@ -165,7 +165,9 @@ main()
 HEAVY = ("pandas", "numpy", "exchange_calendars", "jinja2", "json", "typing")
 START = {"market_timers", "market_timers.run", "market_timers.runner",
          "market_timers.runner.gates",  # the gates, split from runner/__init__.py
-         "market_timers.runner.start", "market_timers.runner.jobuser", "market_timers.contracts",
+         "market_timers.runner.start", "market_timers.runner.jobuser",
+         "market_timers.runner.lockgroup",  # this host's flock of the lock group
+         "market_timers.contracts",
          "market_timers.contracts.environment", "market_timers.contracts.exitcodes",
          "market_timers.contracts.outcomes",  # the outcome table: exitcodes.py reads it (~0.4 ms)
          "market_timers.ledger", "market_timers.ledger.local",

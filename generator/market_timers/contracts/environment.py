@@ -24,6 +24,10 @@ DEFAULT_GRACE_SEC = 120
 # by sysusers.d), which owns nothing the scheduler relies on.
 PACKAGE_USER = "market-timers"
 DEFAULT_JOB_USER = "market-jobs"
+# The event spool's group (the package's sysusers.d): the runner gives it to every job, and a
+# trading system's user joins it, to write events (the spool directories are 3770, this group's);
+# it reads nothing of the state, which is the package's group's (issue 41).
+SPOOL_GROUP = "market-timers-spool"
 DEFAULT_JOB_HOME = "/var/lib/market-jobs"  # the default job user's home (sysusers.d, tmpfiles.d)
 # util-linux's setpriv(1) (Essential on Debian): the runner's child execs it to become the job's
 # user with no capability left (runner/jobuser.py).

@@ -1,9 +1,9 @@
 """The event spool: one small JSON file per event, written durably by any process of the host.
 
-Directories (made by the package's tmpfiles.d, mode 3770 market-timers:market-timers, setgid and sticky):
+Directories (the package's tmpfiles.d, 3770 market-timers:market-timers-spool, setgid and sticky):
 `<spool_dir>/events` (default /var/spool/market-timers/events: survives a reboot) and, when that
 write fails (a full or read-only /var), `<runtime_dir>/events` (/run/market-timers/events, a tmpfs:
-best effort, lost at reboot). The package's user and the members of its group may write there; the
+best effort, lost at reboot). The package's user and the spool group's members may write there; the
 setgid bit gives every file the group, and each file is made 0640 whatever the caller's umask, so
 the processor (user market-timers) can read it and, the directory being group-writable, remove it.
 

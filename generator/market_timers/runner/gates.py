@@ -25,16 +25,15 @@ from market_timers.contracts.exitcodes import (
 )
 from market_timers.runner.jobuser import JobUserError
 from market_timers.runner.jobuser import resolve as resolve_user
+from market_timers.runner.lockgroup import LockError, take_lock
 from market_timers.runner.start import (
     ERR,
     WARNING,
-    LockError,
     claim_start,
     cluster_lock,
     log,
     now_text,
     refuse_already_ran,
-    take_lock,
     utc_text,
 )
 

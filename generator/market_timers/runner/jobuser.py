@@ -9,9 +9,10 @@ setpriv(1) (util-linux, Essential on Debian: a well-kept tool for exactly this, 
 own setresuid/capset code) which becomes the job's user with its groups, clears the inheritable
 and ambient capability sets, and execs the job, so the job holds no capability. The parent is the
 supervisor: it keeps the lock fd and the cluster ledger's connection (the child closes every
-descriptor but 0-2) and so holds the lock group for exactly as long as it lives; the job dies with
-it (setpriv --pdeathsig=SIGKILL: a supervisor killed -9 never leaves its job running with the
-group released, issue 23), and it with the job. It passes on the signals it gets (systemd
+descriptor but 0-2) and so holds the lock group for as long as it lives; the job dies with it
+(setpriv --pdeathsig=SIGKILL, issue 23), and it with the job. A job that clears that signal, or
+double-forks and exits, leaves processes in the unit after the supervisor: the next start finds
+the group busy until they are gone (lockgroup.py, issue 41). It passes on the signals it gets (systemd
 signals the job itself too: the unit's KillMode=control-group), waits, and exits with the job's
 status, or dies of the job's signal, so that $SERVICE_RESULT, $EXIT_CODE and $EXIT_STATUS of
 ExecStopPost= and OnFailure= say what they said when the job was the main process; but for the
@@ -21,9 +22,10 @@ record step (start.py note_ending: "killed TERM stop" when the unit was being st
 heartbeats reach systemd through NotifyAccess=all (render.py); WATCHDOG_PID names the job. The
 supervising itself is supervisor.py's (on_halt's unit has it too); this module is the job's user.
 
-The supplementary groups: the job user's own, plus the package's group (the runner's gid), whose
-members may spool events (jobnotify.event; the spool is 3770 market-timers:market-timers).
-Nothing the scheduler decides on is group-writable (UMask=0027; the lock directory is 0700).
+The supplementary groups: the job user's own, plus the spool's group (SPOOL_GROUP), whose members
+may spool events (jobnotify.event; the spool is 3770 market-timers:market-timers-spool), and never
+the package's group (the runner's gid), which reads the scheduler's state (issue 41). Nothing the
+scheduler decides on is group-writable (UMask=0027; the lock directory is 0700).
 
 A unit written by an older version has no MARKET_JOB_USER: the job is exec'd in place, as then,
 until the next sync re-renders it. So is a job whose user is the runner's own (a development
@@ -82,14 +84,26 @@ def resolve(env: dict) -> JobUser | None:
         raise JobUserError(f"cannot switch to the job's user {name!r}: no CAP_SETUID/CAP_SETGID "
                            "(a unit written by an older version: run `market-timers sync`)")
     try:
-        groups = sorted(set(os.getgrouplist(name, pw.pw_gid)) | {os.getgid()})
+        own = set(os.getgrouplist(name, pw.pw_gid))
     except OSError as e:
         raise JobUserError(f"cannot read the groups of {name!r}: {e.strerror}") from None
-    _not_an_operator(name, pw.pw_gid, groups, env.get(environment.OPERATOR_GROUP))
-    return JobUser(name, pw.pw_uid, pw.pw_gid, pw.pw_dir, groups)
+    _not_an_operator(name, pw.pw_gid, own, env.get(environment.OPERATOR_GROUP))
+    return JobUser(name, pw.pw_uid, pw.pw_gid, pw.pw_dir, sorted(own | _spool_group()))
 
 
-def _not_an_operator(name: str, gid: int, groups: list[int], operators: str | None) -> None:
+def _spool_group() -> set[int]:
+    """The spool's group, the only one the runner adds; none where it does not exist (a
+    machine without the package's sysusers.d): the job then spools through its fallback or
+    not at all, never through the package's group."""
+    import grp
+
+    try:
+        return {grp.getgrnam(environment.SPOOL_GROUP).gr_gid}
+    except KeyError:
+        return set()
+
+
+def _not_an_operator(name: str, gid: int, groups: set[int], operators: str | None) -> None:
     """A job among the operators could lift its own halt (issue 41): refused."""
     import grp
 
@@ -97,7 +111,7 @@ def _not_an_operator(name: str, gid: int, groups: list[int], operators: str | No
         op = grp.getgrnam(operators).gr_gid if operators else None
     except KeyError:  # no such group here: nobody is in it
         return
-    if op is not None and (gid == op or op in set(groups) - {os.getgid()}):
+    if op is not None and (gid == op or op in groups):
         raise JobUserError(f"the job's user {name!r} is in the operator_group {operators}, whose "
                            "members may halt, pause and resume: a job could lift its own halt; "
                            "take it out of the group")

@@ -1,12 +1,10 @@
 """What every start of the runner shares: its journal line, the context read from the unit's
-environment, the lock group (flock here, and cluster-wide on the PostgreSQL ledger), the exec of
-the job and the notes of a refused start. On the hot path: standard library only.
+environment, the lock group cluster-wide on the PostgreSQL ledger (this host's flock:
+lockgroup.py), the exec of the job and the notes of a refused start. On the hot path: standard
+library only.
 """
 
-import errno
-import fcntl
 import os
-import stat
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -38,109 +36,6 @@ def scheduled_instant(env: dict, now: datetime) -> datetime:
     today = now.replace(hour=hh, minute=mm, second=ss, microsecond=0)
     early = int(env.get(environment.LEAD_SEC) or 0)  # a pre-fired timer starts us this early
     return today if today <= now + timedelta(seconds=1 + early) else today - timedelta(days=1)
-
-
-class LockError(Exception):
-    pass
-
-
-LOCKS = "locks"  # <lock dir>/locks/<group>.lock: 0700, only the package's user enters
-
-
-def take_lock(lock_dir: str, group: str, job: str, session: str) -> int | None:
-    """The locked fd (inheritable), or None when another run holds the group's lock.
-
-    The lock files are 0600 in <lock dir>/locks/, a 0700 directory of the package's user (made
-    here if missing; tmpfiles.d makes it at boot): no other user can open a lock file, and so
-    none can take, hold or probe a lock group (flock needs only a read-only descriptor). A lock
-    directory that another user owns or may enter, a lock file that is not this user's regular
-    file, or a symlink planted in place of either, is a LockError: never followed, never used.
-
-    "Busy" names the holder from the kernel's lock table (/proc/locks: the pid that holds the
-    flock on that inode), not from the note the holder wrote into the file, which could be a
-    previous holder's.
-
-    Every other flock goes through atomicfile.flock; this one is the runner's own import-light
-    copy, on purpose: the fd outlives any `with` block (the supervisor holds it while the job
-    runs, or the job inherits it), and the start path imports nothing more."""
-    path = os.path.join(lock_dir, LOCKS, f"{group}.lock")
-    fd = _open_lock_file(os.path.join(lock_dir, LOCKS), group)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-        os.close(fd)
-        raise LockError(f"the lock file {path} is not this user's own 0600 file: not used")
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = lock_holder(st) or "a process this user cannot see"
-        note = os.pread(fd, 512, 0).decode(errors="replace").strip()
-        os.close(fd)
-        log(WARNING, f"lock group '{group}' is busy (held by {holder}"
-                     f"{f'; its note: {note}' if note else ''}); this run of {job} for session "
-                     f"{session} is dropped, not queued")
-        return None
-    except OSError as e:
-        os.close(fd)
-        raise LockError(f"cannot lock {path}: {e.strerror}") from None
-    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} job {job} session {session} since {stamp}\n".encode(), 0)
-    except OSError as e:  # the lock is held; only its note for the next one is missing
-        log(WARNING, f"cannot write the holder's note into {path}: {e.strerror}")
-    os.set_inheritable(fd, True)
-    return fd
-
-
-def _open_lock_file(directory: str, group: str) -> int:
-    """The group's lock file, opened in the lock directory (made if missing) that must be this
-    user's own 0700 one; neither followed through a symbolic link (LockError)."""
-    try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as e:
-        why = "it is a symbolic link, not followed" if e.errno == errno.ELOOP else e.strerror
-        raise LockError(f"cannot open the lock directory {directory}: {why}") from None
-    try:
-        st = os.fstat(dfd)
-        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            raise LockError(f"the lock directory {directory} is not this user's own 0700 "
-                            f"directory (owner uid {st.st_uid}, mode "
-                            f"{st.st_mode & 0o7777:04o}): another user could take the locks")
-        return os.open(f"{group}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
-                       0o600, dir_fd=dfd)
-    except OSError as e:
-        why = "it is a symbolic link, not followed" if e.errno == errno.ELOOP else e.strerror
-        raise LockError(f"cannot open the lock file {os.path.join(directory, group)}.lock: "
-                        f"{why}") from None
-    finally:
-        os.close(dfd)
-
-
-def lock_holder(st, locks: str = "/proc/locks") -> str | None:
-    """Who holds the flock on the file of `st` (os.stat_result), from the kernel's lock table:
-    "pid N (job J session S)" with what /proc/N/environ tells, or "pid N"; None if not found."""
-    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        with open(locks) as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        fields = line.split()
-        # "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF" (a waiter's line has "->")
-        if len(fields) >= 6 and fields[1] == "FLOCK" and "->" not in fields[1:3] \
-                and fields[5] == device:
-            pid = fields[4]
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as e:
-                    env = dict(v.split(b"=", 1) for v in e.read().split(b"\0") if b"=" in v)
-            except OSError:
-                return f"pid {pid}"
-            what = " ".join(f"{k.lower()} {env[f'MARKET_{k}'.encode()].decode(errors='replace')}"
-                            for k in ("JOB", "SESSION") if f"MARKET_{k}".encode() in env)
-            return f"pid {pid}" + (f" ({what})" if what else "")
-    return None
 
 
 def utc_text(instant: datetime) -> str:
