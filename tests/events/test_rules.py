@@ -433,3 +433,36 @@ def read_events(cfg, session):
     from market_timers.alerts.state import AlertState
 
     return AlertState(cfg.state_dir).events(session)
+
+
+def test_a_pass_ends_when_the_config_changes_and_leaves_what_came_after_to_a_fresh_pass(
+        feed, api, creds, monkeypatch, tmp_path):
+    """A pass loads the config once and may poll for minutes: an event spooled after the config
+    changed is routed by a fresh pass that reads the new rules (market-events.path starts it),
+    never under the old ones (e2e: a gateway's heartbeat_lost was alerted as a plain event by
+    a pass begun before its incident rule was synced)."""
+    from market_timers.channels.credentials import OVERRIDE
+    from market_timers.events.intake import pending
+    from market_timers.events.process import process
+
+    monkeypatch.setenv(OVERRIDE, str(creds))
+    f = feed()
+    source = tmp_path / "live.toml"
+    source.write_text("# the live config\n")
+    f.cfg.source = str(source)
+    clock = FakeTime()
+    spool.write(spool.make_event("disconnected", key="real", at=T0.timestamp()), f.dirs)
+
+    def sleep(seconds: float) -> None:  # 5 s in, the config is edited and a new event spooled
+        before = clock.monotonic()
+        clock.sleep(seconds)
+        if before < 5 <= clock.monotonic():
+            stamp = source.stat().st_mtime_ns + 1_000_000_000
+            os.utime(source, ns=(stamp, stamp))
+            spool.write(spool.make_event("heartbeat_lost", key="new", at=clock.t.timestamp()),
+                        f.dirs)
+
+    assert process(f.cfg, clock=clock.now, sleep=sleep, monotonic=clock.monotonic) == 0
+    assert clock.monotonic() < 10  # it did not stay for the 60 s threshold of `real`
+    assert [p.name for p in pending(f.dirs)] != []  # heartbeat_lost: left for the fresh pass
+    assert api.received() == []

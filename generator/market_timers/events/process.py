@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -187,7 +188,11 @@ def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep, cloc
     override = (getattr(config, "overrides", None) or {}).get(calendar)
     last_event = clock()
     started = monotonic()
+    loaded = _config_stamp(config)
     while True:
+        if _config_stamp(config) != loaded:  # the path unit's next pass reads the new rules
+            log.info("events: the config changed during this pass: it ends, the next reads it")
+            return 0
         t = clock()
         engine = drain(ctx, ecfg, config.state_dir, dirs, t, calendar=calendar,
                        override=override)
@@ -206,6 +211,15 @@ def process(config, now=None, wait_max: float = WAIT_MAX, sleep=time.sleep, cloc
         if waiting:
             pause = min(pause, max((due - t).total_seconds(), 0) + 0.01)
         sleep(pause)
+
+
+def _config_stamp(config) -> int | None:
+    """The config file's mtime: a pass routes only under the rules it loaded, so one that polls
+    on past an edit (a sync) would route the next events under the old ones."""
+    try:
+        return os.stat(config.source).st_mtime_ns
+    except (OSError, TypeError, AttributeError):
+        return None
 
 
 def incidents_list(config, as_json: bool = False, now=None) -> int:
