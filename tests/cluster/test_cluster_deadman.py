@@ -173,6 +173,23 @@ def test_status_with_the_ledger_unreachable_says_so(nodes, tmp_path, monkeypatch
     assert "the cluster run ledger cannot be reached" in out
 
 
+def test_status_with_the_ledger_unreachable_shows_the_runs_of_this_nodes_local_ledger(
+        nodes, tmp_path, monkeypatch, capsys):
+    """The docstring's promise: with the cluster ledger down, status says so and shows what
+    this node's local ledger holds (a run that fell back to it), never "missed" for it."""
+    from market_timers.ledger import runrecord
+
+    a, _ = nodes
+    runrecord.update(a.config.state_dir, "signal", SESSION, started_utc=f"{SESSION}T20:45:00Z",
+                     result="success", exit_status="0")
+    use_dsn(monkeypatch, tmp_path, f"host=127.0.0.1 port={free_port()} dbname=x user=x")
+    assert status.command(a.config, None, True, AFTER_DEADLINE, systemctl=a.systemctl) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "cannot be reached" in doc["cluster"]["ledger_error"]
+    (job,) = [j for s in doc["sessions"] if s["session"] == SESSION for j in s["jobs"]]
+    assert job["result"] == "success"
+
+
 def test_sync_with_the_ledger_unreachable_installs_the_timers(tmp_path, monkeypatch, capsys):
     use_dsn(monkeypatch, tmp_path, f"host=127.0.0.1 port={free_port()} dbname=x user=x")
     a = Node(tmp_path, "ny4-a")

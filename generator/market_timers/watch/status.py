@@ -89,7 +89,7 @@ def collect(config, session=None, now: datetime | None = None, *,
         if isinstance(record, Exception):  # the cluster ledger: say so, show the local one
             ledger_error, book = f"the cluster run ledger cannot be reached: {record}", None
             record = None
-        if record is None and book is not None:  # without a cluster it was the local read
+        if record is None and ledger_error is not None:  # else read_record read it already
             record = runrecord.read(state_dir, e["job"], e["session"])
         record = record or {}
         sessions.setdefault(e["session"], []).append(_job_row(
