@@ -80,7 +80,7 @@ def test_two_halts_in_one_second_have_an_on_halt_each(cfg, units, alerts):
                 "--now", "2025-11-28T20:50:00Z") == 0
     (first, _, _, one), (second, _, _, two) = units.transient
     assert first != second and one["MARKET_SESSION"] != two["MARKET_SESSION"]
-    assert second == "market-on-halt-20251128T205000-job-signal.service"
+    assert second == "market-on-halt-20251128T205000000-job-signal.service"
     assert two["MARKET_SESSION"] == "halt-20251128T205000Z-job-signal"
 
 

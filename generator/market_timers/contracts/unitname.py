@@ -137,9 +137,10 @@ def job_services_glob(job: str) -> str:
 
 def on_halt_unit(now: datetime, scope: str, name: str = "") -> str:
     """The transient unit that runs the config's `on_halt` for the halt of `scope` (`name`: the
-    job or group) made at `now`: the unit stays loaded once it has run, and two halts of other
-    scopes may come in the same second (a scope is halted once)."""
-    return f"{PREFIX}on-halt-{now:%Y%m%dT%H%M%S}-{scope}{'-' + name if name else ''}.service"
+    job or group) made at `now`, to the millisecond: the unit stays loaded once it has run, and
+    a scope halted, resumed and halted again within one second needs a second name."""
+    return (f"{PREFIX}on-halt-{now:%Y%m%dT%H%M%S}{now.microsecond // 1000:03d}-{scope}"
+            f"{'-' + name if name else ''}.service")
 
 
 def is_on_halt_unit(unit: str) -> bool:
