@@ -65,7 +65,7 @@ lint: venv
 test: venv
 	@start=$$(date +%s); status=0; \
 	$(MAKE) --no-print-directory lint && \
-	$(PY) -m pytest tests -n 5 --dist loadgroup --durations=40 || status=$$?; \
+	$(PY) -m pytest tests -n 7 --dist loadgroup --durations=40 || status=$$?; \
 	echo "make test: $$(( $$(date +%s) - start )) s in all, exit status $$status"; \
 	exit $$status
 

@@ -1,11 +1,11 @@
-"""How `make test` runs the suite side by side (pytest-xdist, `-n 5 --dist loadgroup`), and the
+"""How `make test` runs the suite side by side (pytest-xdist, `-n 7 --dist loadgroup`), and the
 time of each part at the end of the run.
 
-Five parts, one worker each: the unit tier ("unit", in one process as before: its tests were
+Seven parts, one worker each: the unit tier ("unit", in one process as before: its tests were
 never written to run beside each other), and for each Debian release its cluster tests
-("e2e-d12-cluster") and its other e2e tests ("e2e-d12": the release's session fixtures, its
-container, live in one process). The e2e tests mostly wait for real instants, so the five share
-the two cores well.
+("e2e-d12-cluster") and its other e2e tests in two halves, each half a container of its own
+("e2e-d12" and "e2e-d12-b": a release's session fixtures, its container, live in one process).
+The e2e tests mostly wait for real instants, so the seven share the two cores well.
 
 The part is read from the test's id alone, in the main process, by a scheduler of our own:
 xdist's own grouping (the xdist_group mark) renames `item._nodeid`, which pytest 9 no longer
@@ -29,17 +29,25 @@ ROOTFS_ONLY = ("tests/e2e/test_setup_fresh.py::",)
 # waiting for instants): a part of their own, beside the release's other e2e tests. The two
 # processes share the release's .deb (tests/e2e/debpkg.py builds it once, under a lock).
 OWN_CLUSTER = ("tests/e2e/test_cluster.py::",)
+# The second half of a release's other e2e tests, booted in a second container: the files whose
+# tests wait longest for instants (sessions, slots, the dead-man), about half the release's time
+# (one container ran them all after the other: 1,410 s, the run's critical path).
+SECOND_CONTAINER = tuple(f"tests/e2e/{name}.py::" for name in (
+    "test_periodic", "test_periodic_held", "test_told", "test_upgrade", "test_watch",
+    "test_halt"))
 
 
 def part_of(nodeid: str) -> str:
     """'e2e-d12' / 'e2e-d13' for a test of one release ('e2e-d12-cluster' for its cluster
-    tests), else 'unit'."""
+    tests, 'e2e-d12-b' for its second container's), else 'unit'."""
     name = nodeid.rsplit("::", 1)[-1]
     ids = name.partition("[")[2].removesuffix("]").split("-") if "[" in name else []
     found = [i for i in ids if RELEASE_ID.match(i)]
     if not found or nodeid.startswith(ROOTFS_ONLY):
         return "unit"
-    return f"e2e-{found[0]}" + ("-cluster" if nodeid.startswith(OWN_CLUSTER) else "")
+    if nodeid.startswith(OWN_CLUSTER):
+        return f"e2e-{found[0]}-cluster"
+    return f"e2e-{found[0]}" + ("-b" if nodeid.startswith(SECOND_CONTAINER) else "")
 
 
 def _scheduler_class():

@@ -235,6 +235,12 @@ class Cluster:
             scene.install()
 
 
+# The cluster tests sync each node themselves and never wait for the refresh, so the nodes'
+# market-refresh.timer loses its boot-time trigger (an empty OnBootSec= clears the monotonic
+# ones): a test after a power-off waited a minute for it (the one-host tests keep it).
+NO_BOOT_REFRESH = "/etc/systemd/system/market-refresh.timer.d/e2e-no-boot-refresh.conf"
+
+
 def boot_refresh_over(box: Container) -> None:
     """Wait until the package's refresh of this boot is over: market-refresh.timer runs it 1 min
     after every boot (OnBootSec=), and one that lands between a test's config and its sync does
@@ -309,6 +315,8 @@ def booted_cluster(suite: str, deb_path: Path, api) -> Iterator[Cluster]:
             fresh_container("mt-pg", suite=suite, source=ensure_pg_rootfs)] + [
             fresh_container(f"mt-{name}", suite=suite) for name in NODES])
         nodes = dict(zip(NODES, boxes, strict=True))
+        for box in boxes:  # before the package: its timer never has a boot-time trigger
+            box.write_file(NO_BOOT_REFRESH, "[Timer]\nOnBootSec=\n")
         each_at_once(lambda: start_postgresql(pg, port, link),
                      *(lambda box=box: install_package(box, box.copy_in(deb_path))
                        for box in boxes))

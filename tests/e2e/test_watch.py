@@ -6,6 +6,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from tests.fakes.pgserver import free_port
 
 from .scenario import UNIT_DIR, Job, Scenario, instant_in, instant_today_in, iso
 
@@ -90,7 +91,6 @@ def test_closure_added_to_the_config_removes_the_session_timer_unfired_and_alert
 
 
 PAGE_DIR = "/var/lib/market-timers-www"  # page_dir's default: the package makes it
-PAGE_PORT = 8931
 
 
 def test_the_dead_man_writes_the_page_where_www_data_serves_it_and_nothing_else(
@@ -106,12 +106,15 @@ def test_the_dead_man_writes_the_page_where_www_data_serves_it_and_nothing_else(
     assert listing == ["750", "market-timers", "www-data"]
     assert box.run(["ls", PAGE_DIR]).stdout.split() == ["status.html"]  # a pass's temp file: a dot name
 
+    # the container shares the host's network with the other containers of `make test`: a
+    # fixed port served (and fetched) another container's page
+    port = free_port()
     box.run(["systemd-run", "--unit=mt-page-http", "--uid=www-data", "--gid=www-data",
              "/usr/bin/python3", "-m", "http.server",
-             "--bind", "127.0.0.1", "--directory", PAGE_DIR, str(PAGE_PORT)])
+             "--bind", "127.0.0.1", "--directory", PAGE_DIR, str(port)])
     fetch = ["runuser", "-u", "www-data", "--", "/usr/bin/python3", "-c",
              "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
-             f"'http://127.0.0.1:{PAGE_PORT}/status.html', timeout=5).read().decode())"]
+             f"'http://127.0.0.1:{port}/status.html', timeout=5).read().decode())"]
     try:
         page = box.wait_for(lambda: box.run(fetch, check=False).stdout, 30,
                             "the page served on loopback", interval=0.5)
