@@ -1,29 +1,7 @@
 """The `[events]` table: how the trading system's events become alerts, incidents or digest lines.
 
-    [events]
-    default_severity = "warning"   # kinds no rule names: critical | warning | info | digest | off
-    severity = { rejected = "critical", cancelled = "digest" }   # per kind, same values
-    flood_limit = 20               # messages per source and severity in each flood_window;
-    flood_window = "5min"          # the rest go to the digest, then one summary
-
-    [[events.expected]]            # scheduled is not news
-    kind = "disconnected"
-    after_job = "disconnect"       # within `within` after that job's run (or sent by that job)
-    within = "10min"
-
-    [[events.incident]]            # an outage is one incident
-    name = "connection"
-    open = ["heartbeat_lost", "disconnected"]
-    close = ["reconnected"]
-    interrupt_after = "60s"        # resolved sooner: digest only; else alert when it passes
-    severity = "warning"
-
-    [[events.count]]               # many small warnings are one useful alert
-    kind = "slippage_high"
-    threshold = 20                 # per session
-    severity = "warning"
-    worst = "max"                  # which --value is the worst: max | min
-
+Its keys (default_severity, severity, flood_limit, flood_window and the [[events.expected]],
+[[events.incident]] and [[events.count]] rules) are told in market-timers.toml(5), EVENTS.
 Every problem is reported with its key path (`events.incident[0].interrupt_after`), like the rest
 of the config. Without an `[events]` table every event alerts at `warning` (the naive rule).
 """
