@@ -53,7 +53,8 @@ def test_a_halt_stops_and_refuses_the_order_jobs_and_runs_on_halt_once(scenario:
         # issue 45: killed by the stop's SIGTERM, never a success; told as stopped by halt
         assert (stopped["result"], stopped["exit_status"]) == ("signal", "TERM")
         stop_alert = scenario.wait_message(
-            "telegram", f"{running.name} was stopped by market-timers halt", timeout=30)["text"]
+            "telegram", f"{running.name} was stopped by market-timers halt", timeout=30,
+            poll=scenario.flush_outbox)["text"]
         assert "e2e runaway" in stop_alert
 
         # the job's own user can neither lift nor make a halt
@@ -76,7 +77,8 @@ def test_a_halt_stops_and_refuses_the_order_jobs_and_runs_on_halt_once(scenario:
         [line] = box.read_file(ON_HALT_LOG).splitlines()
         assert "reason=e2e runaway" in line and "scope=order jobs" in line
         assert "user=market-jobs" in line
-        halt_alert = scenario.wait_message("telegram", "HALT: order jobs", timeout=30)["text"]
+        halt_alert = scenario.wait_message("telegram", "HALT: order jobs", timeout=30,
+                                           poll=scenario.flush_outbox)["text"]
         assert "e2e runaway" in halt_alert
         status = box.run(["market-timers", "status"]).stdout
         assert "halted (e2e runaway)" in status and "market-timers resume --orders" in status
@@ -120,7 +122,7 @@ def test_a_failing_on_halt_is_a_critical_alert_and_halt_says_so(scenario: Scenar
         unit = re.search(r"market-on-halt-\S+?\.service", done.stdout).group(0)
         assert unit in box.failed_units()  # kept, with its result, until someone resets it
         alert = scenario.wait_message("telegram", "on_halt failed with exit status 3",
-                                      timeout=30)["text"]
+                                      timeout=30, poll=scenario.flush_outbox)["text"]
         print(alert)
         assert "[CRITICAL]" in alert
         if box.suite == "bookworm":  # on 257 the excerpt (by _SYSTEMD_INVOCATION_ID) came back
@@ -138,7 +140,8 @@ def test_a_failing_on_halt_is_a_critical_alert_and_halt_says_so(scenario: Scenar
         refused = "on_halt could not be started" in missing.stderr
         assert refused or "on_halt failed: exit 203" in missing.stdout
         needle = "on_halt could not be started" if refused else "exit status 203"
-        alert = scenario.wait_message("telegram", needle, timeout=30)["text"]
+        alert = scenario.wait_message("telegram", needle, timeout=30,
+                                      poll=scenario.flush_outbox)["text"]
         print(alert)
         assert "[CRITICAL]" in alert and (ON_HALT in alert or not refused)
     finally:
@@ -174,7 +177,7 @@ def test_an_on_halt_killed_after_halts_wait_is_a_critical_alert(scenario: Scenar
         assert box.show(unit, "SubState") == "running"
         box.run(["systemctl", "kill", "--signal=SIGTERM", unit])
         alert = scenario.wait_message("telegram", "on_halt was killed by signal 15 (TERM)",
-                                      timeout=30)["text"]
+                                      timeout=30, poll=scenario.flush_outbox)["text"]
         print(alert)
         assert "[CRITICAL]" in alert
         assert unit in box.failed_units()  # kept, failed, until someone resets it

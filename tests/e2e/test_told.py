@@ -41,7 +41,8 @@ def test_a_failure_after_a_recovered_one_and_two_failed_sessions_are_each_alerte
 
     def failed(session: str) -> dict:
         return scenario.wait_message("telegram", "told failed with exit status 3",
-                                     f"session: {session}\n", timeout=40)
+                                     f"session: {session}\n", timeout=40,
+                                     poll=scenario.flush_outbox)
 
     _config(scenario, failing, dedup_minutes=30)
     scenario.sync()
@@ -50,7 +51,8 @@ def test_a_failure_after_a_recovered_one_and_two_failed_sessions_are_each_alerte
     assert "host: " in first
     _config(scenario, Job("told", failing.instant, ["ok"]), dedup_minutes=30)
     run(days[0], "--force")
-    recovered = scenario.wait_message("telegram", "told recovered", timeout=40)["text"]
+    recovered = scenario.wait_message("telegram", "told recovered", timeout=40,
+                                      poll=scenario.flush_outbox)["text"]
     assert recovered.startswith("[RESOLVED] ")
     _config(scenario, failing, dedup_minutes=30)
     for session in days[1:]:  # two sessions failing in a row, inside the dedup window
@@ -78,7 +80,8 @@ def test_resume_resolves_the_halt_on_every_channel_and_it_never_repeats(
         box.run(["market-timers", "halt", "--reason", "e2e told"])
         ids = set()
         for channel in ("telegram", "slack"):
-            text = scenario.wait_message(channel, "HALT: order jobs", timeout=30)["text"]
+            text = scenario.wait_message(channel, "HALT: order jobs", timeout=30,
+                                         poll=scenario.flush_outbox)["text"]
             ids.add(re.search(r"alert id: (\S+)", text)[1])
         [halt_id] = ids  # one incident, one id, on every channel
         listed = box.run(["market-timers", "alerts"]).stdout
@@ -86,7 +89,8 @@ def test_resume_resolves_the_halt_on_every_channel_and_it_never_repeats(
         assert f"market-timers ack {halt_id}" in listed
         box.run(["market-timers", "resume"])
         for channel in ("telegram", "slack"):
-            lifted = scenario.wait_message(channel, "halt lifted", timeout=30)["text"]
+            lifted = scenario.wait_message(channel, "halt lifted", timeout=30,
+                                           poll=scenario.flush_outbox)["text"]
             assert f"The HALT alert {halt_id} is resolved" in lifted
         time.sleep(65)  # past repeat_minutes: the outbox timer would have queued a repeat
         scenario.flush_outbox()
