@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 from market_timers.alerts.api import raise_alert
@@ -74,8 +75,31 @@ def test_spool_write_is_atomic_no_temp_files_left(make_ctx, api):
     assert [n for n in names if n.endswith(".json")] and not [n for n in names if ".tmp" in n]
 
 
+def test_an_alert_raised_during_a_short_send_is_sent_once_that_send_ends(make_ctx, api):
+    """The halt's own alert held the outbox's lock while the stop's alert was spooled (e2e,
+    test_halt): the stop's alert waits for that send, not for the outbox timer's minute."""
+    ctx = make_ctx()
+    holding, release = threading.Event(), threading.Event()
+
+    def another_sender():
+        with ctx.outbox.lock(wait=True):
+            holding.set()
+            release.wait(5)
+
+    sender = threading.Thread(target=another_sender)
+    sender.start()
+    holding.wait(5)
+    threading.Timer(0.5, release.set).start()
+    alert = raise_alert(ctx, kind="failed", job="j", session="2026-11-30")
+    sender.join()
+    [msg] = api.received("telegram")
+    assert alert.title in msg["text"]
+    assert ctx.outbox.load_all() == []
+
+
 def test_flush_while_another_sender_holds_the_lock_leaves_alert_for_later(make_ctx, api):
     ctx = make_ctx()
+    ctx.busy_patience = 0.3  # the send in progress outlasts the immediate try's patience
     with ctx.outbox.lock(wait=False) as held:
         assert held
         alert = raise_alert(ctx, kind="failed", job="j", session="2026-11-30")

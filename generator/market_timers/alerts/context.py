@@ -33,6 +33,8 @@ class AlertContext:
     channel_factory: Callable = make_channel
     note: str = ""  # appended to every alert's text (the config is broken: see snapshot.py)
     node: str = ""  # the cluster node's name ([cluster] node), named in every alert
+    # seconds this process's immediate tries may wait, in all, for another send to end
+    busy_patience: float = 10.0
     outbox: Outbox = field(init=False)
     state: AlertState = field(init=False)
     escalations: Escalations = field(init=False)

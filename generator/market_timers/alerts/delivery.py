@@ -12,6 +12,7 @@ every UNDELIVERABLE_RETRY. The alert file is removed only after a confirmed deli
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 from market_timers.alerts.model import PENDING, UNDELIVERABLE, Alert, parse_iso
@@ -24,6 +25,7 @@ log = logging.getLogger("market_timers.alerts")
 
 UNDELIVERABLE_RETRY = timedelta(minutes=30)
 DELIVERED, WAITING, RETRY, GAVE_UP = "delivered", "waiting", "retry", "undeliverable"
+BUSY_POLL = 0.1  # seconds between looks at a busy outbox lock
 
 
 def backoff(attempts: int) -> timedelta:
@@ -185,13 +187,18 @@ def _quarantine(ctx) -> list:
 
 
 def try_now(ctx, alert: Alert) -> str:
-    """The immediate try after spooling; leaves the alert to the timer if a flush is running."""
-    with ctx.outbox.lock(wait=False) as held:
-        if not held:
+    """The immediate try after spooling. Another send in progress (a flush, another alert's
+    try) is waited for, within what is left of the process's patience (ctx.busy_patience):
+    left to market-outbox.timer, the alert would wait up to a minute; a pass raising many
+    alerts beside a long flush waits that long in all, then leaves them to the timer."""
+    while True:
+        with ctx.outbox.lock(wait=False) as held:
+            if held:
+                return attempt(ctx, alert) if ctx.outbox.exists(alert) else DELIVERED
+        if ctx.busy_patience <= 0:
             return "busy"
-        if not ctx.outbox.exists(alert):
-            return DELIVERED
-        return attempt(ctx, alert)
+        time.sleep(BUSY_POLL)
+        ctx.busy_patience -= BUSY_POLL
 
 
 def send_direct(ctx, alert: Alert) -> str | None:
