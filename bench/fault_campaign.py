@@ -4,9 +4,12 @@ order (shared lock groups) and periodic jobs, faults injected at random times fr
 10-30 s stall between a node and the database: its link down, or its connections held by a proxy
 that keeps them up, an admin lock on the ledger's tables, a clock step of 10-60 s either way on
 one node's job units: the LD_PRELOAD shim tests/fakes/clockshift.c, as the containers share the
-host's clock, so that node's systemd timers still fire by the host's clock). Counts: fires run
-twice, fires neither run nor alerted, fires run later than their grace, alerts that a job failed
-(every job exits 0; all four must be 0), and fires refused and alerted. The campaign itself:
+host's clock, so that node's systemd timers still fire by the host's clock), and issue 44's: a
+halt while the ledger is unreachable, a halt while ny4-b's halt-watch connection is held, a node
+whose DSN lost its password (tests/e2e/controlfaults.py). Counts: fires run twice, fires neither
+run nor alerted, fires run later than their grace, alerts that a job failed (every job exits 0),
+starts while a halt was in force (all five must be 0), fires refused and alerted, and fires held
+by a halt (told by the halt's own alert). The campaign itself:
 tests/e2e/campaign.py (a smaller N is
 the e2e test tests/e2e/test_cluster.py::test_a_small_fault_campaign...).
 
@@ -72,7 +75,9 @@ def campaign(fires: int, seed: int, spacing: int,
                        f"{late} of {len(out.fires)}"),
                  Check("no alert says a job failed (every job exits 0)",
                        out.exit0_failures() == 0,
-                       f"{out.exit0_failures()} of {len(out.messages)} messages")]
+                       f"{out.exit0_failures()} of {len(out.messages)} messages"),
+                 Check("no start while a halt is in force", not out.halted_runs(),
+                       f"{len(out.halted_runs())} of {len(out.fires)}")]
     s.headline.append(f"fault campaign: {out.summary()}")
     kinds = Counter(f.job.rstrip("0123456789") for f in out.fires)
     s.add(f"Run on {started}, code {commit()} (the .deb {deb.name} built from it), seed {seed}: "
@@ -84,10 +89,11 @@ def campaign(fires: int, seed: int, spacing: int,
           f"{'one role each' if cluster.node_roles else 'the owner role'}), "
           f"**{len(out.faults)}** faults.")
     s.add(table(["fires", "ran", "ran twice", "ran later than grace", "neither ran nor alerted",
-                 "refused and alerted", "messages at the fake Telegram API",
-                 "of which 'failed with exit status 0'"],
+                 "refused and alerted", "held by a halt", "halted jobs run",
+                 "messages at the fake Telegram API", "of which 'failed with exit status 0'"],
                 [[len(out.fires), out.ran(), twice, late, neither, len(out.refused_alerted()),
-                  len(out.messages), out.exit0_failures()]]))
+                  len(out.held()), len(out.halted_runs()), len(out.messages),
+                  out.exit0_failures()]]))
     first = out.fires[0].scheduled
     s.add(table(["at (s after the first fire)", "fault", "node", "lasted s", "what was done"],
                 [[f"{f.at - first:.0f}", f.kind, f.node, f.seconds, f.note]

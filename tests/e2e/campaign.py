@@ -23,7 +23,9 @@ CLOCK_MONOTONIC and CLOCK_BOOTTIME only), so the step is made by the LD_PRELOAD 
 tests/fakes/clockshift.c in every job unit's drop-in, reading its offset from a file of the node
 that the fault writes and empties: systemd's own timers on that node (PID 1) still fire by the
 host's clock, so the campaign tests the runner's defence (the ledger refuses a skewed node's
-claim), not timers firing at the wrong time.
+claim), not timers firing at the wrong time. And issue 44's (tests/e2e/controlfaults.py): a halt
+while the ledger is unreachable, a halt while ny4-b's halt-watch connection is held, a node whose
+DSN lost its password; a halt's window counts the fires it held and any start inside it.
 """
 
 from __future__ import annotations
@@ -46,8 +48,11 @@ from .cluster import (
     install_clockshift,
     shift_clock,
 )
+from .controlfaults import KINDS as CONTROL_FAULTS
+from .controlfaults import inject_control_fault
 
-FAULTS = ("kill9", "poweroff", "pg-stop", "stall", "hold", "admin-lock", "clock-step")
+FAULTS = ("kill9", "poweroff", "pg-stop", "stall", "hold", "admin-lock", "clock-step",
+          *CONTROL_FAULTS)
 LEFT_OUT = {"a clock step of PID 1": "the containers share the host's CLOCK_REALTIME (not "
                                      "namespaced): the clock-step fault steps the clock of the "
                                      "node's job units (runner, job, record step) with an "
@@ -76,6 +81,8 @@ class Fault:
     seconds: float
     note: str = ""
     step: float = 0.0  # a clock-step's offset, seconds (+ ahead, - behind)
+    # a halt's window: when `halt` returned, when `resume` was asked, when it returned
+    halted: tuple[float, float, float] | None = None
 
 
 @dataclass
@@ -95,8 +102,25 @@ class Outcome:
                 if any(start - f.scheduled > f.grace for _, start in self.runs.get(i, []))]
 
     def neither(self) -> list[Fire]:
+        held = self.held()
         return [f for i, f in enumerate(self.fires)
-                if not self.runs.get(i) and i not in self.alerted]
+                if not self.runs.get(i) and i not in self.alerted and f not in held]
+
+    def _windows(self) -> list[tuple[float, float, float]]:
+        return [f.halted for f in self.faults if f.halted]
+
+    def held(self) -> list[Fire]:
+        """Fires not run whose start (or the standby's, 2 s later) a halt covered, until its
+        resume returned: the halt's own alert told, once."""
+        return [f for i, f in enumerate(self.fires) if not self.runs.get(i) and any(
+            start - 2 <= f.scheduled <= resumed + 2 for start, _, resumed in self._windows())]
+
+    def halted_runs(self) -> list[Fire]:
+        """Fires with a start while a halt was in force: from a second after `halt` returned
+        (a start that passed its last halt check before) until `resume` was asked."""
+        return [f for i, f in enumerate(self.fires) if any(
+            start + 1 < when < asked for _, when in self.runs.get(i, [])
+            for start, asked, _ in self._windows())]
 
     def refused_alerted(self) -> list[Fire]:
         return [f for i, f in enumerate(self.fires) if not self.runs.get(i) and i in self.alerted]
@@ -113,7 +137,8 @@ class Outcome:
         return (f"{len(self.fires)} fires, {len(self.faults)} faults (seed {self.seed}): ran "
                 f"{self.ran()}, twice {len(self.twice())}, late {len(self.late())}, neither run "
                 f"nor alerted {len(self.neither())}, refused and alerted "
-                f"{len(self.refused_alerted())} ({len(self.messages)} messages)")
+                f"{len(self.refused_alerted())}, held by a halt {len(self.held())}, halted "
+                f"jobs run {len(self.halted_runs())} ({len(self.messages)} messages)")
 
 
 def plan_fires(n: int, first: float, spacing: int, every: int, grace: int,
@@ -167,9 +192,8 @@ def plan_faults(rng: random.Random, start: float, end: float, kinds: tuple[str, 
         kind = order[len(faults) % len(order)]
         seconds = {"kill9": 0.0, "admin-lock": rng.uniform(4, 8)}.get(
             kind, rng.uniform(10, longest))
-        node = {"stall": "ny4-a", "hold": "ny4-b", "pg-stop": "pg",
-                "admin-lock": "pg"}.get(kind) or rng.choice(
-            NODES)
+        node = {"stall": "ny4-a", "hold": "ny4-b", "pg-stop": "pg", "admin-lock": "pg",
+                "halt-unreachable": "pg", "hold-watch": "ny4-b"}.get(kind) or rng.choice(NODES)
         fault = Fault(t, kind, node, round(seconds, 1))
         if kind == "clock-step":
             fault.step = round(rng.choice((-1, 1)) * rng.uniform(10, 60), 1)
@@ -219,6 +243,8 @@ def inject(cluster: Cluster, fault: Fault, log: Callable[[str], None]) -> None:
         cluster.psql("BEGIN; LOCK TABLE mt_runs, mt_locks IN ACCESS EXCLUSIVE MODE; "
                      f"SELECT pg_sleep({fault.seconds}); COMMIT")
         fault.note = "LOCK TABLE mt_runs, mt_locks IN ACCESS EXCLUSIVE MODE"
+    elif fault.kind in CONTROL_FAULTS:
+        inject_control_fault(cluster, fault, pg_unit, log)
     elif fault.kind in ("pg-stop", "stall", "hold", "clock-step"):
         shift = cluster.nodes[fault.node].root / CLOCKSHIFT_FILE.lstrip("/") \
             if fault.kind == "clock-step" else None
@@ -284,6 +310,8 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
         first = math.ceil(time.time() + 15 + 0.1 * n)
         jobs, periodic, fires = plan_fires(n, first, spacing, every, grace, rng)
         cluster.schedule(jobs, extra=periodic, horizon=1)
+        if "hold-watch" in kinds:  # its halt-watch connects through the proxy, to be held
+            cluster.nodes["ny4-b"].systemctl("restart", "market-halt-watch.service")
         if "clock-step" in kinds:  # every job unit on both nodes reads the (empty) offset file
             _clock_shim(cluster, [j.name for j in jobs] + [PERIODIC])
         end = fires[-1].scheduled
@@ -310,6 +338,8 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
             for fault in faults:
                 if fault.kind == "clock-step":
                     fault.note += f"; {skewed} starts in the campaign refused it (exit 179)"
+    if "hold-watch" in kinds:  # its DSN names the database again, not the closed proxy
+        cluster.nodes["ny4-b"].systemctl("restart", "market-halt-watch.service", check=False)
     out = Outcome(seed, fires, faults, messages=[m["text"] for m in messages])
     # "X failed with exit status 0" is about a run that happened (its record step failed), not
     # news that a fire did not run: it tells no one about a refused fire
@@ -326,7 +356,8 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
             out.alerted.add(i)
     log(out.summary())
     for label, bad in (("twice", out.twice()), ("late", out.late()),
-                       ("neither run nor alerted", out.neither())):
+                       ("neither run nor alerted", out.neither()),
+                       ("run inside a halt", out.halted_runs())):
         for f in bad:
             log(f"  {label}: {f.job} {f.slot} runs {out.runs[fires.index(f)]}")
     return out

@@ -99,12 +99,13 @@ class Cluster:
         # the proxy ny4-b reaches the database through, inside through_proxy() (the campaign)
         self.proxy: HoldingProxy | None = None
 
-    def dsn(self, role: str, host: str = "127.0.0.1", port: int | None = None) -> str:
+    def dsn(self, role: str, host: str = "127.0.0.1", port: int | str | None = None) -> str:
         """The DSN of `role`: the owner's (mt, for `cluster init`) or a node's own role."""
         return (f"host={host} port={port or self.port} dbname=ledger user={role} "
                 f"password={PASSWORD} target_session_attrs=read-write")
 
-    def write_dsn(self, name: str, host: str = "127.0.0.1", port: int | None = None) -> None:
+    def write_dsn(self, name: str, host: str = "127.0.0.1",
+                  port: int | str | None = None) -> None:
         """The node's DSN credential, written in its root directory (running or not)."""
         path = self.nodes[name].root / CREDSTORE.lstrip("/") / "market-timers.cluster-dsn"
         path.parent.mkdir(mode=0o700, exist_ok=True)
@@ -211,8 +212,9 @@ class Cluster:
         return box.wait_for(lambda: len(self.runs()) >= count and self.runs(), timeout,
                             f"{count} runs in the shared log", interval=0.3)
 
-    def psql(self, sql: str) -> str:
-        return self.pg.run(["runuser", "-u", "postgres", "--", "psql", "-p", str(self.port),
+    def psql(self, sql: str, port: int | None = None) -> str:
+        """`sql` on the primary (or the server on `port`: a promoted standby)."""
+        return self.pg.run(["runuser", "-u", "postgres", "--", "psql", "-p", str(port or self.port),
                             "-d", "ledger", "-Atc", sql]).stdout.strip()
 
     def reset(self) -> None:

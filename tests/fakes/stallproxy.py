@@ -63,13 +63,15 @@ class HoldingProxy:
     held, the bytes of every connection, either way, and a new connection's first bytes, are
     received (the proxy's kernel acknowledges them) and kept until `release()`. A stalled
     middlebox, not a link down: the client's keepalives and `tcp_user_timeout` see a healthy
-    peer, so only its own deadline on each step ends the wait."""
+    peer, so only its own deadline on each step ends the wait. `hold_open()` holds only the
+    connections open now (a listener's), letting new ones through."""
 
     def __init__(self, upstream_port: int):
         self.upstream_port = upstream_port
         self._flowing = threading.Event()
         self._flowing.set()
         self._stop = threading.Event()
+        self._open: list[threading.Event] = []  # each connection's own flow, set: flowing
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -77,8 +79,14 @@ class HoldingProxy:
     def hold(self) -> None:
         self._flowing.clear()
 
+    def hold_open(self) -> None:
+        for flow in list(self._open):
+            flow.clear()
+
     def release(self) -> None:
         self._flowing.set()
+        for flow in list(self._open):
+            flow.set()
 
     def _accept(self) -> None:
         for client in _accepted(self._listener, self._stop):
@@ -91,13 +99,17 @@ class HoldingProxy:
         except OSError:
             client.close()
             return
+        flow = threading.Event()
+        flow.set()
+        self._open.append(flow)
         for src, dst in ((client, server), (server, client)):
             threading.Thread(target=_pump, daemon=True, args=(
-                src, dst, self._stop, lambda _data: self._flowing.wait())).start()
+                src, dst, self._stop,
+                lambda _data: (self._flowing.wait(), flow.wait()))).start()
 
     def close(self) -> None:
         self._stop.set()
-        self._flowing.set()
+        self.release()
         self._listener.close()
 
 

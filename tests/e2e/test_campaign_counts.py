@@ -1,0 +1,82 @@
+"""The fault campaign's counts (tests/e2e/campaign.py) and its proxy's holds, without booting
+anything (runs everywhere, fast): a halt's window (issue 44) counts the fires it held as told
+and any start inside it as a halted job run."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+from tests.fakes.stallproxy import HoldingProxy
+
+from .campaign import Fault, Fire, Outcome
+
+HALT, ASKED, RESUMED = 100.0, 130.0, 133.0  # `halt` returned, `resume` asked, it returned
+
+
+def _outcome(runs: dict) -> Outcome:
+    fires = [Fire("single000", 95.0, 10), Fire("orders001", 110.0, 10),
+             Fire("books002", 134.0, 10), Fire("single003", 140.0, 10)]
+    halt = Fault(HALT, "halt-unreachable", "pg", 12.0, halted=(HALT, ASKED, RESUMED))
+    return Outcome(23, fires, [halt], runs=runs)
+
+
+def test_a_fire_the_halt_held_is_told_by_the_halt_and_not_counted_as_neither():
+    out = _outcome({0: [("ny4-a", 95.1)], 3: [("ny4-a", 140.1)]})
+    assert [f.job for f in out.held()] == ["orders001", "books002"]
+    assert out.neither() == []
+    assert out.halted_runs() == []
+
+
+def test_a_start_while_the_halt_is_in_force_is_a_halted_job_run():
+    out = _outcome({1: [("ny4-b", 112.0)], 2: [("ny4-a", 134.1)]})
+    assert [f.job for f in out.halted_runs()] == ["orders001"]
+    assert "halted jobs run 1" in out.summary()
+
+
+def test_a_fire_after_the_resume_returned_that_did_not_run_is_still_neither():
+    out = _outcome({})
+    assert [f.job for f in out.neither()] == ["single000", "single003"]
+
+
+@pytest.fixture
+def echo_port():
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        while True:
+            try:
+                conn = server.accept()[0]
+            except OSError:
+                return
+            threading.Thread(target=lambda c=conn: [c.sendall(d) for d in iter(
+                lambda: c.recv(100), b"")], daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+
+
+def _echoes(sock: socket.socket, data: bytes) -> bool:
+    sock.sendall(data)
+    try:
+        return sock.recv(100) == data
+    except TimeoutError:
+        return False
+
+
+def test_hold_open_holds_the_connections_open_now_and_lets_new_ones_through(echo_port):
+    proxy = HoldingProxy(echo_port)
+    try:
+        old = socket.create_connection(("127.0.0.1", proxy.port), timeout=0.5)
+        assert _echoes(old, b"listen")
+        proxy.hold_open()
+        new = socket.create_connection(("127.0.0.1", proxy.port), timeout=0.5)
+        assert _echoes(new, b"claim")
+        assert not _echoes(old, b"look")
+        proxy.release()
+        old.settimeout(2)
+        assert old.recv(100) == b"look"
+    finally:
+        proxy.close()
