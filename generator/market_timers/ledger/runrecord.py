@@ -31,8 +31,8 @@ def legacy_path(state_dir: str | os.PathLike, job: str, session: str) -> Path:
 
 
 def summary(book, key: Key) -> dict | None:
-    attempts = book.attempts(key)
-    refusals = book.refusals(key)
+    both = getattr(book, "attempts_and_refusals", None)  # the local ledger: one open
+    attempts, refusals = both(key) if both else (book.attempts(key), book.refusals(key))
     base = {"job": key.job, "session": key.session}
     if attempts:
         return {**base, **attempts[-1], "attempts": len(attempts),

@@ -220,25 +220,28 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
     held = _Holds(config, state_dir, book)
     upcoming: list[dict] = []
     ahead = False
+    # fire_utc is ISO UTC to the second: compared as text, most fires are never parsed
+    stamp, last = iso(now), iso(until) if until is not None else None
     try:
         for entry in fires:
             if entry["job"] not in jobs:  # a job removed from the config since: nothing to expect
                 continue
-            if parse_iso(entry["fire_utc"]) <= now and held(entry):
+            fire = entry["fire_utc"]
+            if fire <= stamp and held(entry):
                 continue  # held by `market-timers pause` (pause_on_failure, halt): not a miss
             periodic = bool(entry.get("every_sec"))
             if periodic:  # a periodic job: judged by its slots (this node's slot records)
                 slots.check_session(config, entry, now, watch, state_dir, result, alert,
                                     seen)
-            due = deadline(entry, watch.slack_sec)
-            if parse_iso(entry["fire_utc"]) > now:
+            if fire > stamp:
                 ahead = True
                 # A (job, session) that already ran (`market-timers run` ahead of its timer) has
                 # no timer on purpose: sync withdrew it.
-                if (until is None or parse_iso(entry["fire_utc"]) <= until) \
-                        and ran(entry) is None:
+                if (last is None or fire <= last) and ran(entry) is None:
                     upcoming.append(entry)
-            elif not periodic and due < now and ran(entry) is None:
+                continue
+            due = deadline(entry, watch.slack_sec)
+            if not periodic and due < now and ran(entry) is None:
                 finding = findings.missed(entry, due, now, watch)
                 if book is not None and finding.key not in seen \
                         and not book.note_miss(Key(entry["job"], entry["session"])):
@@ -251,9 +254,9 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
         result.findings[:] = [findings.unreachable(config, e)]
         result.errors.append(f"the cluster run ledger cannot be reached: {e}")
         # The timers can still be checked (what this node has not run locally).
-        later = [e for e in fires if e["job"] in jobs and parse_iso(e["fire_utc"]) > now]
+        later = [e for e in fires if e["job"] in jobs and e["fire_utc"] > stamp]
         ahead = bool(later)
-        upcoming = [e for e in later if (until is None or parse_iso(e["fire_utc"]) <= until)
+        upcoming = [e for e in later if (last is None or e["fire_utc"] <= last)
                     and runrecord.read(state_dir, e["job"], e["session"]) is None]
     return upcoming, ahead
 

@@ -16,9 +16,8 @@ PLAN_FILE = planfile.FILE
 
 
 def read_plan(state_dir: Path) -> dict | None:
-    """plan.json as written by sync (planfile.read), or None when sync has never run."""
-    doc = planfile.read(state_dir)
-    return None if doc is None else doc.to_json()
+    """plan.json as written by sync (planfile.read_json), or None when sync has never run."""
+    return planfile.read_json(state_dir)
 
 
 def timer_state(props: dict[str, str]) -> str:

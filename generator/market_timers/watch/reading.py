@@ -32,8 +32,10 @@ def due_fires(fires: list[dict], judged: str | None, seen: dict[str, str], slack
     # fire_utc is ISO UTC: as strings fires sort as their instants, so most are passed over
     # without parsing (none before `oldest` can have a deadline after the last judging pass)
     oldest = iso(since - timedelta(seconds=span + slack + 1))
+    # a fire after the judging pass has its deadline after it too: no parse for those ahead
     return [e for e in fires if e.get("every_sec") or (e["job"], e["session"]) in open_misses
-            or (e["fire_utc"] >= oldest and deadline(e, slack) >= since)]
+            or (e["fire_utc"] >= oldest and (e["fire_utc"] > judged
+                                             or deadline(e, slack) >= since))]
 
 # A timer that will fire: waiting, or running its service now (a slot's run, a pre-fired start
 # waiting for its instant, today's run of a daily unit): it waits again once the run ends.

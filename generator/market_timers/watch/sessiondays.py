@@ -65,9 +65,10 @@ def session_days(fires: list[dict]) -> dict[tuple[str, str], Day]:
     """(calendar, session) -> its Day, for every session of the plan's fires."""
     events: dict[tuple[str, str], dict[str, str]] = {}
     for e in fires:
-        if e.get("event") not in ("open", "close") or (at := _event_local(e)) is None:
-            continue
         key = (e.get("calendar", ""), e["session"])
+        if e.get("event") not in ("open", "close") or e["event"] in events.get(key, ()) \
+                or (at := _event_local(e)) is None:
+            continue  # a session's event is the same for each of its jobs: read from the first
         events.setdefault(key, {})[e["event"]] = f"{at:%H:%M} {e.get('timezone') or ''}".strip()
     usual = {}
     for event in ("open", "close"):

@@ -48,7 +48,7 @@ from pathlib import Path
 from market_timers.config.dependencies import chain_depths
 from market_timers.config.watch import watch_of
 from market_timers.contracts import planfile
-from market_timers.contracts.instants import iso, parse_iso
+from market_timers.contracts.instants import iso
 from market_timers.contracts.outcomes import BY_NAME
 from market_timers.host.clock import utcnow
 from market_timers.host.systemctl import Systemctl
@@ -83,9 +83,12 @@ def collect(config, session=None, now: datetime | None = None, *,
     book, ledger_error = runrecord.cluster_book(config), None
     cluster = book is not None
     depth = chain_depths(requires)
+    held_here = statusinputs.local_keys(state_dir)
     for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], depth.get(e["job"], 0),
                                           e["job"])):
-        record = statusinputs.read_record(state_dir, e, book) if ledger_error is None else None
+        record = None
+        if ledger_error is None and (book is not None or held_here(e["job"], e["session"])):
+            record = statusinputs.read_record(state_dir, e, book)
         if isinstance(record, Exception):  # the cluster ledger: say so, show the local one
             ledger_error, book = f"the cluster run ledger cannot be reached: {record}", None
             record = None
@@ -199,7 +202,8 @@ def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]
     labels = sorted({e["session"] for e in fires})
     if session is not None:
         return {session}
-    started = [e["session"] for e in fires if parse_iso(e["fire_utc"]) <= now]
+    stamp = iso(now)
+    started = [e["session"] for e in fires if e["fire_utc"] <= stamp]
     first = max(started) if started else (labels[0] if labels else "")
     return {s for s in labels if s >= first}
 
@@ -217,7 +221,7 @@ def _result(entry: dict, record: dict, now: datetime, slack: int) -> str:
         return record["result"]
     if record.get("started_utc"):
         return "running"
-    if parse_iso(entry["fire_utc"]) > now:
+    if entry["fire_utc"] > iso(now):  # ISO UTC to the second: text order is instant order
         return "scheduled"
     return "missed" if deadline(entry, slack) < now else "due"
 

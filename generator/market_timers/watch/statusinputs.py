@@ -81,6 +81,29 @@ def _dated(session: str) -> bool:
     return len(session) == 10 and session[4] == session[7] == "-"
 
 
+def local_keys(state_dir: Path):
+    """(job, session) -> whether this host holds anything of it (a ledger key or a pre-ledger
+    record), each job's two directories listed once: most shown keys have nothing yet (a fire
+    ahead), and a record read opens every path component on the way (safefs)."""
+    from market_timers.files.safefs import listdir
+    from market_timers.ledger import paths
+
+    listed: dict[str, set[str]] = {}
+
+    def held(job: str, session: str) -> bool:
+        if job not in listed:
+            try:
+                names = listdir(paths.job_ledger_dir(state_dir, job), base=state_dir)
+                names += [n[:-5] for n in listdir(paths.runs_dir(state_dir, job),
+                                                  base=state_dir) if n.endswith(".json")]
+            except (OSError, ValueError):
+                return True  # cannot tell: read the record (it says what is wrong)
+            listed[job] = set(names)
+        return session in listed[job]
+
+    return held
+
+
 def read_record(state_dir: Path, entry: dict, book):
     """The record (any node's, in cluster mode), None, or the DatabaseError that stopped it."""
 

@@ -1,0 +1,104 @@
+"""The status page after each dead-man pass (issue 46): rewritten when what it shows changed, and
+only then: a pass with nothing new reads no run record and asks systemd about no job's timer for
+the page, yet the page's health still names that pass; a run, a fire's instant or deadline going
+by, a halt, each shows at the next pass as it did when every pass rewrote the page.
+
+The Thanksgiving week of test_status_page.py: signal (20:45) and orders (20:50), runs recorded
+on Monday to Wednesday but orders on Tuesday; Friday 2025-11-28 is the early close (17:45/17:50).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from market_timers.ledger import runrecord
+from market_timers.watch import deadman, status, statuspage
+
+from .conftest import utc
+from .test_status_page import NOW, Cells, week  # noqa: F401  (the fixture)
+
+
+@pytest.fixture
+def passes(week, fake_systemctl, monkeypatch):  # noqa: F811
+    """passes(at): one `market-timers deadman` (the pass, then the page) at `at`; the page's
+    cells by (job, session), and its text."""
+    real = deadman.run_pass
+    monkeypatch.setattr(deadman, "run_pass", lambda cfg, t: real(
+        cfg, t, systemctl=fake_systemctl, alert=lambda *a, **k: None, env={}))
+    monkeypatch.setattr(status, "Systemctl", lambda: fake_systemctl)
+    week.page_dir.mkdir()
+
+    def one(at):
+        fake_systemctl.now = at
+        deadman.command(week, at)
+        text = (week.page_dir / statuspage.PAGE_FILE).read_text()
+        cells = Cells()
+        cells.feed(text)
+        return cells.cells, text
+
+    return one
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    seen: list[tuple[str, str]] = []
+    read = runrecord.read
+
+    def counting(state_dir, job, session, *args, **kw):
+        seen.append((job, session))
+        return read(state_dir, job, session, *args, **kw)
+
+    monkeypatch.setattr(runrecord, "read", counting)
+    return seen
+
+
+def job_timers(systemctl) -> list[str]:
+    return [u for u in systemctl.called("show") if u.startswith(("market-signal@",
+                                                                 "market-orders@"))]
+
+
+def test_a_pass_with_nothing_new_reads_no_record_and_no_timer_for_the_page(
+        passes, fake_systemctl, reads):
+    passes(NOW)
+    passes(NOW + timedelta(minutes=1))  # the pass that checks the new plan's timers
+    reads.clear()
+    fake_systemctl.calls.clear()
+    _, text = passes(NOW + timedelta(minutes=2))
+    # the one record read is the open miss's (orders on Tuesday): the pass judges it again
+    assert reads == [("orders", "2025-11-25")] and job_timers(fake_systemctl) == []
+    assert "last dead-man pass 2025-11-26T21:02:00Z" in text  # its health: this pass
+
+
+def test_a_run_recorded_between_passes_shows_at_the_next(passes, week):  # noqa: F811
+    cells, _ = passes(NOW)
+    assert cells[("orders", "2025-11-25")] == "missed"
+    runrecord.update(week.state_dir, "orders", "2025-11-25", started_utc="2025-11-26T21:00:30Z",
+                     result="success", exit_code="exited", exit_status="0", duration_sec=1)
+    cells, _ = passes(NOW + timedelta(minutes=1))
+    assert cells[("orders", "2025-11-25")] == "ok"
+
+
+def test_a_fire_going_due_then_missed_shows_at_the_next_pass(passes):
+    cells, _ = passes(utc("2025-11-28T17:40:00Z"))
+    assert cells[("signal", "2025-11-28")] == "scheduled"
+    cells, _ = passes(utc("2025-11-28T17:41:00Z"))
+    assert cells[("signal", "2025-11-28")] == "scheduled"
+    cells, _ = passes(utc("2025-11-28T17:46:00Z"))
+    assert cells[("signal", "2025-11-28")] == "due"
+    cells, _ = passes(utc("2025-11-28T17:53:00Z"))  # 17:45 + 2 min + 5 min + 30 s
+    assert cells[("signal", "2025-11-28")] == "missed"
+
+
+def test_a_halt_between_passes_shows_at_the_next(passes, week):  # noqa: F811
+    from market_timers.controls import halt
+
+    class NothingRuns:
+        def running(self, patterns):
+            return []
+
+    passes(NOW)
+    assert halt.halt(week, "orders", None, False, "drill", NOW, systemctl=NothingRuns()) == 0
+    cells, text = passes(NOW + timedelta(minutes=1))
+    assert cells[("orders", "2025-11-28")] == "halted" and "drill" in text
