@@ -241,3 +241,19 @@ def test_on_halts_own_exit_178_is_its_failure_not_a_refusal_of_the_runner(channe
     failed = handled(channels, units, tmp_path, "178")
     assert {a["title"] for a in failed} == {"on_halt failed with exit status 178"}
     assert {a["severity"] for a in failed} == {"critical"}
+
+
+def test_two_halts_of_one_scope_in_one_second_are_two_on_halt_incidents():
+    """Halted, resumed and halted again within a second (test_halt on a fast host): the second
+    on_halt's unit and alerts are its own, not the first's (same name: systemd-run refused it)."""
+    from datetime import UTC, datetime
+
+    from market_timers.contracts.unitname import on_halt_unit
+    from market_timers.controls.on_halt import session_of
+
+    record = {"scope": "orders"}
+    first = datetime(2026, 12, 5, 18, 33, 36, 120_000, tzinfo=UTC)
+    second = first.replace(microsecond=870_000)
+    assert session_of(record, first) != session_of(record, second)
+    assert on_halt_unit(first, "orders") != on_halt_unit(second, "orders")
+    assert session_of(record, first) == "halt-20261205T183336.120Z-orders"

@@ -6,6 +6,8 @@ Each imports what it needs when it runs, as cli/commands.py's do: the command li
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from market_timers.cli.commandcontext import UsageError, config_of, now_of
 
 
@@ -53,7 +55,10 @@ def cmd_halt(args) -> int:
 
     config = config_of(args, check_calendars=False)
     announce = halt_alerts(config)
-    code = halt.halt(config, args.job, args.group, args.all_jobs, args.reason, now_of(args),
+    # to the microsecond (the records keep whole seconds): a scope halted, resumed and halted
+    # again within one second gets a second on_halt unit and incident (p10, q1: a collision)
+    now = args.now or datetime.now(UTC)
+    code = halt.halt(config, args.job, args.group, args.all_jobs, args.reason, now,
                      as_json=args.json, announce=announce)
     announce.send()
     metrics.after_control(config)

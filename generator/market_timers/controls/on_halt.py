@@ -35,9 +35,10 @@ class Ended(NamedTuple):
 
 
 def session_of(record: dict, now: datetime) -> str:
-    """The halt's own session id for on_halt's alerts, one per halt (its scope and instant):
-    `halt-<YYYYMMDDTHHMMSSZ>-<scope>[-<name>]`."""
-    return "-".join(x for x in (f"halt-{now:%Y%m%dT%H%M%S}Z", record.get("scope"),
+    """The halt's own session id for on_halt's alerts, one per halt (its scope and instant, to
+    the millisecond when it has one): `halt-<YYYYMMDDTHHMMSS[.mmm]Z>-<scope>[-<name>]`."""
+    ms = f".{now.microsecond // 1000:03d}" if now.microsecond else ""
+    return "-".join(x for x in (f"halt-{now:%Y%m%dT%H%M%S}{ms}Z", record.get("scope"),
                                 record.get("name")) if x)
 
 
