@@ -95,6 +95,10 @@ def missing_prerequisite() -> str | None:
     return None
 
 
+# boots of any container in this process: a sync after one is cold (scenario.sync_allowance)
+boots = 0
+
+
 class Container:
     def __init__(self, root: Path, name: str, console_log: Path, suite: str = "bookworm") -> None:
         self.root = root
@@ -165,6 +169,8 @@ class Container:
         failed = self.failed_units()
         if failed:
             print(f"[e2e] {self.name} booted degraded; failed units:\n{failed}")
+        global boots
+        boots += 1
         return time.monotonic() - started
 
     def _cgroups(self) -> list[Path]:
