@@ -116,15 +116,20 @@ def read(state_dir: Path | str) -> PlanDoc | None:
     when it is not a plan (bad JSON, an entry without job, session or instant); OSError when it
     cannot be read (a planted symlink is refused, never followed)."""
     file = path(state_dir)
+    doc = _decoded(state_dir, file)
+    return None if doc is None else parse(doc, file)
+
+
+def _decoded(state_dir: Path | str, file: Path):
+    """plan.json's JSON as decoded, or None when sync has never run (errors as `read`)."""
     try:
         data = safefs.read_bytes(file, base=state_dir)
     except FileNotFoundError:
         return None
     try:
-        doc = json.loads(data)
+        return json.loads(data)
     except ValueError as e:
         raise PlanFileError(file, f"not JSON ({e})", "`market-timers sync` rewrites it") from None
-    return parse(doc, file)
 
 
 def read_json(state_dir: Path | str) -> dict | None:
@@ -132,14 +137,9 @@ def read_json(state_dir: Path | str) -> dict | None:
     checked for a job, a session and an instant as text only, no datetime built (`read` builds
     every typed entry: 6 times the JSON's cost). None and errors as `read`."""
     file = path(state_dir)
-    try:
-        data = safefs.read_bytes(file, base=state_dir)
-    except FileNotFoundError:
+    doc = _decoded(state_dir, file)
+    if doc is None:
         return None
-    try:
-        doc = json.loads(data)
-    except ValueError as e:
-        raise PlanFileError(file, f"not JSON ({e})", "`market-timers sync` rewrites it") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("fires", []), list):
         raise PlanFileError(file, "not a plan (an object with a list of fires)")
     for i, d in enumerate(doc.get("fires", [])):
