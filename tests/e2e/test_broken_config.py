@@ -38,8 +38,9 @@ def test_broken_live_config_still_alerts_a_job_failure_and_says_once_it_is_broke
     assert f"the config {CONFIG} is broken" in alert
     assert "[alerts] and [watch] tables, which are valid on their own" in alert
 
-    broken = scenario.wait_message("telegram", f"config {CONFIG} is broken", timeout=60,
-                                   poll=scenario.flush_outbox)["text"]
+    # its own alert, by its title: a refresh that fires meanwhile fails and says so in its body
+    broken = scenario.wait_message("telegram", f"[CRITICAL] config {CONFIG} is broken",
+                                   timeout=60, poll=scenario.flush_outbox)["text"]
     print(broken)
     assert broken.startswith(f"[CRITICAL] config {CONFIG} is broken")
     assert "job.typo.grace" in broken  # named by its name, not its place

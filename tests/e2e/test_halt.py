@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from .scenario import CONFIG, JOB_HOME, STATE_DIR, Job, Scenario, instant_in
+from .scenario import CONFIG, JOB_HOME, STATE_DIR, Job, Scenario, allowance_for, instant_in
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +38,8 @@ def test_a_halt_stops_and_refuses_the_order_jobs_and_runs_on_halt_once(scenario:
     scenario.sync()
     try:
         box.wait_for(lambda: box.show(running.service, "ActiveState") == "active" and
-                     box.show(signal.service, "ActiveState") == "active", LEAD + 15,
+                     box.show(signal.service, "ActiveState") == "active",
+                     LEAD + 15 + allowance_for(signal.instant),
                      "halted-orders and halt-bystander to run")
         started = time.monotonic()
         out = box.run(["market-timers", "halt", "--reason", "e2e runaway"]).stdout

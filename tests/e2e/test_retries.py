@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from .scenario import Job, Scenario, instant_in
+from .scenario import Job, Scenario, allowance_for, instant_in
 
 pytestmark = pytest.mark.e2e
 
@@ -45,7 +45,8 @@ def test_failing_twice_then_succeeding_with_retries_2_is_one_success_and_no_aler
 ) -> None:
     job = schedule_flaky(scenario, "prices", ok_from=3)
     done = scenario.box.wait_for(lambda: (r := record(scenario, job)).get("result") == "success"
-                                 and r, LEAD + 40, "attempt 3 to succeed", interval=0.3)
+                                 and r, LEAD + 40 + allowance_for(job.instant),
+                                 "attempt 3 to succeed", interval=0.3)
     assert (done["attempt"], done["attempts"], done["how"]) == (3, 3, "retry")
     journal = scenario.journal_of(job)
     print(journal)
@@ -59,7 +60,7 @@ def test_failing_twice_then_succeeding_with_retries_2_is_one_success_and_no_aler
 
 def test_failing_three_times_is_one_alert_naming_3_attempts(scenario: Scenario) -> None:
     job = schedule_flaky(scenario, "quotes", ok_from=99)
-    alert = scenario.wait_message("telegram", "quotes failed", timeout=LEAD + 40)["text"]
+    alert = scenario.wait_message("telegram", "quotes failed", timeout=LEAD + 40 + allowance_for(job.instant))["text"]
     print(alert)
     assert alert.startswith("[CRITICAL] quotes failed with exit status 3 after 3 attempts")
     rec = record(scenario, job)
