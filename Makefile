@@ -61,8 +61,7 @@ lint: venv
 
 # Everything: lint, the unit tier and both releases' e2e tests, side by side in seven pytest-xdist
 # workers (tests/parallelrun.py: the unit tier, and per release its cluster tests and the others
-# in two containers;
-# the .debs build while the unit tier runs). Ends with pytest's one summary line, then the total.
+# in two containers; the .debs build while the unit tier runs). Ends with pytest's one summary line, then the total.
 test: venv
 	@start=$$(date +%s); status=0; \
 	$(MAKE) --no-print-directory lint && \
