@@ -81,8 +81,9 @@ class Fault:
     seconds: float
     note: str = ""
     step: float = 0.0  # a clock-step's offset, seconds (+ ahead, - behind)
-    # a halt's window: when `halt` returned, when `resume` was asked, when it returned
-    halted: tuple[float, float, float] | None = None
+    # a halt's window: when `halt` was asked, when it returned, when `resume` was asked, when
+    # that returned
+    halted: tuple[float, float, float, float] | None = None
 
 
 @dataclass
@@ -106,21 +107,23 @@ class Outcome:
         return [f for i, f in enumerate(self.fires)
                 if not self.runs.get(i) and i not in self.alerted and f not in held]
 
-    def _windows(self) -> list[tuple[float, float, float]]:
+    def _windows(self) -> list[tuple[float, float, float, float]]:
         return [f.halted for f in self.faults if f.halted]
 
     def held(self) -> list[Fire]:
-        """Fires not run whose start (or the standby's, 2 s later) a halt covered, until its
-        resume returned: the halt's own alert told, once."""
+        """Fires not run whose start (or the standby's, 2 s later) a halt may have covered: from
+        when `halt` was asked (it is in force before it returns: a halt that waited on a held
+        connection returned 2 s after a fire it refused, run 2 of a8d9860) until its resume
+        returned. The halt's own alert told, once."""
         return [f for i, f in enumerate(self.fires) if not self.runs.get(i) and any(
-            start - 2 <= f.scheduled <= resumed + 2 for start, _, resumed in self._windows())]
+            asked - 2 <= f.scheduled <= resumed + 2 for asked, _, _, resumed in self._windows())]
 
     def halted_runs(self) -> list[Fire]:
-        """Fires with a start while a halt was in force: from a second after `halt` returned
-        (a start that passed its last halt check before) until `resume` was asked."""
+        """Fires with a start while a halt was surely in force: from a second after `halt`
+        returned (a start that passed its last halt check before) until `resume` was asked."""
         return [f for i, f in enumerate(self.fires) if any(
-            start + 1 < when < asked for _, when in self.runs.get(i, [])
-            for start, asked, _ in self._windows())]
+            returned + 1 < when < asked for _, when in self.runs.get(i, [])
+            for _, returned, asked, _ in self._windows())]
 
     def refused_alerted(self) -> list[Fire]:
         return [f for i, f in enumerate(self.fires) if not self.runs.get(i) and i in self.alerted]

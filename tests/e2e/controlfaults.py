@@ -30,11 +30,13 @@ REASON = "fault campaign"
 
 
 def _halt(cluster, fault, log: Callable[[str], None]) -> None:
-    """`halt --all` on ny4-b; the fault's halt window starts once it returned (a halt that also
-    reports a problem, e.g. an alert not sent, is still in force: noted, the campaign goes on)."""
+    """`halt --all` on ny4-b; the fault's halt window notes when it was asked and when it
+    returned (a halt that also reports a problem, e.g. an alert not sent, is still in force:
+    noted, the campaign goes on)."""
+    asked = time.time()
     done = cluster.nodes["ny4-b"].run(["market-timers", "halt", "--all", "--reason", REASON],
                                       check=False)
-    fault.halted = (time.time(), float("inf"), float("inf"))
+    fault.halted = (asked, time.time(), float("inf"), float("inf"))
     if done.returncode:
         log(f"  halt --all exited {done.returncode}: {done.stderr.strip()}")
 
@@ -49,9 +51,9 @@ def _resume(cluster, fault, log: Callable[[str], None]) -> None:
                                  check=False).returncode == 0, 30, "the halt resumed", interval=1)
     except TimeoutError as e:
         log(f"  {e}")
-        fault.halted = (fault.halted[0], asked, float("inf"))
+        fault.halted = (*fault.halted[:2], asked, float("inf"))
         return
-    fault.halted = (fault.halted[0], asked, time.time())
+    fault.halted = (*fault.halted[:2], asked, time.time())
 
 
 def _mirrored(cluster, log: Callable[[str], None]) -> str:

@@ -12,13 +12,14 @@ from tests.fakes.stallproxy import HoldingProxy
 
 from .campaign import Fault, Fire, Outcome
 
-HALT, ASKED, RESUMED = 100.0, 130.0, 133.0  # `halt` returned, `resume` asked, it returned
+# `halt` asked, it returned, `resume` asked, it returned
+HALT_ASKED, HALT, ASKED, RESUMED = 98.0, 100.0, 130.0, 133.0
 
 
 def _outcome(runs: dict) -> Outcome:
     fires = [Fire("single000", 95.0, 10), Fire("orders001", 110.0, 10),
              Fire("books002", 134.0, 10), Fire("single003", 140.0, 10)]
-    halt = Fault(HALT, "halt-unreachable", "pg", 12.0, halted=(HALT, ASKED, RESUMED))
+    halt = Fault(HALT, "halt-unreachable", "pg", 12.0, halted=(HALT_ASKED, HALT, ASKED, RESUMED))
     return Outcome(23, fires, [halt], runs=runs)
 
 
@@ -27,6 +28,16 @@ def test_a_fire_the_halt_held_is_told_by_the_halt_and_not_counted_as_neither():
     assert [f.job for f in out.held()] == ["orders001", "books002"]
     assert out.neither() == []
     assert out.halted_runs() == []
+
+
+def test_a_fire_the_halt_refused_before_the_halt_command_returned_is_held_not_neither():
+    # run 2 of a8d9860: `halt --all` waited on a held connection and returned 2 s after a fire it
+    # had already refused; that fire was counted "neither run nor alerted"
+    out = Outcome(23, [Fire("books008", 98.5, 10)],
+                  [Fault(HALT_ASKED, "hold-watch", "ny4-b", 11.0,
+                         halted=(HALT_ASKED, HALT + 2, ASKED, RESUMED))])
+    assert [f.job for f in out.held()] == ["books008"]
+    assert out.neither() == []
 
 
 def test_a_start_while_the_halt_is_in_force_is_a_halted_job_run():
