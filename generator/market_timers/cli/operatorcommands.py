@@ -7,6 +7,7 @@ Each imports what it needs when it runs, as cli/commands.py's do: the command li
 from __future__ import annotations
 
 from market_timers.cli.commandcontext import UsageError, config_of, now_of
+from market_timers.cli.controlrequests import by_request
 
 
 def _manual_run():
@@ -40,6 +41,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_pause(args) -> int:
+    if (asked := by_request(args, "pause")) is not None:  # an operator: root's service runs it
+        return asked
     from market_timers.controls import pause
 
     return pause.pause(config_of(args, check_calendars=False), args.job, args.group, args.until,
@@ -47,6 +50,8 @@ def cmd_pause(args) -> int:
 
 
 def cmd_halt(args) -> int:
+    if (asked := by_request(args, "halt")) is not None:  # an operator: root's service runs it
+        return asked
     from market_timers import metrics
     from market_timers.controls import halt
     from market_timers.controls.halt_alerts import halt_alerts
@@ -70,6 +75,8 @@ def cmd_halt_watch(args) -> int:
 
 
 def cmd_resume(args) -> int:
+    if (asked := by_request(args, "resume")) is not None:  # an operator: root's service runs it
+        return asked
     from market_timers import metrics
     from market_timers.controls import resume
     from market_timers.controls.halt_alerts import halt_alerts
