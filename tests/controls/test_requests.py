@@ -184,3 +184,9 @@ def test_root_and_other_configs_run_the_command_themselves(monkeypatch, root):
     assert controlrequests.by_request(halt_args(), "halt", root) is None or os.geteuid() != 0
     monkeypatch.setattr(os, "geteuid", lambda: 1234)  # an operator with a config of their own
     assert controlrequests.by_request(SimpleNamespace(config="/tmp/x.toml"), "halt", root) is None
+
+
+def test_without_the_requests_directory_the_taker_takes_nothing(write_config, tmp_path, capsys):
+    args = SimpleNamespace(config=str(write_config(CONFIG)), now=None)
+    assert controlrequests.cmd_take_requests(args, str(tmp_path / "none")) == 0
+    assert "no requests to take" in capsys.readouterr().err

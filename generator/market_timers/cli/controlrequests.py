@@ -65,6 +65,10 @@ def cmd_take_requests(args, root: str = requests.REQUESTS_DIR) -> int:
     starts this again when a request lands)."""
     from market_timers.cli.commandcontext import config_of
 
+    if not requests.served(root):  # no operator_group: sync made no in/, nothing to take
+        print(f"market-timers take-requests: no {requests.inbox(root)}: no requests to take "
+              "(the config has no operator_group)", file=sys.stderr)
+        return 0
     try:
         group, broken = config_of(args, check_calendars=False).operator_group or "", None
     except ConfigError as e:

@@ -211,6 +211,8 @@ def answer(rid: str, uid: int, status: int, stdout: str, stderr: str,
 def clean_answers(root: str = REQUESTS_DIR, now: float | None = None) -> None:
     """The answers older than ANSWER_KEEP_SEC removed (their requesters have read them)."""
     now = time.time() if now is None else now
+    if not os.path.isdir(outbox(root)):
+        return
     for entry in os.scandir(outbox(root)):
         if now - entry.stat(follow_symlinks=False).st_mtime > ANSWER_KEEP_SEC:
             os.unlink(entry.path)
