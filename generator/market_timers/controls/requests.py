@@ -201,8 +201,8 @@ def answer(rid: str, uid: int, status: int, stdout: str, stderr: str,
     fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o400)
     try:
         os.write(fd, body)
-        os.fchown(fd, uid, -1)
-        os.fchmod(fd, 0o400)
+        os.fchmod(fd, 0o400)  # first: once the file is the requester's, root (no CAP_FOWNER)
+        os.fchown(fd, uid, -1)  # may no longer change its mode
     finally:
         os.close(fd)
     os.rename(aside, os.path.join(outbox(root), f"{rid}.json"))
