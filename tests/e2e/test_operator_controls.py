@@ -164,6 +164,7 @@ def test_an_operator_halts_through_root_and_a_non_members_request_changes_nothin
         assert box.show(running.service, "ActiveState") == "active"
 
         halted = as_user(scenario, OPERATOR, "halt", "--reason", "desk halt")
+        print(halted.stdout, halted.stderr)
         assert halted.returncode == 0
         assert running.service in halted.stdout and "halted order jobs" in halted.stdout
         assert "on_halt ran: exit 0" in halted.stdout
@@ -171,7 +172,7 @@ def test_an_operator_halts_through_root_and_a_non_members_request_changes_nothin
         [line] = box.read_file(OP_ON_HALT_LOG).splitlines()
         assert f"by={OPERATOR}" in line and "user=market-jobs" in line and "desk halt" in line
         alert = scenario.wait_message("telegram", f"HALT: order jobs halted by {OPERATOR}",
-                                      timeout=30)["text"]
+                                      timeout=30, poll=scenario.flush_outbox)["text"]
         assert "desk halt" in alert
 
         resumed = as_user(scenario, OPERATOR, "resume")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 from market_timers.contracts import environment
 
@@ -126,6 +127,10 @@ class HaltAnnouncer:
                 for kw in self.pending:
                     raise_alert(self.config, **kw)
                 code = 0
+            except BaseException:  # said before _exit, which would swallow the traceback
+                traceback.print_exc()
             finally:
                 os._exit(code)
-        os.waitpid(pid, 0)
+        if os.waitpid(pid, 0)[1]:
+            print("market-timers: the halt's alerts could not be spooled (the error is above): "
+                  "tell the desk", file=sys.stderr)
