@@ -127,8 +127,9 @@ class HaltAnnouncer:
                 for kw in self.pending:
                     raise_alert(self.config, **kw)
                 code = 0
-            except BaseException:  # said before _exit, which would swallow the traceback
-                traceback.print_exc()
+            except BaseException:  # said before _exit, which would swallow the traceback; on
+                # fd 2 itself: take-requests captures sys.stderr, a copy this child would keep
+                os.write(2, traceback.format_exc().encode())
             finally:
                 os._exit(code)
         if os.waitpid(pid, 0)[1]:

@@ -49,10 +49,14 @@ def render(config) -> str | None:
 
 
 def directories(config) -> list[tuple[str, str, str, int]]:
-    """(path, owner, group, mode): each own home, then each shared directory a job lists."""
+    """(path, owner, group, mode): each own home, then each shared directory a job lists, then
+    the operators' requests' in/ and out/ (with an operator_group)."""
     out = [(home, user, user, 0o700) for _, user, home in own_users(config)]
     used = sorted({n for j in config.jobs for n in j.shared})
     out += [(config.shared[n], "root", config.shared_group(n), 0o2770) for n in used]
+    if config.operator_group:  # its members' requests to root (controls/requests.py)
+        out += [(f"{environment.REQUESTS_DIR}/in", "root", config.operator_group, 0o1730),
+                (f"{environment.REQUESTS_DIR}/out", "root", config.operator_group, 0o750)]
     return out
 
 
