@@ -6,12 +6,14 @@ command line prints that answer, or says that no one took the request."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
 from types import SimpleNamespace
 
 import pytest
+from tests.controls.test_halt import systemd  # noqa: F401 (a fixture)
 
 from market_timers.cli import controlrequests
 from market_timers.controls import requests
@@ -191,3 +193,35 @@ def test_without_the_requests_directory_the_taker_takes_nothing(write_config, tm
     args = SimpleNamespace(config=str(write_config(CONFIG)), now=None)
     assert controlrequests.cmd_take_requests(args, str(tmp_path / "none")) == 0
     assert "no requests to take" in capsys.readouterr().err
+
+
+@root_only
+@pytest.mark.usefixtures("systemd")
+def test_an_operators_halt_whose_alert_cannot_be_spooled_answers_why(
+        write_config, root, capsys, monkeypatch, tmp_path):
+    """Seen on the packaged layout: the halt made, its HALT alert never spooled, and nothing said
+    why: the child that spools it as the package's user logged into its own copy of the stderr
+    that take-requests captures for the answer."""
+    from market_timers.alerts import api, privileges
+    from market_timers.controls import halt_alerts
+
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path / "no-credentials"))
+    monkeypatch.setattr(halt_alerts, "_package_user_exists", lambda: True)
+    monkeypatch.setattr(privileges, "become_service_user", lambda config: True)  # stays root
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system", "/var/spool/market-timers/outbox")
+
+    monkeypatch.setattr(api, "_raise", read_only)
+    # as under the command line, no handler of its own: the log goes to stderr (lastResort)
+    monkeypatch.setattr(logging.getLogger("market_timers"), "propagate", False)
+    put(root, HALT, NOBODY)
+    alerts = ('[alerts]\n[alerts.telegram]\nchat_id = "-1"\napi_base = "http://127.0.0.1:9"\n')
+    args = SimpleNamespace(config=str(write_config(CONFIG.replace("[[job]]", alerts + "[[job]]"))),
+                           now=None)
+    assert controlrequests.cmd_take_requests(args, root) == 0
+    with open(os.path.join(requests.outbox(root), "0" * 32 + ".json")) as f:
+        got = json.load(f)
+    assert got["status"] == 0 and "halted order jobs" in got["stdout"], got
+    assert "could not raise halt alert" in got["stderr"], got
+    assert "Read-only file system" in got["stderr"], got
