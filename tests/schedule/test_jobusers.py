@@ -126,3 +126,16 @@ def test_with_an_operator_group_sync_makes_the_requests_directories_of_that_grou
     bare = Host(tmp_path)
     bare.sync(config.load(write_config(TOP + job("a"))))
     assert not [d for d in bare.dirs if "requests" in d]
+
+
+def test_sync_gives_each_job_the_data_it_kept_as_the_package_user(write_config, tmp_path,
+                                                                   monkeypatch):
+    """An upgrade from 0.1 (every job ran as the package's user): root's sync, once the users
+    are made, gives each job its read_write_paths (schedule/legacydata.py); a dry run does not."""
+    given = []
+    monkeypatch.setattr("market_timers.schedule.legacydata.give_to_own_users", given.append)
+    cfg = config.load(write_config(TOP + job("orders", 'read_write_paths = ["/srv/orders"]')))
+    Host(tmp_path).sync(cfg, dry_run=True)
+    assert given == []
+    Host(tmp_path).sync(cfg)
+    assert given == [cfg]
