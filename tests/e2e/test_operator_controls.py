@@ -171,8 +171,18 @@ def test_an_operator_halts_through_root_and_a_non_members_request_changes_nothin
         assert box.show(running.service, "ActiveState") in ("inactive", "failed")
         [line] = box.read_file(OP_ON_HALT_LOG).splitlines()
         assert f"by={OPERATOR}" in line and "user=market-jobs" in line and "desk halt" in line
-        alert = scenario.wait_message("telegram", f"HALT: order jobs halted by {OPERATOR}",
-                                      timeout=30, poll=scenario.flush_outbox)["text"]
+        # the child that spools the alert as the package's user: what it said is in the answer
+        assert "could not" not in halted.stderr and "Traceback" not in halted.stderr
+        # the title names the scope as halts.describe() does (the needle "HALT: order jobs
+        # halted by" matched no message: the alert was sent, and the test waited in vain)
+        title = f"HALT: order jobs (orders = true) halted by {OPERATOR} on "
+        try:
+            alert = scenario.wait_message("telegram", title, timeout=30,
+                                          poll=scenario.flush_outbox)["text"]
+        except TimeoutError:
+            print("[e2e] telegram received:", [m["text"][:120] for m in
+                                               scenario.messages("telegram")])
+            raise
         assert "desk halt" in alert
 
         resumed = as_user(scenario, OPERATOR, "resume")
