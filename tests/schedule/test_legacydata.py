@@ -67,15 +67,19 @@ def test_data_of_another_user_a_shared_path_and_the_schedulers_own_are_left_alon
     shared = former_data(tmp_path / "weights")
     state = tmp_path / "state"
     former_data(state / "orders")
-    text = ('calendar = "XNYS"\n' + job("orders", str(others), str(shared), str(state / "orders"))
-            + job("signal", str(shared)))
+    (tmp_path / "spool").mkdir()
+    os.lchown(tmp_path / "spool", PACKAGE, PACKAGE)
+    text = ('calendar = "XNYS"\n' + job("orders", str(others), str(shared), str(state / "orders"),
+                                       str(tmp_path / "spool")) + job("signal", str(shared)))
     give(config.load(write_config(text)))
     assert set(owners(others).values()) == {0}
     assert set(owners(shared).values()) == {PACKAGE}
     assert set(owners(state / "orders").values()) == {PACKAGE}
+    assert os.lstat(tmp_path / "spool").st_uid == PACKAGE
     err = capsys.readouterr().err
     assert f"{shared}" in err and "orders, signal" in err and "[shared]" in err
     assert f"{state / 'orders'}" in err and "the scheduler's" in err
+    assert f"{tmp_path / 'spool'} " not in err  # the spool itself (the digest job's): not a word
 
 
 def test_a_job_of_a_named_user_or_a_host_without_the_package_user_is_not_looked_at(

@@ -37,8 +37,8 @@ def give_to_own_users(config, package_user: str = environment.PACKAGE_USER,
     ours = [os.path.normpath(str(d)) for d in (config.state_dir, config.spool_dir,
                                                config.runtime_dir, config.page_dir)]
     for path, jobs in listed.items():
-        if not set(jobs) & set(own):
-            continue
+        if not set(jobs) & set(own) or path in ours:  # a scheduler's directory itself: the
+            continue  # built-in digest job's spool_dir, say; the package's user keeps it
         try:
             if os.lstat(path).st_uid != package.pw_uid:
                 continue  # given already, or never the package's user's
