@@ -99,3 +99,34 @@ def test_a_job_that_runs_as_the_operator_group_is_refused(write_config, where):
     path, lines = problems(write_config, top + 'operator_group = "market-ops"\n' + TOP
                            + job("a", *mine))
     assert any("market-ops" in x and "operator" in x for x in lines), lines
+
+
+def _a_supplementary_member() -> tuple[str, str] | None:
+    """(user, group) of a user of this host in a group other than its primary one."""
+    import grp
+    import pwd
+
+    for group in grp.getgrall():
+        for user in group.gr_mem:
+            try:
+                if pwd.getpwnam(user).pw_gid != group.gr_gid:
+                    return user, group.gr_name
+            except KeyError:
+                continue
+    return None
+
+
+@pytest.mark.parametrize("kind", ["primary", "supplementary"])
+def test_a_job_whose_user_is_in_the_operator_group_is_refused_at_load(write_config, kind):
+    """Issue 41 item 4: a job among the operators (its user's primary or supplementary group)
+    could lift its own halt: refused at load, naming the file, the job, the user and the group.
+    nobody's primary group is nogroup on Debian."""
+    found = ("nobody", "nogroup") if kind == "primary" else _a_supplementary_member()
+    if found is None:
+        pytest.skip("no user of this host has a supplementary group")
+    user, group = found
+    path, lines = problems(write_config, f'operator_group = "{group}"\n' + TOP
+                           + job("orders", f'user = "{user}"'))
+    [line] = [x for x in lines if "operator_group" in x]
+    assert at(line, path, "job.orders.user") or at(line, path, "job[0].user"), line
+    assert f"'{user}'" in line and f"'{group}'" in line and kind in line, line

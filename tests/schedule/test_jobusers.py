@@ -113,3 +113,29 @@ def test_files_of_the_former_shared_user_are_kept_and_warned_of(write_config, tm
     jobusers._warn_legacy(config.load(write_config('user = "market-jobs"\n' + TOP + job("a"))),
                           str(legacy))
     assert capsys.readouterr().err == ""  # the shared user kept: nothing to say
+
+
+def test_with_an_operator_group_sync_makes_the_requests_directories_of_that_group(
+        write_config, tmp_path):
+    """Issue 41 item 4: the members write their requests to root into in/ (sticky, listing
+    nothing), root answers into out/; without an operator_group neither is made."""
+    host = Host(tmp_path)
+    host.sync(config.load(write_config('operator_group = "desk"\n' + TOP + job("a"))))
+    assert host.dirs["/var/lib/market-timers-requests/in"] == ("root", "desk", 0o1730)
+    assert host.dirs["/var/lib/market-timers-requests/out"] == ("root", "desk", 0o750)
+    bare = Host(tmp_path)
+    bare.sync(config.load(write_config(TOP + job("a"))))
+    assert not [d for d in bare.dirs if "requests" in d]
+
+
+def test_sync_gives_each_job_the_data_it_kept_as_the_package_user(write_config, tmp_path,
+                                                                   monkeypatch):
+    """An upgrade from 0.1 (every job ran as the package's user): root's sync, once the users
+    are made, gives each job its read_write_paths (schedule/legacydata.py); a dry run does not."""
+    given = []
+    monkeypatch.setattr("market_timers.schedule.legacydata.give_to_own_users", given.append)
+    cfg = config.load(write_config(TOP + job("orders", 'read_write_paths = ["/srv/orders"]')))
+    Host(tmp_path).sync(cfg, dry_run=True)
+    assert given == []
+    Host(tmp_path).sync(cfg)
+    assert given == [cfg]

@@ -47,6 +47,7 @@ def test_refresh_never_uses_the_network_and_writes_only_what_sync_needs():
     assert s["PrivateNetwork"] == ["yes"] and s["RestrictAddressFamilies"] == ["AF_UNIX"]
     paths = " ".join(s["ReadWritePaths"]).split()
     assert paths == ["/etc/systemd/system", "/var/lib/market-timers", "/var/spool/market-timers",
+                     "-/var/lib/market-timers-requests",  # in/ and out/ (issue 41)
                      "-/var/lib/systemd/timers", "-/var/lib/prometheus/node-exporter"]
 
 

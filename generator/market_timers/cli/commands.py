@@ -19,6 +19,7 @@ from market_timers.cli.commandcontext import (
     no_clock,
     now_of,
 )
+from market_timers.cli.controlrequests import cmd_take_requests
 from market_timers.cli.operatorcommands import (
     cmd_halt,
     cmd_halt_watch,
@@ -236,6 +237,7 @@ COMMANDS = {
     "halt": cmd_halt,
     "halt-watch": cmd_halt_watch,
     "resume": cmd_resume,
+    "take-requests": cmd_take_requests,
     "cluster": cmd_cluster,
     "fence": cmd_fence,
 }

@@ -54,7 +54,8 @@ def add_controls(command) -> None:
     s = command("halt", "the kill switch: refuse every start (exit 178, the operator's `run` "
                         "too) of the order jobs (orders = true), or of --group, --job or --all, "
                         "stop their running units (on every node with [cluster]) and run on_halt once, until "
-                        "`resume`; root or the config's operator_group only")
+                        "`resume`; root or the config's operator_group only (a member's halt is run by "
+                        "root's market-controls.service)")
     which = s.add_mutually_exclusive_group()
     which.add_argument("--group", metavar="G", help="halt every job of this lock group")
     which.add_argument("--job", metavar="J", help="halt this job")
@@ -69,6 +70,11 @@ def add_controls(command) -> None:
                               "market-halt-watch.service runs it; root)")
     s.add_argument("--once", action="store_true",
                    help="look once (stop what the halts in force cover), then exit")
+    command("take-requests", "root, run by market-controls.service: take the halt, pause and "
+                             "resume requests of the operator_group's members (written by "
+                             "their own `market-timers halt`, `pause`, `resume`), run each as "
+                             "root's command would and answer its owner; refuse and log the "
+                             "rest")
     s = command("resume", "end a pause or a halt: of a job, a lock group (also its pause after a "
                           "failure: pause_on_failure), the order jobs (no argument, or --orders) "
                           "or every job (--all)")

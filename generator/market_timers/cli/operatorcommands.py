@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from market_timers.cli.commandcontext import UsageError, config_of, now_of
+from market_timers.cli.controlrequests import by_request
 
 
 def _manual_run():
@@ -42,6 +43,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_pause(args) -> int:
+    if (asked := by_request(args, "pause")) is not None:  # an operator: root's service runs it
+        return asked
     from market_timers.controls import pause
 
     return pause.pause(config_of(args, check_calendars=False), args.job, args.group, args.until,
@@ -49,6 +52,8 @@ def cmd_pause(args) -> int:
 
 
 def cmd_halt(args) -> int:
+    if (asked := by_request(args, "halt")) is not None:  # an operator: root's service runs it
+        return asked
     from market_timers import metrics
     from market_timers.controls import halt
     from market_timers.controls.halt_alerts import halt_alerts
@@ -75,6 +80,8 @@ def cmd_halt_watch(args) -> int:
 
 
 def cmd_resume(args) -> int:
+    if (asked := by_request(args, "resume")) is not None:  # an operator: root's service runs it
+        return asked
     from market_timers import metrics
     from market_timers.controls import resume
     from market_timers.controls.halt_alerts import halt_alerts

@@ -8,7 +8,9 @@ groups and directories; render.py names the user and the writable directories in
 
 from __future__ import annotations
 
+import grp
 import hashlib
+import pwd
 import re
 from typing import Any
 
@@ -101,3 +103,21 @@ def check_jobs(tables: list, config, problems) -> None:
             problems.add(f"{at}.user", f"is the operator_group {config.operator_group!r}: its "
                          "members may halt, pause and resume, and a job could lift its own "
                          "halt", job.user)
+        elif config.operator_group and (how := operator_membership(user, config.operator_group)):
+            problems.add(f"{at}.user", f"job {job.name!r}: its user {user!r} has the "
+                         f"operator_group {config.operator_group!r} as its {how} group: its "
+                         "members may halt, pause and resume, and the job could lift its own "
+                         "halt; take the user out of the group or give the job another user",
+                         user)
+
+
+def operator_membership(user: str, group: str) -> str | None:
+    """"primary" or "supplementary" when this host's `user` is in `group`, else None (a user or
+    group this host lacks yet: the runner checks again at each start)."""
+    try:
+        entry = grp.getgrnam(group)
+        if pwd.getpwnam(user).pw_gid == entry.gr_gid:
+            return "primary"
+    except KeyError:
+        return None
+    return "supplementary" if user in entry.gr_mem else None

@@ -17,6 +17,10 @@ DEFAULT_RUNTIME_DIR = "/run/market-timers"  # the lock groups' directory
 # web server's user (www-data) to read; beside the state directory, never inside it.
 DEFAULT_PAGE_DIR = "/var/lib/market-timers-www"
 DEFAULT_GRACE_SEC = 120
+# An operator's (operator_group, not root) halt, pause and resume go through here (issue 41): the
+# CLI writes a request into in/ (root:<operator_group> 1730, made by sync), a root service
+# (market-controls.path) runs it and answers in out/ (root:<operator_group> 0750) to its owner.
+REQUESTS_DIR = "/var/lib/market-timers-requests"
 
 # The package's own user: the scheduler's parts (runner, record step, alert handlers, events,
 # outbox, dead-man, refresh) run as it and it owns the state above. Fixed: never taken from a

@@ -106,7 +106,6 @@ class HaltAnnouncer:
 
     def _send_now(self) -> None:
         from market_timers.alerts.api import raise_alert  # at the call: tests substitute it
-        from market_timers.alerts.privileges import become_service_user
 
         if not self.pending:
             return
@@ -118,10 +117,22 @@ class HaltAnnouncer:
                           "this user (the outbox is the package's user's): tell the desk, or "
                           "make the halt as root", file=sys.stderr)
             return
+        self._spool_as_package_user()
+
+    def _spool_as_package_user(self) -> None:
+        """The alerts raised in a child that becomes the package's user. What the child says
+        (the alerts' log, a traceback) comes back through a pipe to this process's stderr:
+        under take-requests that is the operator's answer, which the child's copy never was."""
+        from market_timers.alerts.api import raise_alert
+        from market_timers.alerts.privileges import become_service_user
+
+        read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # child: the package's user, the alerts, out
             code = 1
             try:
+                os.close(read_end)
+                sys.stderr = open(write_end, "w", buffering=1, errors="replace")
                 become_service_user(self.config)
                 _resolve_lifted(self.config, self.resolving)
                 for kw in self.pending:
@@ -130,7 +141,11 @@ class HaltAnnouncer:
             except BaseException:  # said before _exit, which would swallow the traceback
                 traceback.print_exc()
             finally:
+                sys.stderr.flush()
                 os._exit(code)
+        os.close(write_end)
+        with open(read_end, "rb") as said:
+            sys.stderr.write(said.read().decode(errors="replace"))
         if os.waitpid(pid, 0)[1]:
             print("market-timers: the halt's alerts could not be spooled (the error is above): "
                   "tell the desk", file=sys.stderr)
