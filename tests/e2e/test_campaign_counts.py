@@ -10,7 +10,7 @@ import threading
 import pytest
 from tests.fakes.stallproxy import HoldingProxy
 
-from .campaign import Fault, Fire, Outcome
+from .campaigncounts import Fault, Fire, Outcome
 
 HALT, ASKED, RESUMED = 100.0, 130.0, 133.0  # `halt` returned, `resume` asked, it returned
 

@@ -1,0 +1,87 @@
+"""A fault campaign's fires, faults and what became of each fire (tests/e2e/campaign.py runs
+the campaign; bench/fault_campaign.py tables these counts): the questions a user would ask of
+every fire, whatever fault was in play, and of the fires each kind of fault covered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+
+@dataclass
+class Fire:
+    job: str
+    scheduled: float  # the instant (or the periodic job's slot), epoch seconds
+    grace: float
+
+    @property
+    def slot(self) -> str:
+        return datetime.fromtimestamp(self.scheduled, UTC).strftime("%H:%M:%S")
+
+
+@dataclass
+class Fault:
+    at: float
+    kind: str
+    node: str
+    seconds: float
+    note: str = ""
+    step: float = 0.0  # a clock-step's offset, seconds (+ ahead, - behind)
+    # a halt's window: when `halt` returned, when `resume` was asked, when it returned
+    halted: tuple[float, float, float] | None = None
+
+
+@dataclass
+class Outcome:
+    seed: int
+    fires: list[Fire]
+    faults: list[Fault]
+    runs: dict[int, list[tuple[str, float]]] = field(default_factory=dict)  # fire -> (node, start)
+    alerted: set[int] = field(default_factory=set)
+    messages: list[str] = field(default_factory=list)  # the texts the fake API received
+
+    def twice(self) -> list[Fire]:
+        return [f for i, f in enumerate(self.fires) if len(self.runs.get(i, [])) > 1]
+
+    def late(self) -> list[Fire]:
+        return [f for i, f in enumerate(self.fires)
+                if any(start - f.scheduled > f.grace for _, start in self.runs.get(i, []))]
+
+    def neither(self) -> list[Fire]:
+        held = self.held()
+        return [f for i, f in enumerate(self.fires)
+                if not self.runs.get(i) and i not in self.alerted and f not in held]
+
+    def _windows(self) -> list[tuple[float, float, float]]:
+        return [f.halted for f in self.faults if f.halted]
+
+    def held(self) -> list[Fire]:
+        """Fires not run whose start (or the standby's, 2 s later) a halt covered, until its
+        resume returned: the halt's own alert told, once."""
+        return [f for i, f in enumerate(self.fires) if not self.runs.get(i) and any(
+            start - 2 <= f.scheduled <= resumed + 2 for start, _, resumed in self._windows())]
+
+    def halted_runs(self) -> list[Fire]:
+        """Fires with a start while a halt was in force: from a second after `halt` returned
+        (a start that passed its last halt check before) until `resume` was asked."""
+        return [f for i, f in enumerate(self.fires) if any(
+            start + 1 < when < asked for _, when in self.runs.get(i, [])
+            for start, asked, _ in self._windows())]
+
+    def refused_alerted(self) -> list[Fire]:
+        return [f for i, f in enumerate(self.fires) if not self.runs.get(i) and i in self.alerted]
+
+    def exit0_failures(self) -> int:
+        """Alerts that a unit "failed with exit status 0": its job ended well, its
+        ExecStopPost= record step did not (see bench/RESULTS.md)."""
+        return sum("failed with exit status 0" in m for m in self.messages)
+
+    def ran(self) -> int:
+        return sum(1 for i in range(len(self.fires)) if self.runs.get(i))
+
+    def summary(self) -> str:
+        return (f"{len(self.fires)} fires, {len(self.faults)} faults (seed {self.seed}): ran "
+                f"{self.ran()}, twice {len(self.twice())}, late {len(self.late())}, neither run "
+                f"nor alerted {len(self.neither())}, refused and alerted "
+                f"{len(self.refused_alerted())}, held by a halt {len(self.held())}, halted "
+                f"jobs run {len(self.halted_runs())} ({len(self.messages)} messages)")
