@@ -25,7 +25,9 @@ that the fault writes and empties: systemd's own timers on that node (PID 1) sti
 host's clock, so the campaign tests the runner's defence (the ledger refuses a skewed node's
 claim), not timers firing at the wrong time. And issue 44's (tests/e2e/controlfaults.py): a halt
 while the ledger is unreachable, a halt while ny4-b's halt-watch connection is held, a node whose
-DSN lost its password; a halt's window counts the fires it held and any start inside it.
+DSN lost its password, a primary failover of PostgreSQL (a synchronous streaming standby made
+before the first fire, promoted right after a fire's claim committed, the old primary made its
+standby again); a halt's window counts the fires it held and any start inside it.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from .cluster import (
     shift_clock,
 )
 from .controlfaults import KINDS as CONTROL_FAULTS
-from .controlfaults import inject_control_fault
+from .controlfaults import failover_pair, inject_control_fault
 
 FAULTS = ("kill9", "poweroff", "pg-stop", "stall", "hold", "admin-lock", "clock-step",
           *CONTROL_FAULTS)
@@ -111,10 +113,13 @@ def plan_faults(rng: random.Random, start: float, end: float, kinds: tuple[str, 
     t = start + rng.uniform(2, 6)
     while t < end and (most is None or len(faults) < most):
         kind = order[len(faults) % len(order)]
-        seconds = {"kill9": 0.0, "admin-lock": rng.uniform(4, 8)}.get(
+        # a failover lasts as long as it takes (a promotion, a standby made again): its
+        # measured seconds replace this guess
+        seconds = {"kill9": 0.0, "admin-lock": rng.uniform(4, 8), "primary-failover": 15.0}.get(
             kind, rng.uniform(10, longest))
         node = {"stall": "ny4-a", "hold": "ny4-b", "pg-stop": "pg", "admin-lock": "pg",
-                "halt-unreachable": "pg", "hold-watch": "ny4-b"}.get(kind) or rng.choice(NODES)
+                "halt-unreachable": "pg", "hold-watch": "ny4-b",
+                "primary-failover": "pg"}.get(kind) or rng.choice(NODES)
         fault = Fault(t, kind, node, round(seconds, 1))
         if kind == "clock-step":
             fault.step = round(rng.choice((-1, 1)) * rng.uniform(10, 60), 1)
@@ -135,7 +140,8 @@ def _running_job_unit(box) -> str | None:
 
 def inject(cluster: Cluster, fault: Fault, log: Callable[[str], None]) -> None:
     """Do the fault (blocking for its duration) and note what was done."""
-    pg_unit = f"postgresql@{cluster.pg_version()}-main.service"
+    primary = cluster.pair.primary if cluster.pair else "main"  # a failover moves it
+    pg_unit = f"postgresql@{cluster.pg_version()}-{primary}.service"
     if fault.kind == "kill9":
         # a node with a job running now (within 6 s), the chosen node first
         nodes = [fault.node] + [n for n in NODES if n != fault.node]
@@ -227,7 +233,8 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
                  log: Callable[[str], None] = print) -> Outcome:
     rng = random.Random(seed)
     cluster.reset()
-    with cluster.behind_link("ny4-a"), cluster.through_proxy("ny4-b") as cluster.proxy:
+    with cluster.behind_link("ny4-a"), cluster.through_proxy("ny4-b") as cluster.proxy, \
+            failover_pair(cluster, kinds) as cluster.pair:
         first = math.ceil(time.time() + 15 + 0.1 * n)
         jobs, periodic, fires = plan_fires(n, first, spacing, every, grace, rng)
         cluster.schedule(jobs, extra=periodic, horizon=1)
@@ -259,7 +266,8 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
             for fault in faults:
                 if fault.kind == "clock-step":
                     fault.note += f"; {skewed} starts in the campaign refused it (exit 179)"
-    if "hold-watch" in kinds:  # its DSN names the database again, not the closed proxy
+    if {"hold-watch", "primary-failover"} & set(kinds):  # its DSN names the database again,
+        # not the closed proxy (ny4-a's halt-watch started again as behind_link booted it)
         cluster.nodes["ny4-b"].systemctl("restart", "market-halt-watch.service", check=False)
     out = Outcome(seed, fires, faults, messages=[m["text"] for m in messages])
     # "X failed with exit status 0" is about a run that happened (its record step failed), not

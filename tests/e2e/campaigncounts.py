@@ -79,6 +79,33 @@ class Outcome:
     def ran(self) -> int:
         return sum(1 for i in range(len(self.fires)) if self.runs.get(i))
 
+    def fault_of(self, fire: Fire, after: float) -> Fault | None:
+        """The fault that covered a fire: the last one begun by its standby's start (2 s after
+        the instant) and ended no more than `after` s before its instant (a node booting, a
+        connection coming back, a standby's rebuild are still the fault's doing)."""
+        covering = [f for f in self.faults
+                    if f.at - 2 <= fire.scheduled <= f.at + f.seconds + after]
+        return max(covering, key=lambda f: f.at, default=None)
+
+    def by_fault_kind(self, after: float) -> dict[str, dict[str, int]]:
+        """Per kind of fault (in the order they first came; "no fault" last): how many faults,
+        the fires they covered (fault_of) and what became of those fires."""
+        kinds = list(dict.fromkeys(f.kind for f in self.faults)) + ["no fault"]
+        bad = {"ran twice": self.twice(), "ran later than grace": self.late(),
+               "neither ran nor alerted": self.neither(),
+               "refused and alerted": self.refused_alerted(), "held by a halt": self.held(),
+               "halted jobs run": self.halted_runs()}
+        counts = {}
+        for kind in kinds:
+            mine = [i for i, fire in enumerate(self.fires)
+                    if getattr(self.fault_of(fire, after), "kind", "no fault") == kind]
+            row = {"faults": sum(f.kind == kind for f in self.faults), "fires": len(mine),
+                   "ran": sum(1 for i in mine if self.runs.get(i))}
+            row.update({label: sum(1 for i in mine if self.fires[i] in fires)
+                        for label, fires in bad.items()})
+            counts[kind] = row
+        return counts
+
     def summary(self) -> str:
         return (f"{len(self.fires)} fires, {len(self.faults)} faults (seed {self.seed}): ran "
                 f"{self.ran()}, twice {len(self.twice())}, late {len(self.late())}, neither run "
