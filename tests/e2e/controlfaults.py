@@ -139,7 +139,8 @@ def _fail_over_after_a_claim(cluster, fault, log: Callable[[str], None]) -> None
     seen = set(_start_lines(cluster))
     try:
         node, job = cluster.pg.wait_for(
-            lambda: [line for line in _start_lines(cluster) if line not in seen], 8,
+            lambda: [line for line in _start_lines(cluster)
+                     if line not in seen and len(line.split()) == 4], 8,
             "a job's start", interval=0.02)[0].split()[:2]
     except TimeoutError:
         node, job = "", ""
