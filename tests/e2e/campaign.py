@@ -52,6 +52,7 @@ from .cluster import (
 )
 from .controlfaults import KINDS as CONTROL_FAULTS
 from .controlfaults import failover_pair, inject_control_fault
+from .jobtrail import job_trail
 
 FAULTS = ("kill9", "poweroff", "pg-stop", "stall", "hold", "admin-lock", "clock-step",
           *CONTROL_FAULTS)
@@ -227,6 +228,15 @@ def _starts(cluster: Cluster) -> list[tuple[str, str, float, float]]:
     return rows
 
 
+def _trails(cluster: Cluster, fires: list[Fire], starts, messages) -> dict[str, str]:
+    """job_trail of each single-fire job that ran twice or neither ran nor was named by a
+    message (read now, before the nodes are booted again)."""
+    runs = [job for _, job, _, _ in starts]
+    return {f.job: job_trail(cluster, f.job) for f in fires if f.job != PERIODIC and (
+        runs.count(f.job) > 1 or (f.job not in runs and not any(
+            f.job in m["text"] for m in messages)))}
+
+
 def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: int = 10,
                  grace: int = 10, kinds: tuple[str, ...] = FAULTS, most: int | None = None,
                  longest: float = 30, gap: float = 15, settle: float = 65,
@@ -259,6 +269,7 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
             scene.flush_outbox()
         messages = cluster.api.received("telegram")
         starts = _starts(cluster)
+        trails = _trails(cluster, fires, starts, messages)
         if "clock-step" in kinds:
             _clock_shim(cluster, [j.name for j in jobs] + [PERIODIC], remove=True)
             skewed = cluster.psql("SELECT count(*) FROM mt_refusals WHERE "
@@ -289,4 +300,6 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
                        ("run inside a halt", out.halted_runs())):
         for f in bad:
             log(f"  {label}: {f.job} {f.slot} runs {out.runs[fires.index(f)]}")
+            if f.job in trails:
+                log(trails[f.job])
     return out
