@@ -95,7 +95,8 @@ def campaign(fires: int, seed: int, spacing: int,
           f"**{len(out.faults)}** faults.")
     s.add(table(["fires", "ran", "ran twice", "ran later than grace", "neither ran nor alerted",
                  "refused and alerted", "held by a halt", "halted jobs run",
-                 "messages at the fake Telegram API", "of which 'failed with exit status 0'"],
+                 "messages at the fake Telegram and Slack APIs",
+                 "of which 'failed with exit status 0'"],
                 [[len(out.fires), out.ran(), twice, late, neither, len(out.refused_alerted()),
                   len(out.held()), len(out.halted_runs()), len(out.messages),
                   out.exit0_failures()]]))

@@ -6,10 +6,10 @@ ask: did it run twice, did it run later than its grace, did it neither run nor w
 Node ny4-a runs in the namespace of the cluster's veth for the whole campaign (its link to the
 database can stall; alerts reach the fake API through a relay on its loopback). A fire's runs are
 the lines its job wrote to starts.log as it started (on either node: a run killed mid-way still
-counts); a fire is alerted when a message at the fake Telegram API names its job (but for one that
-says the job's unit "failed with exit status 0": that run happened; for the periodic
-job: names it and, when the fake API stamps arrivals, arrived between its slot and `settle`
-seconds after its deadline).
+counts); a fire is alerted when a message at the fake Telegram or Slack API (criticals go to
+Telegram, warnings to Slack) names its job (but for one that says the job's unit "failed with
+exit status 0": that run happened; for the periodic job: names it and, when the fake API stamps
+arrivals, arrived between its slot and `settle` seconds after its deadline).
 
 The faults: kill -9 of a running job's main process (the runner or its supervisor), a node
 powered off and booted again, PostgreSQL stopped and started, a stall between ny4-a and the
@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from .campaigncounts import Fault, Fire, Outcome
+from .campaigncounts import Fault, Fire, Outcome, alert_messages, alerted_fires
 from .cluster import (
     CLOCKSHIFT_FILE,
     CLUSTER_JOB_PATH,
@@ -267,7 +267,7 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
             if not scene.box.running:
                 scene.box.boot()
             scene.flush_outbox()
-        messages = cluster.api.received("telegram")
+        messages = alert_messages(cluster.api)
         starts = _starts(cluster)
         trails = _trails(cluster, fires, starts, messages)
         if "clock-step" in kinds:
@@ -281,19 +281,10 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
         # not the closed proxy (ny4-a's halt-watch started again as behind_link booted it)
         cluster.nodes["ny4-b"].systemctl("restart", "market-halt-watch.service", check=False)
     out = Outcome(seed, fires, faults, messages=[m["text"] for m in messages])
-    # "X failed with exit status 0" is about a run that happened (its record step failed), not
-    # news that a fire did not run: it tells no one about a refused fire
-    messages = [m for m in messages if "failed with exit status 0" not in m["text"]]
+    out.alerted = alerted_fires(fires, messages, PERIODIC, settle)
     for i, fire in enumerate(fires):
         out.runs[i] = [(node, start) for node, job, when, start in starts
                        if job == fire.job and (job != PERIODIC or abs(when - fire.scheduled) < 1)]
-        if fire.job == PERIODIC:  # its alerts name no slot: when they arrived, if stamped
-            told = [m for m in messages if PERIODIC in m["text"] and fire.scheduled
-                    <= m.get("received", fire.scheduled) <= fire.scheduled + grace + settle]
-        else:
-            told = [m for m in messages if fire.job in m["text"]]
-        if told:
-            out.alerted.add(i)
     log(out.summary())
     for label, bad in (("twice", out.twice()), ("late", out.late()),
                        ("neither run nor alerted", out.neither()),

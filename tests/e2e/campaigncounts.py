@@ -7,6 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+# Where the nodes' alerts arrive, by the default routes: criticals at Telegram, warnings (a
+# start dropped as its lock group's previous run still ran) at Slack
+ALERT_SERVICES = ("telegram", "slack")
+
+
+def alert_messages(api) -> list[dict]:
+    """Every message the fake alert API received on ALERT_SERVICES."""
+    return [m for service in ALERT_SERVICES for m in api.received(service)]
+
 
 @dataclass
 class Fire:
@@ -112,3 +121,22 @@ class Outcome:
                 f"nor alerted {len(self.neither())}, refused and alerted "
                 f"{len(self.refused_alerted())}, held by a halt {len(self.held())}, halted "
                 f"jobs run {len(self.halted_runs())} ({len(self.messages)} messages)")
+
+
+def alerted_fires(fires: list[Fire], messages: list[dict], periodic: str,
+                  settle: float) -> set[int]:
+    """The fires a message told of: one naming the job; for the periodic job (its alerts name
+    no slot), one naming it that arrived, if stamped, from its slot to `settle` s past its
+    grace. "X failed with exit status 0" is about a run that happened (its record step
+    failed), not news that a fire did not run: it tells of no fire."""
+    news = [m for m in messages if "failed with exit status 0" not in m["text"]]
+    told = set()
+    for i, fire in enumerate(fires):
+        if fire.job == periodic:
+            end = fire.scheduled + fire.grace + settle
+            if any(periodic in m["text"] and fire.scheduled <= m.get("received", fire.scheduled)
+                   <= end for m in news):
+                told.add(i)
+        elif any(fire.job in m["text"] for m in news):
+            told.add(i)
+    return told

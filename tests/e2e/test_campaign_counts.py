@@ -12,7 +12,7 @@ import pytest
 from tests.fakes.stallproxy import HoldingProxy
 
 from .campaign import FAULTS, plan_faults
-from .campaigncounts import Fault, Fire, Outcome
+from .campaigncounts import Fault, Fire, Outcome, alert_messages, alerted_fires
 
 HALT, ASKED, RESUMED = 100.0, 130.0, 133.0  # `halt` returned, `resume` asked, it returned
 
@@ -63,6 +63,32 @@ def test_each_kind_of_fault_counts_the_fires_it_covered_until_a_grace_after_its_
         "halted jobs run": 0}
     assert (counts["kill9"]["fires"], counts["kill9"]["ran later than grace"]) == (1, 1)
     assert (counts["no fault"]["faults"], counts["no fault"]["fires"]) == (0, 1)
+
+
+class _Api:
+    """The fake alert API's received(service), as the campaign reads it."""
+
+    def __init__(self, **texts):
+        self.texts = texts
+
+    def received(self, service):
+        return [{"text": t, "received": 0.0} for t in self.texts.get(service, [])]
+
+
+def test_a_fire_told_by_a_warning_on_slack_is_alerted_not_neither():
+    """A start dropped because the previous run of its lock group still ran is a warning, and
+    warnings go to Slack by default (criticals to Telegram): the bench run of 5843c6b counted
+    books077, told on Slack, as neither run nor alerted."""
+    fires = [Fire("books077", 100.0, 10), Fire("single078", 102.0, 10)]
+    api = _Api(slack=["books077 skipped: the previous run still holds its lock"],
+               telegram=["single078 did not run for session 2026-12-05"])
+    assert alerted_fires(fires, alert_messages(api), periodic="tick", settle=65) == {0, 1}
+
+
+def test_a_unit_that_failed_after_its_job_ran_tells_no_one_of_a_refused_fire():
+    fires = [Fire("single000", 100.0, 10)]
+    api = _Api(telegram=["single000 failed with exit status 0"])
+    assert alerted_fires(fires, alert_messages(api), periodic="tick", settle=65) == set()
 
 
 @pytest.fixture
