@@ -12,11 +12,13 @@ import pytest
 from tests.cluster.test_least_privilege import _denied, _role_dsn, database, node_roles  # noqa: F401
 from tests.fakes.pgserver import USER
 
-from market_timers.ledger import DatabaseError, pgfunctions
+from market_timers.ledger import DatabaseError, Key, pgfunctions
 from market_timers.ledger import postgresql as pg
+from market_timers.ledger.pgcheck import findings
 
 PLANT = ("CREATE FUNCTION public.hashtextextended(text, integer) RETURNS bigint "
          "LANGUAGE sql AS 'SELECT 0::bigint'")
+KEY = Key("closing-orders", "2025-11-26")
 BUILT_INS = ("nextval", "now", "clock_timestamp", "round", "abs", "count", "max",
              "pg_try_advisory_lock", "hashtextextended", "pg_backend_pid", "pg_notify")
 
@@ -61,3 +63,33 @@ def test_every_function_calls_the_built_ins_as_pg_catalogs(owner_dsn, node_roles
     for name, source in rows:
         assert not unqualified.search(source), (name, unqualified.findall(source))
     assert all("hashtextextended" not in src or "0::bigint" in src for _, src in rows)
+
+
+def test_the_ledger_in_a_schema_of_its_own_named_by_every_dsns_search_path(
+        pgserver, database, owner_dsn, node_roles):  # noqa: F811
+    """The man page's recipe for a database shared with other applications (market-timers(1),
+    cluster init): a schema of the owner's, named by the owner's and each node's DSN. init puts
+    the ledger there and leaves public as the other applications have it; a node claims through
+    it; `cluster check` finds no one but the owner may create beside the ledger."""
+    pgserver.psql(f"CREATE SCHEMA market_timers AUTHORIZATION {USER}", db=database)
+    pgserver.psql("GRANT CREATE ON SCHEMA public TO PUBLIC", db=database)  # theirs, not ours
+    own = " options=-csearch_path=market_timers"
+    with pg.connect(owner_dsn + own) as conn:
+        pg.init_schema(conn, node_roles)
+        assert conn.execute("SELECT DISTINCT n.nspname FROM pg_proc p JOIN pg_namespace n ON "
+                            "n.oid = p.pronamespace WHERE p.proname LIKE 'mt\\_%'") == \
+            [("market_timers",)]
+        assert conn.execute("SELECT has_schema_privilege('public', 'public', 'CREATE')") == \
+            [("t",)]
+        good, bad = findings(conn, owner_dsn + own)
+    assert bad == [] and any("'market_timers'" in line for line in good), (good, bad)
+    node = pg.PostgresLedger(_role_dsn(owner_dsn, node_roles[0]) + own, "ny4-a")
+    try:
+        assert node.claim(KEY, "timer", {"invocation": "inv-a", "pid": 1}).ok
+        node.finish(KEY, "inv-a", {"result": "success", "exit_status": "0"})
+        assert [r["result"] for r in node.attempts(KEY)] == ["success"]
+    finally:
+        node.close()
+    with pg.connect(_role_dsn(owner_dsn, node_roles[1]) + own) as hostile:
+        _denied(hostile, "CREATE FUNCTION market_timers.hashtextextended(text, integer) "
+                         "RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint'")

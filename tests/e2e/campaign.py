@@ -6,10 +6,10 @@ ask: did it run twice, did it run later than its grace, did it neither run nor w
 Node ny4-a runs in the namespace of the cluster's veth for the whole campaign (its link to the
 database can stall; alerts reach the fake API through a relay on its loopback). A fire's runs are
 the lines its job wrote to starts.log as it started (on either node: a run killed mid-way still
-counts); a fire is alerted when a message at the fake Telegram API names its job (but for one that
-says the job's unit "failed with exit status 0": that run happened; for the periodic
-job: names it and, when the fake API stamps arrivals, arrived between its slot and `settle`
-seconds after its deadline).
+counts); a fire is alerted when a message at the fake Telegram or Slack API (criticals go to
+Telegram, warnings to Slack) names its job (but for one that says the job's unit "failed with
+exit status 0": that run happened; for the periodic job: names it and, when the fake API stamps
+arrivals, arrived between its slot and `settle` seconds after its deadline).
 
 The faults: kill -9 of a running job's main process (the runner or its supervisor), a node
 powered off and booted again, PostgreSQL stopped and started, a stall between ny4-a and the
@@ -25,7 +25,9 @@ that the fault writes and empties: systemd's own timers on that node (PID 1) sti
 host's clock, so the campaign tests the runner's defence (the ledger refuses a skewed node's
 claim), not timers firing at the wrong time. And issue 44's (tests/e2e/controlfaults.py): a halt
 while the ledger is unreachable, a halt while ny4-b's halt-watch connection is held, a node whose
-DSN lost its password; a halt's window counts the fires it held and any start inside it.
+DSN lost its password, a primary failover of PostgreSQL (a synchronous streaming standby made
+before the first fire, promoted right after a fire's claim committed, the old primary made its
+standby again); a halt's window counts the fires it held and any start inside it.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from .campaigncounts import Fault, Fire, Outcome, alert_messages, alerted_fires
 from .cluster import (
     CLOCKSHIFT_FILE,
     CLUSTER_JOB_PATH,
@@ -49,7 +51,8 @@ from .cluster import (
     shift_clock,
 )
 from .controlfaults import KINDS as CONTROL_FAULTS
-from .controlfaults import inject_control_fault
+from .controlfaults import failover_pair, inject_control_fault
+from .jobtrail import job_trail
 
 FAULTS = ("kill9", "poweroff", "pg-stop", "stall", "hold", "admin-lock", "clock-step",
           *CONTROL_FAULTS)
@@ -60,88 +63,6 @@ LEFT_OUT = {"a clock step of PID 1": "the containers share the host's CLOCK_REAL
                                      "still fire by the host's clock"}
 GROUP_OF = {"single": None, "orders": "orders", "books": "books"}
 PERIODIC = "tick"
-
-
-@dataclass
-class Fire:
-    job: str
-    scheduled: float  # the instant (or the periodic job's slot), epoch seconds
-    grace: float
-
-    @property
-    def slot(self) -> str:
-        return datetime.fromtimestamp(self.scheduled, UTC).strftime("%H:%M:%S")
-
-
-@dataclass
-class Fault:
-    at: float
-    kind: str
-    node: str
-    seconds: float
-    note: str = ""
-    step: float = 0.0  # a clock-step's offset, seconds (+ ahead, - behind)
-    # a halt's window: when `halt` was asked, when it returned, when `resume` was asked, when
-    # that returned
-    halted: tuple[float, float, float, float] | None = None
-
-
-@dataclass
-class Outcome:
-    seed: int
-    fires: list[Fire]
-    faults: list[Fault]
-    runs: dict[int, list[tuple[str, float]]] = field(default_factory=dict)  # fire -> (node, start)
-    alerted: set[int] = field(default_factory=set)
-    messages: list[str] = field(default_factory=list)  # the texts the fake API received
-
-    def twice(self) -> list[Fire]:
-        return [f for i, f in enumerate(self.fires) if len(self.runs.get(i, [])) > 1]
-
-    def late(self) -> list[Fire]:
-        return [f for i, f in enumerate(self.fires)
-                if any(start - f.scheduled > f.grace for _, start in self.runs.get(i, []))]
-
-    def neither(self) -> list[Fire]:
-        held = self.held()
-        return [f for i, f in enumerate(self.fires)
-                if not self.runs.get(i) and i not in self.alerted and f not in held]
-
-    def _windows(self) -> list[tuple[float, float, float, float]]:
-        return [f.halted for f in self.faults if f.halted]
-
-    def held(self) -> list[Fire]:
-        """Fires not run whose start (or the standby's, 2 s later) a halt may have covered: from
-        when `halt` was asked (it is in force before it returns: a halt that waited on a held
-        connection returned 2 s after a fire it refused, run 2 of a8d9860) until its resume
-        returned. The halt's own alert told, once."""
-        return [f for i, f in enumerate(self.fires) if not self.runs.get(i) and any(
-            asked - 2 <= f.scheduled <= resumed + 2 for asked, _, _, resumed in self._windows())]
-
-    def halted_runs(self) -> list[Fire]:
-        """Fires with a start while a halt was surely in force: from a second after `halt`
-        returned (a start that passed its last halt check before) until `resume` was asked."""
-        return [f for i, f in enumerate(self.fires) if any(
-            returned + 1 < when < asked for _, when in self.runs.get(i, [])
-            for _, returned, asked, _ in self._windows())]
-
-    def refused_alerted(self) -> list[Fire]:
-        return [f for i, f in enumerate(self.fires) if not self.runs.get(i) and i in self.alerted]
-
-    def exit0_failures(self) -> int:
-        """Alerts that a unit "failed with exit status 0": its job ended well, its
-        ExecStopPost= record step did not (see bench/RESULTS.md)."""
-        return sum("failed with exit status 0" in m for m in self.messages)
-
-    def ran(self) -> int:
-        return sum(1 for i in range(len(self.fires)) if self.runs.get(i))
-
-    def summary(self) -> str:
-        return (f"{len(self.fires)} fires, {len(self.faults)} faults (seed {self.seed}): ran "
-                f"{self.ran()}, twice {len(self.twice())}, late {len(self.late())}, neither run "
-                f"nor alerted {len(self.neither())}, refused and alerted "
-                f"{len(self.refused_alerted())}, held by a halt {len(self.held())}, halted "
-                f"jobs run {len(self.halted_runs())} ({len(self.messages)} messages)")
 
 
 def plan_fires(n: int, first: float, spacing: int, every: int, grace: int,
@@ -193,10 +114,13 @@ def plan_faults(rng: random.Random, start: float, end: float, kinds: tuple[str, 
     t = start + rng.uniform(2, 6)
     while t < end and (most is None or len(faults) < most):
         kind = order[len(faults) % len(order)]
-        seconds = {"kill9": 0.0, "admin-lock": rng.uniform(4, 8)}.get(
+        # a failover lasts as long as it takes (a promotion, a standby made again): its
+        # measured seconds replace this guess
+        seconds = {"kill9": 0.0, "admin-lock": rng.uniform(4, 8), "primary-failover": 15.0}.get(
             kind, rng.uniform(10, longest))
         node = {"stall": "ny4-a", "hold": "ny4-b", "pg-stop": "pg", "admin-lock": "pg",
-                "halt-unreachable": "pg", "hold-watch": "ny4-b"}.get(kind) or rng.choice(NODES)
+                "halt-unreachable": "pg", "hold-watch": "ny4-b",
+                "primary-failover": "pg"}.get(kind) or rng.choice(NODES)
         fault = Fault(t, kind, node, round(seconds, 1))
         if kind == "clock-step":
             fault.step = round(rng.choice((-1, 1)) * rng.uniform(10, 60), 1)
@@ -217,7 +141,8 @@ def _running_job_unit(box) -> str | None:
 
 def inject(cluster: Cluster, fault: Fault, log: Callable[[str], None]) -> None:
     """Do the fault (blocking for its duration) and note what was done."""
-    pg_unit = f"postgresql@{cluster.pg_version()}-main.service"
+    primary = cluster.pair.primary if cluster.pair else "main"  # a failover moves it
+    pg_unit = f"postgresql@{cluster.pg_version()}-{primary}.service"
     if fault.kind == "kill9":
         # a node with a job running now (within 6 s), the chosen node first
         nodes = [fault.node] + [n for n in NODES if n != fault.node]
@@ -303,13 +228,23 @@ def _starts(cluster: Cluster) -> list[tuple[str, str, float, float]]:
     return rows
 
 
+def _trails(cluster: Cluster, fires: list[Fire], starts, messages) -> dict[str, str]:
+    """job_trail of each single-fire job that ran twice or neither ran nor was named by a
+    message (read now, before the nodes are booted again)."""
+    runs = [job for _, job, _, _ in starts]
+    return {f.job: job_trail(cluster, f.job) for f in fires if f.job != PERIODIC and (
+        runs.count(f.job) > 1 or (f.job not in runs and not any(
+            f.job in m["text"] for m in messages)))}
+
+
 def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: int = 10,
                  grace: int = 10, kinds: tuple[str, ...] = FAULTS, most: int | None = None,
                  longest: float = 30, gap: float = 15, settle: float = 65,
                  log: Callable[[str], None] = print) -> Outcome:
     rng = random.Random(seed)
     cluster.reset()
-    with cluster.behind_link("ny4-a"), cluster.through_proxy("ny4-b") as cluster.proxy:
+    with cluster.behind_link("ny4-a"), cluster.through_proxy("ny4-b") as cluster.proxy, \
+            failover_pair(cluster, kinds) as cluster.pair:
         first = math.ceil(time.time() + 15 + 0.1 * n)
         jobs, periodic, fires = plan_fires(n, first, spacing, every, grace, rng)
         cluster.schedule(jobs, extra=periodic, horizon=1)
@@ -332,8 +267,9 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
             if not scene.box.running:
                 scene.box.boot()
             scene.flush_outbox()
-        messages = cluster.api.received("telegram")
+        messages = alert_messages(cluster.api)
         starts = _starts(cluster)
+        trails = _trails(cluster, fires, starts, messages)
         if "clock-step" in kinds:
             _clock_shim(cluster, [j.name for j in jobs] + [PERIODIC], remove=True)
             skewed = cluster.psql("SELECT count(*) FROM mt_refusals WHERE "
@@ -341,26 +277,20 @@ def run_campaign(cluster: Cluster, n: int, seed: int, spacing: int = 2, every: i
             for fault in faults:
                 if fault.kind == "clock-step":
                     fault.note += f"; {skewed} starts in the campaign refused it (exit 179)"
-    if "hold-watch" in kinds:  # its DSN names the database again, not the closed proxy
+    if {"hold-watch", "primary-failover"} & set(kinds):  # its DSN names the database again,
+        # not the closed proxy (ny4-a's halt-watch started again as behind_link booted it)
         cluster.nodes["ny4-b"].systemctl("restart", "market-halt-watch.service", check=False)
     out = Outcome(seed, fires, faults, messages=[m["text"] for m in messages])
-    # "X failed with exit status 0" is about a run that happened (its record step failed), not
-    # news that a fire did not run: it tells no one about a refused fire
-    messages = [m for m in messages if "failed with exit status 0" not in m["text"]]
+    out.alerted = alerted_fires(fires, messages, PERIODIC, settle)
     for i, fire in enumerate(fires):
         out.runs[i] = [(node, start) for node, job, when, start in starts
                        if job == fire.job and (job != PERIODIC or abs(when - fire.scheduled) < 1)]
-        if fire.job == PERIODIC:  # its alerts name no slot: when they arrived, if stamped
-            told = [m for m in messages if PERIODIC in m["text"] and fire.scheduled
-                    <= m.get("received", fire.scheduled) <= fire.scheduled + grace + settle]
-        else:
-            told = [m for m in messages if fire.job in m["text"]]
-        if told:
-            out.alerted.add(i)
     log(out.summary())
     for label, bad in (("twice", out.twice()), ("late", out.late()),
                        ("neither run nor alerted", out.neither()),
                        ("run inside a halt", out.halted_runs())):
         for f in bad:
             log(f"  {label}: {f.job} {f.slot} runs {out.runs[fires.index(f)]}")
+            if f.job in trails:
+                log(trails[f.job])
     return out

@@ -98,6 +98,9 @@ class Cluster:
         self.on_db_unreachable: str | None = None
         # the proxy ny4-b reaches the database through, inside through_proxy() (the campaign)
         self.proxy: HoldingProxy | None = None
+        # a campaign's primary and standby (pgstandby.StandbyPair) when it fails the primary
+        # over; self.port names the primary of the moment
+        self.pair = None
 
     def dsn(self, role: str, host: str = "127.0.0.1", port: int | str | None = None) -> str:
         """The DSN of `role`: the owner's (mt, for `cluster init`) or a node's own role."""

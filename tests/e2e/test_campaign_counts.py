@@ -4,13 +4,15 @@ and any start inside it as a halted job run."""
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 
 import pytest
 from tests.fakes.stallproxy import HoldingProxy
 
-from .campaign import Fault, Fire, Outcome
+from .campaign import FAULTS, plan_faults
+from .campaigncounts import Fault, Fire, Outcome, alert_messages, alerted_fires
 
 # `halt` asked, it returned, `resume` asked, it returned
 HALT_ASKED, HALT, ASKED, RESUMED = 98.0, 100.0, 130.0, 133.0
@@ -49,6 +51,55 @@ def test_a_start_while_the_halt_is_in_force_is_a_halted_job_run():
 def test_a_fire_after_the_resume_returned_that_did_not_run_is_still_neither():
     out = _outcome({})
     assert [f.job for f in out.neither()] == ["single000", "single003"]
+
+
+def test_the_fault_table_has_a_primary_failover_of_the_database_among_the_others():
+    assert "primary-failover" in FAULTS
+    faults = plan_faults(random.Random(23), 0.0, 900.0, FAULTS, 30, None, 15)
+    assert {f.kind for f in faults} == set(FAULTS)
+    assert {f.node for f in faults if f.kind == "primary-failover"} == {"pg"}
+
+
+def test_each_kind_of_fault_counts_the_fires_it_covered_until_a_grace_after_its_end():
+    fires = [Fire("single000", 100.0, 10), Fire("orders001", 105.0, 10),
+             Fire("books002", 125.0, 10), Fire("single003", 200.0, 10)]
+    faults = [Fault(104.0, "primary-failover", "pg", 14.0), Fault(190.0, "kill9", "ny4-b", 0.0)]
+    runs = {0: [("ny4-a", 100.1)], 1: [("ny4-a", 105.1), ("ny4-b", 107.2)],
+            3: [("ny4-b", 230.0)]}
+    counts = Outcome(23, fires, faults, runs=runs, alerted={2}).by_fault_kind(after=10)
+    assert list(counts) == ["primary-failover", "kill9", "no fault"]
+    assert counts["primary-failover"] == {
+        "faults": 1, "fires": 2, "ran": 1, "ran twice": 1, "ran later than grace": 0,
+        "neither ran nor alerted": 0, "refused and alerted": 1, "held by a halt": 0,
+        "halted jobs run": 0}
+    assert (counts["kill9"]["fires"], counts["kill9"]["ran later than grace"]) == (1, 1)
+    assert (counts["no fault"]["faults"], counts["no fault"]["fires"]) == (0, 1)
+
+
+class _Api:
+    """The fake alert API's received(service), as the campaign reads it."""
+
+    def __init__(self, **texts):
+        self.texts = texts
+
+    def received(self, service):
+        return [{"text": t, "received": 0.0} for t in self.texts.get(service, [])]
+
+
+def test_a_fire_told_by_a_warning_on_slack_is_alerted_not_neither():
+    """A start dropped because the previous run of its lock group still ran is a warning, and
+    warnings go to Slack by default (criticals to Telegram): the bench run of 5843c6b counted
+    books077, told on Slack, as neither run nor alerted."""
+    fires = [Fire("books077", 100.0, 10), Fire("single078", 102.0, 10)]
+    api = _Api(slack=["books077 skipped: the previous run still holds its lock"],
+               telegram=["single078 did not run for session 2026-12-05"])
+    assert alerted_fires(fires, alert_messages(api), periodic="tick", settle=65) == {0, 1}
+
+
+def test_a_unit_that_failed_after_its_job_ran_tells_no_one_of_a_refused_fire():
+    fires = [Fire("single000", 100.0, 10)]
+    api = _Api(telegram=["single000 failed with exit status 0"])
+    assert alerted_fires(fires, alert_messages(api), periodic="tick", settle=65) == set()
 
 
 @pytest.fixture
