@@ -8,7 +8,9 @@ changes when one of its inputs does, or when time alone moves a cell on:
 * inputs: the metadata (mtime, size) of every file under the state and spool directories but the
   ledger's and the dead-man's own, the ledger's job and (job, session) directories from the page's
   first day on (an attempt, its result or a refused start is a file created in its key's
-  directory, which changes that directory's mtime), and the config as loaded;
+  directory, which changes that directory's mtime), a periodic job's slot records of those
+  sessions (`runs/<job>/<session>/`: each is created or replaced by a rename in its session's
+  directory) and the config as loaded;
 * time: `until`, the first instant at which a cell would read otherwise with the same inputs (a
   scheduled fire's instant, every pass while a fire is due or a periodic session or a pending
   alert's age is shown, the next UTC midnight: the page's window and today's card).
@@ -43,6 +45,7 @@ def inputs(config, first_day: str) -> str | None:
     state = os.fspath(config.state_dir)
     _tree(digest, state, skip=OWN | {LEDGER, RUNS})
     _ledger(digest, os.path.join(state, LEDGER), first_day)
+    _runs(digest, os.path.join(state, RUNS), first_day)
     spool = getattr(config, "spool_dir", None)
     if spool is not None:
         _tree(digest, os.fspath(spool), skip=frozenset())
@@ -90,6 +93,31 @@ def _ledger(digest, ledger: str, first_day: str) -> None:
                 except OSError:
                     continue
                 digest.update(f"{job.name}/{key.name}\0{mtime}\n".encode())
+
+
+def _runs(digest, runs: str, first_day: str) -> None:
+    """Each job's directory of slot records and pre-ledger records, and in it each session's
+    (a slot record written or rewritten changes its session directory's mtime) and record from
+    `first_day` on: one stat per (job, session), not per slot."""
+    try:
+        jobs = sorted(os.scandir(runs), key=lambda e: e.name)
+    except OSError:
+        return
+    for job in jobs:
+        try:
+            if not job.is_dir(follow_symlinks=False):
+                continue
+            digest.update(f"{job.name}\0{job.stat(follow_symlinks=False).st_mtime_ns}\n".encode())
+            entries = [e for e in os.scandir(job.path) if e.name >= first_day]
+        except OSError:
+            continue
+        for entry in sorted(entries, key=lambda e: e.name):
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            digest.update(f"runs/{job.name}/{entry.name}\0{st.st_mtime_ns}\0{st.st_size}\n"
+                          .encode())
 
 
 def until(doc: dict, now: datetime) -> str:
