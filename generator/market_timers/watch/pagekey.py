@@ -72,8 +72,8 @@ def _tree(digest, top: str, skip: frozenset) -> None:
 
 def _ledger(digest, ledger: str, first_day: str) -> None:
     """Each directory of the ledger, and each key directory of a session from `first_day` on
-    (a periodic job's slots, `<session>+<slot>`, are left out: its session is rebuilt at every
-    pass while it runs)."""
+    (a periodic job's slot keys, `<session>+<slot>`, are left out: its cell counts its slot
+    records, which _runs digests)."""
     try:
         jobs = sorted(os.scandir(ledger), key=lambda e: e.name)
     except OSError:
