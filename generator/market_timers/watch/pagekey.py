@@ -29,10 +29,13 @@ from pathlib import Path
 
 from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
+from market_timers.watch import calendarends, recordcache
 
 KEY_FILE = "statuspage.json"
 LEDGER, RUNS = "ledger", "runs"
-OWN = frozenset({KEY_FILE, "deadman.json"})  # rewritten by every pass: not the page's inputs
+# Rewritten by every pass, or savings of what the page reads (recordcache.py, calendarends.py;
+# the page shows no calendar warning): not the page's inputs.
+OWN = frozenset({KEY_FILE, "deadman.json", recordcache.FILE, calendarends.FILE})
 
 
 def inputs(config, first_day: str) -> str | None:

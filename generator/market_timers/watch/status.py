@@ -53,7 +53,7 @@ from market_timers.contracts.outcomes import BY_NAME
 from market_timers.host.clock import utcnow
 from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import runrecord
-from market_timers.watch import statusinputs, statuspage
+from market_timers.watch import recordcache, statusinputs, statuspage
 from market_timers.watch.calendar_warnings import status_warnings
 from market_timers.watch.fires import deadline, read_plan, timer_state
 from market_timers.watch.sessiondays import session_days, weekday
@@ -74,7 +74,8 @@ def collect(config, session=None, now: datetime | None = None, *,
     if plan is None:
         return None
     watch = watch_of(config)
-    fires = _shown_fires(config, plan.get("fires", []), session, between, now)
+    local = recordcache.Records(state_dir, now)  # each record read again only when it changed
+    fires = _shown_fires(config, plan.get("fires", []), session, between, now, local)
     shown = (systemctl or Systemctl()).show(sorted({e["unit"] for e in fires}),
                                             ["LoadState", "ActiveState", "SubState"])
     sessions: dict[str, list[dict]] = {}
@@ -83,17 +84,18 @@ def collect(config, session=None, now: datetime | None = None, *,
     book, ledger_error = runrecord.cluster_book(config), None
     cluster = book is not None
     depth = chain_depths(requires)
-    held_here = statusinputs.local_keys(state_dir)
     for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], depth.get(e["job"], 0),
                                           e["job"])):
         record = None
-        if ledger_error is None and (book is not None or held_here(e["job"], e["session"])):
+        if ledger_error is None and book is not None:
             record = statusinputs.read_record(state_dir, e, book)
+        elif ledger_error is None:
+            record = local.read(e["job"], e["session"])
         if isinstance(record, Exception):  # the cluster ledger: say so, show the local one
             ledger_error, book = f"the cluster run ledger cannot be reached: {record}", None
             record = None
         if record is None and ledger_error is not None:  # else read_record read it already
-            record = runrecord.read(state_dir, e["job"], e["session"])
+            record = local.read(e["job"], e["session"])
         record = record or {}
         sessions.setdefault(e["session"], []).append(_job_row(
             e, record, timer=timer_state(shown.get(e["unit"], {})) if e["unit"] else "-",
@@ -101,6 +103,7 @@ def collect(config, session=None, now: datetime | None = None, *,
             node=cluster, requires=requires.get(e["job"])))
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
             sessions[e["session"]][-1].update(statusinputs.periodic(state_dir, e, now))
+    local.save()
     held = statusinputs.pauses(config, book)
     cluster_halts = statusinputs.cluster_halts(book)
     if book is not None:
@@ -148,7 +151,8 @@ def _job_row(entry: dict, record: dict, *, timer: str, result: str, alerts: list
     }
 
 
-def _shown_fires(config, plan_fires: list[dict], session, between, now: datetime) -> list[dict]:
+def _shown_fires(config, plan_fires: list[dict], session, between, now: datetime,
+                 records: recordcache.Records) -> list[dict]:
     """The plan's entries of the sessions shown and, for a window with a bound, the runs the
     ledger holds in it that the plan does not (sessions before the install)."""
     if callable(between):  # a window that depends on the plan's sessions (desk_window)
@@ -158,7 +162,7 @@ def _shown_fires(config, plan_fires: list[dict], session, between, now: datetime
     first, last = (session.isoformat(),) * 2 if session else (
         (d.isoformat() if d else None for d in between) if between else (None, None))
     if first or last:
-        fires += statusinputs.ledger_only(config, fires, first, last)
+        fires += statusinputs.ledger_only(config, fires, first, last, records)
     return fires
 
 
