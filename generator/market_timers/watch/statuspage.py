@@ -125,9 +125,11 @@ def _cards(doc: dict) -> list[dict]:
     """A card per session, its cells in the day's order (status.collect's), today's marked."""
     now = str(doc.get("now", ""))[:10]
     today = min((s["session"] for s in doc["sessions"] if s["session"] >= now), default="")
+    from market_timers.watch.statuspagehtml import rows
+
     return [{"session": s["session"], "weekday": s.get("weekday", ""),
              "today": s["session"] == today, "marks": s.get("marks", []),
-             "cells": [_cell(s["session"], row) for row in s["jobs"]]}
+             "rows": rows(s["session"], [_cell(s["session"], row) for row in s["jobs"]])}
             for s in doc["sessions"]]
 
 
