@@ -51,7 +51,7 @@ class Records:
         if listed is not None and session not in listed[0] and session not in listed[1]:
             return None  # nothing of it here: most keys shown are fires still ahead
         # kept only for a key directory with no pre-ledger record beside it
-        mtime = listed[0].get(session) if listed and session not in listed[1] else None
+        mtime = self._mtime(job, session) if listed and session not in listed[1] else None
         ident = f"{job}/{session}"
         kept = self.kept.get(ident)
         if mtime is not None and kept is not None and kept[0] == mtime:
@@ -64,11 +64,11 @@ class Records:
     def keys(self, job: str) -> list[str]:
         """The names in the job's ledger directory (`<session>[+<slot>]`)."""
         listed = self._listed(job)
-        return list(listed[0]) if listed is not None else []
+        return sorted(listed[0]) if listed is not None else []
 
-    def _listed(self, job: str) -> tuple[dict[str, int | None], set[str]] | None:
-        """The job's ledger names, each a key directory's mtime (None: not a directory), and
-        the sessions with a pre-ledger record; None: cannot tell (each record is read)."""
+    def _listed(self, job: str) -> tuple[set[str], set[str]] | None:
+        """The names in the job's ledger directory, and the sessions with a pre-ledger record;
+        None: cannot tell (each record is then read)."""
         if job not in self.listed:
             try:
                 if self.runs is None:
@@ -77,10 +77,19 @@ class Records:
                 legacy = {n[:-5] for n in safefs.listdir(paths.runs_dir(self.state_dir, job),
                                                          base=self.state_dir)
                           if n.endswith(".json")} if job in self.runs else set()
-                self.listed[job] = (_key_mtimes(self.state_dir, job), legacy)
+                self.listed[job] = (_names(self.state_dir, job), legacy)
             except (OSError, ValueError):
                 self.listed[job] = None
         return self.listed[job]
+
+    def _mtime(self, job: str, session: str) -> int | None:
+        """The key directory's mtime; None when it is not a directory (a planted symlink: the
+        read refuses it). Its parents were opened without following symlinks by _names."""
+        try:
+            st = os.lstat(os.path.join(paths.job_ledger_dir(self.state_dir, job), session))
+        except OSError:
+            return None
+        return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None
 
     def save(self) -> None:
         """The file, when anything was learnt and this user owns the state directory."""
@@ -91,24 +100,20 @@ class Records:
                 return
             first = (self.now - timedelta(days=KEEP_DAYS)).date().isoformat()
             keys = {k: v for k, v in self.kept.items() if k.partition("/")[2] >= first}
-            safefs.write_json(self.state_dir / FILE, {"version": VERSION, "keys": keys},
-                              base=self.state_dir, sync=atomicfile.NONE)
+            text = json.dumps({"version": VERSION, "keys": keys}, separators=(",", ":"))
+            safefs.write_atomic(self.state_dir / FILE, text, base=self.state_dir,
+                                sync=atomicfile.NONE)
         except (OSError, ValueError):
             pass  # the next reader reads the records: a saving only
 
 
-def _key_mtimes(state_dir: Path, job: str) -> dict[str, int | None]:
+def _names(state_dir: Path, job: str) -> set[str]:
     try:  # the ledger's own walk: no symlink followed, no pathlib
         fd = open_under(os.fspath(state_dir), (job,), create=False)
     except FileNotFoundError:
-        return {}
-    try:
-        out: dict[str, int | None] = {}
-        with os.scandir(fd) as entries:
-            for entry in entries:
-                st = entry.stat(follow_symlinks=False)
-                out[entry.name] = st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None
-        return out
+        return set()
+    try:  # names only: a job's ledger keeps every session's key, only those shown are stat'ed
+        return set(os.listdir(fd))
     finally:
         os.close(fd)
 
