@@ -146,3 +146,15 @@ def test_a_slot_record_written_after_a_periodic_sessions_window_shows_at_the_nex
                             duration_sec=1)
     state, text = cell_at(utc("2026-12-24T18:32:00Z"))
     assert state == "ok" and "196 ran, 0 skipped of 196" in text
+
+
+def test_the_page_asks_systemd_about_no_jobs_timer(week, fake_systemctl, tmp_path):  # noqa: F811
+    """The page shows no timer's state: at 1,000 jobs asking about its 17,000 timers was PID 1's
+    work at every rebuild and every `status --html` for nothing shown."""
+    fake_systemctl.calls.clear()  # sync's
+    assert status.command(week, html=str(tmp_path / "s.html"), now=NOW,
+                          systemctl=fake_systemctl) == 0
+    assert job_timers(fake_systemctl) == []
+    cells = Cells()
+    cells.feed((tmp_path / "s.html").read_text())
+    assert cells.cells[("orders", "2025-11-25")] == "missed"

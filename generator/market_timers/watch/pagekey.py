@@ -1,7 +1,8 @@
 """Whether the dead-man's status page must be rebuilt (issue 46): a pass costs what is due.
 
-Rebuilding the page reads every shown run record and asks systemd about every shown timer (about
-2 s of CPU at 1,000 jobs); a pass rebuilds it only when what it shows may have changed, and
+Rebuilding the page reads every shown (job, session) (its record kept by recordcache.py) and
+renders 17,000 cells at 1,000 jobs (about 0.4 s of CPU); a pass rebuilds it only when what it
+shows may have changed, and
 otherwise rewrites its two time stamps only (its health still names this pass). What it shows
 changes when one of its inputs does, or when time alone moves a cell on:
 

@@ -63,11 +63,12 @@ from market_timers.watch.statustable import table
 
 def collect(config, session=None, now: datetime | None = None, *,
             systemctl: Systemctl | None = None, between=None,
-            calendar_warnings: bool = True) -> dict | None:
+            calendar_warnings: bool = True, timers: bool = True) -> dict | None:
     """The status document, or None when sync has never written a plan. `between`: (first,
     last) dates (either None: open) instead of the default sessions. `calendar_warnings`:
     False leaves them out (they build the exchange calendars: pandas, about a second, which the
-    dead-man's page refresh every minute must not pay; the refresh warns of a data end)."""
+    dead-man's page refresh every minute must not pay; the refresh warns of a data end).
+    `timers`: False asks systemd nothing, each `timer` reads "-" (the page shows none)."""
     now = now or utcnow()
     state_dir = Path(config.state_dir)
     plan = read_plan(state_dir)
@@ -77,7 +78,8 @@ def collect(config, session=None, now: datetime | None = None, *,
     local = recordcache.Records(state_dir, now)  # each record read again only when it changed
     fires = _shown_fires(config, plan.get("fires", []), session, between, now, local)
     shown = (systemctl or Systemctl()).show(sorted({e["unit"] for e in fires}),
-                                            ["LoadState", "ActiveState", "SubState"])
+                                            ["LoadState", "ActiveState", "SubState"]) \
+        if timers else {}
     sessions: dict[str, list[dict]] = {}
     events = statusinputs.alert_events(config)
     requires = {j.name: list(j.requires) for j in getattr(config, "jobs", []) if j.requires}
@@ -98,7 +100,7 @@ def collect(config, session=None, now: datetime | None = None, *,
             record = local.read(e["job"], e["session"])
         record = record or {}
         sessions.setdefault(e["session"], []).append(_job_row(
-            e, record, timer=timer_state(shown.get(e["unit"], {})) if e["unit"] else "-",
+            e, record, timer=timer_state(shown.get(e["unit"], {})) if e["unit"] and timers else "-",
             result=_result(e, record, now, watch.slack_sec), alerts=events(e["session"], e["job"]),
             node=cluster, requires=requires.get(e["job"])))
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
@@ -245,7 +247,8 @@ def command(config, session=None, as_json: bool = False, now: datetime | None = 
         def between(fires):
             return desk_window(fires, now, week)
     try:
-        doc = collect(config, session, now, systemctl=systemctl, between=between)
+        doc = collect(config, session, now, systemctl=systemctl, between=between,
+                      timers=html is None)
     except planfile.PlanFileError as e:  # it names the file and what is wrong with it
         print(f"market-timers status: {e}", file=sys.stderr)
         return 1

@@ -198,7 +198,8 @@ def refresh(config, now: datetime) -> Path | None:
         key = pagekey.inputs(config, start.isoformat())
         if _restamped(config, path, key, now):
             return path
-        doc = status.collect(config, now=now, between=(start, end), calendar_warnings=False)
+        doc = status.collect(config, now=now, between=(start, end), calendar_warnings=False,
+                             timers=False)
         if doc is None:
             return None
         write(path, render(doc, deadman_pass=doc["now"]), base=page_dir)
