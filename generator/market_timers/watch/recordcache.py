@@ -40,7 +40,8 @@ class Records:
 
     def __init__(self, state_dir, now: datetime):
         self.state_dir, self.now = Path(state_dir), now
-        self.kept = _load(self.state_dir)
+        self.ledger = os.path.join(state_dir, paths.LEDGER_DIR)
+        self.loaded: dict[str, list] | None = None  # the file, read at the first key found
         self.listed: dict[str, tuple[dict[str, int | None], set[str]] | None] = {}
         self.runs: set[str] | None = None  # the jobs with a runs/ directory
         self.learnt: dict[str, list] = {}
@@ -53,13 +54,19 @@ class Records:
         # kept only for a key directory with no pre-ledger record beside it
         mtime = self._mtime(job, session) if listed and session not in listed[1] else None
         ident = f"{job}/{session}"
-        kept = self.kept.get(ident)
+        kept = self.kept.get(ident) if mtime is not None else None
         if mtime is not None and kept is not None and kept[0] == mtime:
             return dict(kept[1])
         record = runrecord.read(self.state_dir, job, session)
         if mtime is not None and record is not None and self.started_ns - mtime > MARGIN_NS:
             self.learnt[ident] = self.kept[ident] = [mtime, record]
         return record
+
+    @property
+    def kept(self) -> dict[str, list]:
+        if self.loaded is None:
+            self.loaded = _load(self.state_dir)
+        return self.loaded
 
     def keys(self, job: str) -> list[str]:
         """The names in the job's ledger directory (`<session>[+<slot>]`)."""
@@ -86,7 +93,7 @@ class Records:
         """The key directory's mtime; None when it is not a directory (a planted symlink: the
         read refuses it). Its parents were opened without following symlinks by _names."""
         try:
-            st = os.lstat(os.path.join(paths.job_ledger_dir(self.state_dir, job), session))
+            st = os.lstat(f"{self.ledger}/{job}/{session}")
         except OSError:
             return None
         return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None

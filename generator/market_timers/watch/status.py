@@ -216,7 +216,9 @@ def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]
 
 def _refusal_fields(record: dict) -> dict:
     """A refused start's own fields that its outcome row names (upstream, the pause's note...)."""
-    outcome = BY_NAME.get(str(record.get("refused") or ""))
+    if not record.get("refused"):
+        return {}
+    outcome = BY_NAME.get(str(record["refused"]))
     return {k: record[k] for k in outcome.fields if record.get(k)} if outcome else {}
 
 
