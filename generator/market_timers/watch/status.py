@@ -88,15 +88,11 @@ def collect(config, session=None, now: datetime | None = None, *,
     depth = chain_depths(requires)
     for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], depth.get(e["job"], 0),
                                           e["job"])):
-        record = None
-        if ledger_error is None and book is not None:
-            record = statusinputs.read_record(state_dir, e, book)
-        elif ledger_error is None:
-            record = local.read(e["job"], e["session"])
+        record = statusinputs.read_record(state_dir, e, book) if book is not None else None
         if isinstance(record, Exception):  # the cluster ledger: say so, show the local one
             ledger_error, book = f"the cluster run ledger cannot be reached: {record}", None
             record = None
-        if record is None and ledger_error is not None:  # else read_record read it already
+        if book is None:  # no cluster, or it cannot be reached (else read_record read both)
             record = local.read(e["job"], e["session"])
         record = record or {}
         sessions.setdefault(e["session"], []).append(_job_row(
