@@ -1,8 +1,11 @@
 """The dead-man pass, `status` and `status --html` at N jobs (host, in-process; issue 46 items 3
 and 4). The CPU of each, median of 5, over the plan of N jobs on a 24/7 calendar at the default
-horizon, a week of past sessions all run (a run record each), nothing due: the idle pass the
-dead-man's timer makes every minute. systemd's answers are faked (PID 1's part is bench/scale.py's);
-the fake counts the units a pass asks about.
+horizon, a week of past sessions all run (a run record each), nothing due: the first pass (no
+page, nothing judged yet), the idle pass the dead-man's timer makes every minute, and the pass
+after a sync (the plan written again, as the daily refresh does: every upcoming timer read once,
+the page rebuilt). systemd's answers are faked (PID 1's part is bench/scale.py's); the fake
+counts the units a pass asks about. `status --html` is also measured as its own process (the
+interpreter's start and imports included: what a user waits for), median of 3 after one.
 
 Run alone: .venv/bin/python -m bench.deadman_pass [N ...]   (default 10 100 1000)
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import statistics
 import sys
 import tempfile
@@ -67,14 +71,46 @@ def setup(tmp: Path, jobs: int, now: datetime):
             runrecord.update(config.state_dir, e.job, e.session, scheduled_utc=at,
                              started_utc=at, result="success", exit_code="exited",
                              exit_status="0", duration_sec=1)
+            # its key written when it ran, not while this set-up runs
+            ran = e.instant.timestamp() + 1
+            os.utime(tmp / "state" / "ledger" / e.job / e.session, (ran, ran))
     return config
 
 
 def cpu(call) -> float:
+    """CPU seconds of one call, as if it were its own process (a pass is: nothing kept from
+    the previous one, such as plan.json read once per process)."""
+    from market_timers.watch import fires
+
+    getattr(fires, "_read", {}).clear()
     start = time.process_time()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         call()
     return time.process_time() - start
+
+
+def resync(config, at: datetime) -> None:
+    """What the daily refresh does to the plan: written again (a new generated_utc), so the
+    next pass reads every upcoming timer once and rebuilds the page."""
+    from market_timers.contracts import planfile
+    from market_timers.schedule import plan as planning
+    from market_timers.schedule.planmerge import write_plan
+
+    write_plan(config, planning.plan_ahead(config, at), at, planfile.read(config.state_dir))
+
+
+def process_cpu(config_file: Path, *args: str) -> float:
+    """CPU seconds of `market-timers status ARGS` as its own process (interpreter, imports)."""
+    import resource
+    import subprocess
+
+    # with its bytecode cached, as the package installs it (not recompiled at every start)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-m", "market_timers", "--config", str(config_file),
+                    "status", *args], check=True, capture_output=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def measure(jobs: int) -> dict:
@@ -89,23 +125,32 @@ def measure(jobs: int) -> dict:
         first = cpu(lambda: deadman.command(config, next(ticks)))
         first_asked, fake.asked = fake.asked, 0
         passes = [cpu(lambda: deadman.command(config, next(ticks))) for _ in range(REPEAT)]
-        asked = fake.asked / REPEAT
+        asked, fake.asked = fake.asked / REPEAT, 0
+        synced = next(ticks)
+        resync(config, synced)
+        after_sync = cpu(lambda: deadman.command(config, next(ticks)))
+        after_asked = fake.asked
         table = [cpu(lambda: status.command(config, now=now, systemctl=fake))
                  for _ in range(REPEAT)]
         page = [cpu(lambda: status.command(config, now=now, html=f"{tmp}/s.html",
                                            systemctl=fake)) for _ in range(REPEAT)]
+        html_process = statistics.median([process_cpu(Path(tmp) / "c.toml", "--html",
+                                                      f"{tmp}/p.html") for _ in range(4)][1:])
     return {"first": first, "first_asked": first_asked, "pass": statistics.median(passes),
-            "asked": asked, "status": statistics.median(table),
-            "html": statistics.median(page)}
+            "asked": asked, "after_sync": after_sync, "after_asked": after_asked,
+            "status": statistics.median(table), "html": statistics.median(page),
+            "html_process": html_process}
 
 
 def main(argv: list[str]) -> None:
-    print("jobs | dead-man pass after a sync, CPU s (units asked) | next passes, median CPU s "
-          "(units asked) | status | status --html")
+    print("jobs | first pass (no page yet), CPU s (units asked) | next passes, median CPU s "
+          "(units asked) | pass after a sync, CPU s (units asked) | status | status --html | "
+          "status --html as a process, CPU s")
     for jobs in [int(a) for a in argv] or SIZES:
         m = measure(jobs)
         print(f"{jobs} | {m['first']:.3f} ({m['first_asked']}) | {m['pass']:.3f} "
-              f"({m['asked']:.0f}) | {m['status']:.3f} | {m['html']:.3f}", flush=True)
+              f"({m['asked']:.0f}) | {m['after_sync']:.3f} ({m['after_asked']}) | "
+              f"{m['status']:.3f} | {m['html']:.3f} | {m['html_process']:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -102,3 +102,59 @@ def test_a_halt_between_passes_shows_at_the_next(passes, week):  # noqa: F811
     assert halt.halt(week, "orders", None, False, "drill", NOW, systemctl=NothingRuns()) == 0
     cells, text = passes(NOW + timedelta(minutes=1))
     assert cells[("orders", "2025-11-28")] == "halted" and "drill" in text
+
+
+def test_a_slot_record_written_after_a_periodic_sessions_window_shows_at_the_next_pass(
+        make_config, fake_systemctl, monkeypatch, tmp_path):
+    """A periodic job's cell counts its slot records (runs/<job>/<session>/): one written or
+    rewritten once the session reads done (a run recorded late) is a change of the page's
+    inputs like any run record."""
+    from market_timers.runner import slotclock, slotrecords
+    from market_timers.schedule import sync as sync_mod
+
+    from .test_periodic_deadman import CYCLE, SESSION, slot
+
+    config = make_config(CYCLE)
+    fake_systemctl.now = utc("2026-12-23T22:00:00Z")
+    sync_mod.sync(config, now=fake_systemctl.now, systemctl=fake_systemctl,
+                  stamp_dir=tmp_path / "stamps")
+    for k in range(195):  # every slot ran but the last (17:50), which no start reached
+        key = slotclock.record_key(SESSION, slot(k))
+        slotclock.write_new(str(config.state_dir), "cycle", key, dict(
+            session=SESSION, slot=slotclock.z(slot(k)), started_utc=slotclock.z(slot(k)),
+            result="success", duration_sec=1))
+    real = deadman.run_pass
+    monkeypatch.setattr(deadman, "run_pass", lambda cfg, t: real(
+        cfg, t, systemctl=fake_systemctl, alert=lambda *a, **k: None, env={}))
+    monkeypatch.setattr(status, "Systemctl", lambda: fake_systemctl)
+    config.page_dir.mkdir()
+    page = config.page_dir / statuspage.PAGE_FILE
+
+    def cell_at(at):
+        fake_systemctl.now = at
+        deadman.command(config, at)
+        cells = Cells()
+        cells.feed(page.read_text())
+        return cells.cells[("cycle", SESSION)], page.read_text()
+
+    state, text = cell_at(utc("2026-12-24T18:30:00Z"))
+    assert state == "skipped" and "195 ran, 1 skipped of 196" in text
+    cell_at(utc("2026-12-24T18:31:00Z"))
+    # the last slot's run, recorded late: its record (the skip account() wrote) is rewritten
+    slotrecords.update_slot(config.state_dir, "cycle", slotclock.record_key(SESSION, slot(195)),
+                            skipped=None, started_utc=slotclock.z(slot(195)), result="success",
+                            duration_sec=1)
+    state, text = cell_at(utc("2026-12-24T18:32:00Z"))
+    assert state == "ok" and "196 ran, 0 skipped of 196" in text
+
+
+def test_the_page_asks_systemd_about_no_jobs_timer(week, fake_systemctl, tmp_path):  # noqa: F811
+    """The page shows no timer's state: at 1,000 jobs asking about its 17,000 timers was PID 1's
+    work at every rebuild and every `status --html` for nothing shown."""
+    fake_systemctl.calls.clear()  # sync's
+    assert status.command(week, html=str(tmp_path / "s.html"), now=NOW,
+                          systemctl=fake_systemctl) == 0
+    assert job_timers(fake_systemctl) == []
+    cells = Cells()
+    cells.feed((tmp_path / "s.html").read_text())
+    assert cells.cells[("orders", "2025-11-25")] == "missed"

@@ -8,6 +8,7 @@ positions), for `FILE:LINE:` in front of the problem.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from market_timers.config.jobchecks import JOB_NAME
 
@@ -15,7 +16,8 @@ from market_timers.config.jobchecks import JOB_NAME
 def job_paths(tables: list) -> list[str]:
     """The path of each table of `[[job]]`, in its order."""
     names = [t.get("name") if isinstance(t, dict) else None for t in tables]
-    return [f"job.{n}" if isinstance(n, str) and JOB_NAME.match(n) and names.count(n) == 1
+    counts = Counter(n for n in names if isinstance(n, str))  # not names.count: N² at 1,000 jobs
+    return [f"job.{n}" if isinstance(n, str) and JOB_NAME.match(n) and counts[n] == 1
             else f"job[{i}]" for i, n in enumerate(names)]
 
 

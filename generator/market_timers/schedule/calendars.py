@@ -84,6 +84,22 @@ def version() -> str:
         return "?"
 
 
+def install_stamp() -> str:
+    """What tells one install of exchange_calendars from another without importing it (the
+    import is pandas: a cache of what it says is kept per install): its version and the mtime
+    of its package (a reinstall of the same version, a source checkout's edit)."""
+    import importlib.util
+    import os
+
+    try:
+        spec = importlib.util.find_spec("exchange_calendars")  # finds it, imports nothing
+        origin = spec.origin if spec is not None else None
+        mtime = os.stat(origin).st_mtime_ns if origin else 0
+    except (ImportError, ValueError, OSError):
+        mtime = 0
+    return f"{version()} {mtime}"
+
+
 # the window ------------------------------------------------------------------------------------
 
 def supported_range(today: date | None = None) -> tuple[date, date]:

@@ -99,13 +99,15 @@ def status_warnings(config, now: datetime) -> list[str]:
         names = {c for j in config.jobs if j.is_session_job for c in j.all_calendars}
     except Exception:
         return []
+    from market_timers.watch.calendarends import ends
+
     out = []
+    found = ends(config.state_dir, sorted(names))  # kept for the installed exchange_calendars
     for name in sorted(names):
-        try:
-            cal = calendars.resolve(name)
-            text = end_warning(cal, calendars.last_session(cal), now.date(), warn_days)
-        except Exception as e:  # a calendar that does not build: say so rather than nothing
-            text = f"calendar {name}: cannot tell where its data ends: {e}"
+        if isinstance(found[name], str):  # a calendar that does not build: say so
+            text = f"calendar {name}: cannot tell where its data ends: {found[name]}"
+        else:
+            text = end_warning(*found[name], now.date(), warn_days)
         if text and text not in out:
             out.append(text)
     return out

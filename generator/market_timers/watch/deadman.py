@@ -51,7 +51,7 @@ from market_timers.ledger.halts import cluster_records as halt_records
 from market_timers.ledger.halts import halted
 from market_timers.ledger.pauses import cluster_records as pause_records
 from market_timers.ledger.pauses import holds, paused
-from market_timers.watch import findings, reported, slots, statuspage
+from market_timers.watch import findings, recordcache, reported, slots, statuspage
 from market_timers.watch.alert import send_alert
 from market_timers.watch.findings import UNREACHABLE_KEY, PassResult
 from market_timers.watch.fires import PLAN_FILE, deadline, read_plan
@@ -214,9 +214,12 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
 
     With the cluster ledger (`book`): a miss already reported, by this node or another, is not
     reported again; an unreachable ledger is one `ledger-unreachable` finding and no miss."""
-    def ran(entry: dict) -> dict | None:
-        return runrecord.read(state_dir, entry["job"], entry["session"], book)
+    def ran(job: str, session: str) -> dict | None:
+        return runrecord.read(state_dir, job, session, book)
 
+    # A fire ahead has nothing in the ledger but when run by hand ahead of its timer: each
+    # job's ledger is listed once rather than a walk to each of 10,000 keys after a sync.
+    ahead_ran = ran if book is not None else recordcache.Records(state_dir, now).read
     held = _Holds(config, state_dir, book)
     upcoming: list[dict] = []
     ahead = False
@@ -237,11 +240,12 @@ def _check_fires(config, watch: WatchConfig, now: datetime, state_dir: Path, fir
                 ahead = True
                 # A (job, session) that already ran (`market-timers run` ahead of its timer) has
                 # no timer on purpose: sync withdrew it.
-                if (last is None or fire <= last) and ran(entry) is None:
+                if (last is None or fire <= last) and \
+                        ahead_ran(entry["job"], entry["session"]) is None:
                     upcoming.append(entry)
                 continue
             due = deadline(entry, watch.slack_sec)
-            if not periodic and due < now and ran(entry) is None:
+            if not periodic and due < now and ran(entry["job"], entry["session"]) is None:
                 finding = findings.missed(entry, due, now, watch)
                 if book is not None and finding.key not in seen \
                         and not book.note_miss(Key(entry["job"], entry["session"])):

@@ -53,7 +53,7 @@ from market_timers.contracts.outcomes import BY_NAME
 from market_timers.host.clock import utcnow
 from market_timers.host.systemctl import Systemctl
 from market_timers.ledger import runrecord
-from market_timers.watch import statusinputs, statuspage
+from market_timers.watch import recordcache, statusinputs, statuspage
 from market_timers.watch.calendar_warnings import status_warnings
 from market_timers.watch.fires import deadline, read_plan, timer_state
 from market_timers.watch.sessiondays import session_days, weekday
@@ -63,44 +63,45 @@ from market_timers.watch.statustable import table
 
 def collect(config, session=None, now: datetime | None = None, *,
             systemctl: Systemctl | None = None, between=None,
-            calendar_warnings: bool = True) -> dict | None:
+            calendar_warnings: bool = True, timers: bool = True) -> dict | None:
     """The status document, or None when sync has never written a plan. `between`: (first,
     last) dates (either None: open) instead of the default sessions. `calendar_warnings`:
     False leaves them out (they build the exchange calendars: pandas, about a second, which the
-    dead-man's page refresh every minute must not pay; the refresh warns of a data end)."""
+    dead-man's page refresh every minute must not pay; the refresh warns of a data end).
+    `timers`: False asks systemd nothing, each `timer` reads "-" (the page shows none)."""
     now = now or utcnow()
     state_dir = Path(config.state_dir)
     plan = read_plan(state_dir)
     if plan is None:
         return None
     watch = watch_of(config)
-    fires = _shown_fires(config, plan.get("fires", []), session, between, now)
+    local = recordcache.Records(state_dir, now)  # each record read again only when it changed
+    fires = _shown_fires(config, plan.get("fires", []), session, between, now, local)
     shown = (systemctl or Systemctl()).show(sorted({e["unit"] for e in fires}),
-                                            ["LoadState", "ActiveState", "SubState"])
+                                            ["LoadState", "ActiveState", "SubState"]) \
+        if timers else {}
     sessions: dict[str, list[dict]] = {}
     events = statusinputs.alert_events(config)
     requires = {j.name: list(j.requires) for j in getattr(config, "jobs", []) if j.requires}
     book, ledger_error = runrecord.cluster_book(config), None
     cluster = book is not None
     depth = chain_depths(requires)
-    held_here = statusinputs.local_keys(state_dir)
     for e in sorted(fires, key=lambda e: (e["session"], e["fire_utc"], depth.get(e["job"], 0),
                                           e["job"])):
-        record = None
-        if ledger_error is None and (book is not None or held_here(e["job"], e["session"])):
-            record = statusinputs.read_record(state_dir, e, book)
+        record = statusinputs.read_record(state_dir, e, book) if book is not None else None
         if isinstance(record, Exception):  # the cluster ledger: say so, show the local one
             ledger_error, book = f"the cluster run ledger cannot be reached: {record}", None
             record = None
-        if record is None and ledger_error is not None:  # else read_record read it already
-            record = runrecord.read(state_dir, e["job"], e["session"])
+        if book is None:  # no cluster, or it cannot be reached (else read_record read both)
+            record = local.read(e["job"], e["session"])
         record = record or {}
         sessions.setdefault(e["session"], []).append(_job_row(
-            e, record, timer=timer_state(shown.get(e["unit"], {})) if e["unit"] else "-",
+            e, record, timer=timer_state(shown.get(e["unit"], {})) if e["unit"] and timers else "-",
             result=_result(e, record, now, watch.slack_sec), alerts=events(e["session"], e["job"]),
             node=cluster, requires=requires.get(e["job"])))
         if e.get("every_sec"):  # a periodic job: one row per session, its slots counted
             sessions[e["session"]][-1].update(statusinputs.periodic(state_dir, e, now))
+    local.save()
     held = statusinputs.pauses(config, book)
     cluster_halts = statusinputs.cluster_halts(book)
     if book is not None:
@@ -148,7 +149,8 @@ def _job_row(entry: dict, record: dict, *, timer: str, result: str, alerts: list
     }
 
 
-def _shown_fires(config, plan_fires: list[dict], session, between, now: datetime) -> list[dict]:
+def _shown_fires(config, plan_fires: list[dict], session, between, now: datetime,
+                 records: recordcache.Records) -> list[dict]:
     """The plan's entries of the sessions shown and, for a window with a bound, the runs the
     ledger holds in it that the plan does not (sessions before the install)."""
     if callable(between):  # a window that depends on the plan's sessions (desk_window)
@@ -158,7 +160,7 @@ def _shown_fires(config, plan_fires: list[dict], session, between, now: datetime
     first, last = (session.isoformat(),) * 2 if session else (
         (d.isoformat() if d else None for d in between) if between else (None, None))
     if first or last:
-        fires += statusinputs.ledger_only(config, fires, first, last)
+        fires += statusinputs.ledger_only(config, fires, first, last, records)
     return fires
 
 
@@ -210,7 +212,9 @@ def _sessions(fires: list[dict], session: str | None, now: datetime) -> set[str]
 
 def _refusal_fields(record: dict) -> dict:
     """A refused start's own fields that its outcome row names (upstream, the pause's note...)."""
-    outcome = BY_NAME.get(str(record.get("refused") or ""))
+    if not record.get("refused"):
+        return {}
+    outcome = BY_NAME.get(str(record["refused"]))
     return {k: record[k] for k in outcome.fields if record.get(k)} if outcome else {}
 
 
@@ -241,7 +245,8 @@ def command(config, session=None, as_json: bool = False, now: datetime | None = 
         def between(fires):
             return desk_window(fires, now, week)
     try:
-        doc = collect(config, session, now, systemctl=systemctl, between=between)
+        doc = collect(config, session, now, systemctl=systemctl, between=between,
+                      timers=html is None)
     except planfile.PlanFileError as e:  # it names the file and what is wrong with it
         print(f"market-timers status: {e}", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ from market_timers.alerts.commands import outbox_summary
 from market_timers.alerts.state import AlertState
 from market_timers.controls.pause import current as paused_now
 from market_timers.events.report import session_doc
-from market_timers.ledger import DatabaseError, runrecord
+from market_timers.ledger import DatabaseError, Key, runrecord
 from market_timers.ledger.halts import cluster_records
 from market_timers.ledger.halts import current as halts_now
 from market_timers.runner.slotaccount import account
@@ -49,59 +49,36 @@ def cluster_halts(book):
         return None
 
 
-def ledger_only(config, shown: list[dict], first: str | None, last: str | None) -> list[dict]:
+def ledger_only(config, shown: list[dict], first: str | None, last: str | None,
+                records) -> list[dict]:
     """Plan-like entries for the runs this host's ledger holds of sessions from `first` to
     `last` (either None: open) that the plan does not: those before the install, or a job's
-    sessions the plan has since forgotten. Their instant is the one the run was scheduled for."""
-    from market_timers.ledger.local import LocalLedger
-
+    sessions the plan has since forgotten. Their instant is the one the run was scheduled for.
+    `records`: the ledger as status reads it (recordcache.Records)."""
     planned = {(e["job"], e["session"]) for e in shown}
     jobs = {j.name: j for j in getattr(config, "jobs", None) or []}
-    book, out = LocalLedger(str(config.state_dir)), []
+    out = []
     for name, job in jobs.items():
-        try:
-            keys = book.keys(name)
-        except OSError:
-            continue
-        for key in keys:
-            if key.slot or (name, key.session) in planned or not _dated(key.session) or (
-                    first and key.session < first) or (last and key.session > last):
+        for session in records.keys(name):
+            if "+" in session or (name, session) in planned or not _dated(session) or (
+                    first and session < first) or (last and session > last):
                 continue
-            record = runrecord.read(config.state_dir, name, key.session) or {}
-            out.append({"job": name, "session": key.session, "unit": "",
+            try:
+                Key(name, session)
+            except ValueError:  # not a key the ledger would make
+                continue
+            record = records.read(name, session) or {}
+            out.append({"job": name, "session": session, "unit": "",
                         "calendar": getattr(job, "calendar", None) or "",
                         "event": getattr(job, "event", None) or "",
                         "fire_utc": record.get("scheduled_utc") or record.get("started_utc")
-                        or f"{key.session}T00:00:00Z"})
+                        or f"{session}T00:00:00Z"})
     return out
 
 
 def _dated(session: str) -> bool:
     """A session's date (not a try's nor a daily job's label)."""
     return len(session) == 10 and session[4] == session[7] == "-"
-
-
-def local_keys(state_dir: Path):
-    """(job, session) -> whether this host holds anything of it (a ledger key or a pre-ledger
-    record), each job's two directories listed once: most shown keys have nothing yet (a fire
-    ahead), and a record read opens every path component on the way (safefs)."""
-    from market_timers.files.safefs import listdir
-    from market_timers.ledger import paths
-
-    listed: dict[str, set[str]] = {}
-
-    def held(job: str, session: str) -> bool:
-        if job not in listed:
-            try:
-                names = listdir(paths.job_ledger_dir(state_dir, job), base=state_dir)
-                names += [n[:-5] for n in listdir(paths.runs_dir(state_dir, job),
-                                                  base=state_dir) if n.endswith(".json")]
-            except (OSError, ValueError):
-                return True  # cannot tell: read the record (it says what is wrong)
-            listed[job] = set(names)
-        return session in listed[job]
-
-    return held
 
 
 def read_record(state_dir: Path, entry: dict, book):

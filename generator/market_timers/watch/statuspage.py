@@ -125,9 +125,11 @@ def _cards(doc: dict) -> list[dict]:
     """A card per session, its cells in the day's order (status.collect's), today's marked."""
     now = str(doc.get("now", ""))[:10]
     today = min((s["session"] for s in doc["sessions"] if s["session"] >= now), default="")
+    from market_timers.watch.statuspagehtml import rows
+
     return [{"session": s["session"], "weekday": s.get("weekday", ""),
              "today": s["session"] == today, "marks": s.get("marks", []),
-             "cells": [_cell(s["session"], row) for row in s["jobs"]]}
+             "rows": rows(s["session"], [_cell(s["session"], row) for row in s["jobs"]])}
             for s in doc["sessions"]]
 
 
@@ -196,7 +198,8 @@ def refresh(config, now: datetime) -> Path | None:
         key = pagekey.inputs(config, start.isoformat())
         if _restamped(config, path, key, now):
             return path
-        doc = status.collect(config, now=now, between=(start, end), calendar_warnings=False)
+        doc = status.collect(config, now=now, between=(start, end), calendar_warnings=False,
+                             timers=False)
         if doc is None:
             return None
         write(path, render(doc, deadman_pass=doc["now"]), base=page_dir)

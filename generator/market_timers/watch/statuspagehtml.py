@@ -1,7 +1,30 @@
 """The status page's template (statuspage.py renders it): one self-contained file, no script, no
 external asset. Session cards wrap (flex) instead of a grid that scrolls sideways; states are told
 by a word as well as a colour (greyscale, colour-blind readers); text colours are set with the
-backgrounds, so a browser's dark mode cannot leave dark text on a dark cell."""
+backgrounds, so a browser's dark mode cannot leave dark text on a dark cell.
+
+A card's rows (one per cell: 17,000 at 1,000 jobs) are written by `rows`, not the template:
+jinja2 looked up each of a cell's nine values through its sandboxed getattr, a third of the
+page's CPU. Every value is escaped as the template's autoescape would.
+"""
+
+from markupsafe import Markup, escape
+
+
+def rows(session: str, cells: list[dict]) -> Markup:
+    """`<tr>` per cell (statuspage._cell's), each on its own line."""
+    out = []
+    day = escape(session)
+    for c in cells:
+        job, state = escape(c["job"]), escape(c["state"])
+        alerts = "".join(f"<br>&#9888; {escape(a)}" for a in c["alerts"])
+        journal = f"<code>{escape(c['journal'])}</code>" if c["journal"] else ""
+        out.append(f'<tr><th class="job" scope="row">{job}</th><td class="cell {state}" '
+                   f'data-job="{job}" data-session="{day}" data-state="{state}" '
+                   f'title="{escape(c["fire"])}"><span class="state">{state}</span> '
+                   f'{escape(c["when"])}{escape(c["text"])}{alerts}{journal}</td></tr>\n')
+    return Markup("".join(out))
+
 
 TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
@@ -52,10 +75,7 @@ Outbox: {{ outbox.get("pending", 0) }} pending{% if oldest %}, the oldest for {{
 <section class="card{% if card.today %} today{% endif %}">
 <h2 data-session="{{ card.session }}">{{ card.weekday }} {{ card.session }}{% if card.today %} &middot; today{% endif %}{% for m in card.marks %} &middot; <span class="mark">{{ m }}</span>{% endfor %}</h2>
 <table>
-{% for c in card.cells %}
-<tr><th class="job" scope="row">{{ c.job }}</th><td class="cell {{ c.state }}" data-job="{{ c.job }}" data-session="{{ card.session }}" data-state="{{ c.state }}" title="{{ c.fire }}"><span class="state">{{ c.state }}</span> {{ c.when }}{{ c.text }}{% for a in c.alerts %}<br>&#9888; {{ a }}{% endfor %}{% if c.journal %}<code>{{ c.journal }}</code>{% endif %}</td></tr>
-{% endfor %}
-</table>
+{{ card.rows }}</table>
 </section>
 {% endfor %}
 </div>
