@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from market_timers.config import loader as config_mod
+from market_timers.ledger import runrecord
 from market_timers.schedule import render
 
 THANKSGIVING_CONFIG = """\
@@ -127,3 +128,17 @@ def fake_systemctl(tmp_path: Path) -> FakeSystemctl:
 @pytest.fixture
 def alerts() -> AlertRecorder:
     return AlertRecorder()
+
+
+@pytest.fixture
+def reads(monkeypatch) -> list[tuple[str, str]]:
+    """The (job, session)s whose run record is read, in order."""
+    seen: list[tuple[str, str]] = []
+    read = runrecord.read
+
+    def counting(state_dir, job, session, *args, **kw):
+        seen.append((job, session))
+        return read(state_dir, job, session, *args, **kw)
+
+    monkeypatch.setattr(runrecord, "read", counting)
+    return seen

@@ -37,19 +37,6 @@ def shown(systemctl) -> list[str]:
     return [u for u in systemctl.called("show") if u.startswith("market-signal@")]
 
 
-@pytest.fixture
-def reads(monkeypatch):
-    """The (job, session)s whose run record a pass reads."""
-    seen: list[tuple[str, str]] = []
-    read = runrecord.read
-
-    def counting(state_dir, job, session, *args, **kw):
-        seen.append((job, session))
-        return read(state_dir, job, session, *args, **kw)
-
-    monkeypatch.setattr(runrecord, "read", counting)
-    return seen
-
 
 def test_after_the_first_check_a_pass_reads_only_the_timers_whose_fire_is_near(
         week, fake_systemctl, alerts):

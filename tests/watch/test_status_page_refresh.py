@@ -41,18 +41,6 @@ def passes(week, fake_systemctl, monkeypatch):  # noqa: F811
     return one
 
 
-@pytest.fixture
-def reads(monkeypatch):
-    seen: list[tuple[str, str]] = []
-    read = runrecord.read
-
-    def counting(state_dir, job, session, *args, **kw):
-        seen.append((job, session))
-        return read(state_dir, job, session, *args, **kw)
-
-    monkeypatch.setattr(runrecord, "read", counting)
-    return seen
-
 
 def job_timers(systemctl) -> list[str]:
     return [u for u in systemctl.called("show") if u.startswith(("market-signal@",

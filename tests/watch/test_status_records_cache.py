@@ -19,19 +19,6 @@ from market_timers.watch import recordcache, status
 from .test_status_page import NOW, week  # noqa: F401  (the fixture)
 
 
-@pytest.fixture
-def reads(monkeypatch):
-    seen: list[tuple[str, str]] = []
-    read = runrecord.read
-
-    def counting(state_dir, job, session, *args, **kw):
-        seen.append((job, session))
-        return read(state_dir, job, session, *args, **kw)
-
-    monkeypatch.setattr(runrecord, "read", counting)
-    return seen
-
-
 def age(state_dir, seconds: int = 3600) -> None:
     """The ledger's key directories as if their records were written an hour ago."""
     then = time.time() - seconds
