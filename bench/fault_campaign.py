@@ -72,17 +72,7 @@ def campaign(fires: int, seed: int, spacing: int,
     finally:
         api.stop()
     s = Section(NAME, TITLE)
-    twice, late, neither = len(out.twice()), len(out.late()), len(out.neither())
-    s.checks += [Check("no fire runs twice", twice == 0, f"{twice} of {len(out.fires)}"),
-                 Check("no fire neither runs nor is alerted", neither == 0,
-                       f"{neither} of {len(out.fires)}"),
-                 Check("no fire runs later than its grace", late == 0,
-                       f"{late} of {len(out.fires)}"),
-                 Check("no alert says a job failed (every job exits 0)",
-                       out.exit0_failures() == 0,
-                       f"{out.exit0_failures()} of {len(out.messages)} messages"),
-                 Check("no start while a halt is in force", not out.halted_runs(),
-                       f"{len(out.halted_runs())} of {len(out.fires)}")]
+    s.checks += _checks(out)
     s.headline.append(f"fault campaign: {out.summary()}")
     kinds = Counter(f.job.rstrip("0123456789") for f in out.fires)
     s.add(f"Run on {started}, code {commit()} (the .deb {deb.name} built from it), seed {seed}: "
@@ -93,6 +83,31 @@ def campaign(fires: int, seed: int, spacing: int,
           f"on_db_unreachable = {on_db_unreachable or 'skip (the default)'}; nodes connect as "
           f"{'one role each' if cluster.node_roles else 'the owner role'}), "
           f"**{len(out.faults)}** faults.")
+    _tables(s, out, LEFT_OUT)
+    s.commands.append(f".venv/bin/python -m bench.fault_campaign --fires {fires} --seed {seed} "
+                      f"--spacing {spacing}"
+                      + (f" --on-db-unreachable {on_db_unreachable}" if on_db_unreachable
+                         else "") + " --write")
+    return s
+
+
+def _checks(out) -> list[Check]:
+    twice, late, neither = len(out.twice()), len(out.late()), len(out.neither())
+    return [Check("no fire runs twice", twice == 0, f"{twice} of {len(out.fires)}"),
+                 Check("no fire neither runs nor is alerted", neither == 0,
+                       f"{neither} of {len(out.fires)}"),
+                 Check("no fire runs later than its grace", late == 0,
+                       f"{late} of {len(out.fires)}"),
+                 Check("no alert says a job failed (every job exits 0)",
+                       out.exit0_failures() == 0,
+                       f"{out.exit0_failures()} of {len(out.messages)} messages"),
+                 Check("no start while a halt is in force", not out.halted_runs(),
+                       f"{len(out.halted_runs())} of {len(out.fires)}")]
+
+
+def _tables(s: Section, out, left_out: dict) -> None:
+    """The counts, the counts per kind of fault, the faults, and what the campaign leaves out."""
+    twice, late, neither = len(out.twice()), len(out.late()), len(out.neither())
     s.add(table(["fires", "ran", "ran twice", "ran later than grace", "neither ran nor alerted",
                  "refused and alerted", "held by a halt", "halted jobs run",
                  "messages at the fake Telegram and Slack APIs",
@@ -116,15 +131,10 @@ def campaign(fires: int, seed: int, spacing: int,
               "0\" (critical), although every job of the campaign exits 0: a unit that failed "
               "after its job. Look for status=219/CGROUP in the nodes' journals (the containers' "
               "cgroups, tests/e2e/container.py) or a failed ExecStopPost= record step.")
-    s.add("Left out: " + "; ".join(f"{k} ({v})" for k, v in LEFT_OUT.items()) + ".")
+    s.add("Left out: " + "; ".join(f"{k} ({v})" for k, v in left_out.items()) + ".")
     s.add("The same campaign on the code before issue 23's fixes (c8a7585, the parent of the "
           "first db-faults merge 0275a8b): the section \"Fault campaign on the code before "
           "issue 23's fixes\", written by hand.")
-    s.commands.append(f".venv/bin/python -m bench.fault_campaign --fires {fires} --seed {seed} "
-                      f"--spacing {spacing}"
-                      + (f" --on-db-unreachable {on_db_unreachable}" if on_db_unreachable
-                         else "") + " --write")
-    return s
 
 
 def write_section(section: Section, path: Path = RESULTS) -> None:
