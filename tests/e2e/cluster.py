@@ -200,7 +200,7 @@ class Cluster:
             cluster = f'\n[cluster]\nnode = "{name}"\nstandby_delay = "{DELAY[name]}s"\n'
             if self.on_db_unreachable:
                 cluster += f'on_db_unreachable = "{self.on_db_unreachable}"\n'
-            scene.schedule(jobs, horizon=horizon, extra=cluster + extra, top=top)
+            scene.schedule(jobs, horizon=horizon, extra=cluster + extra, top=top, move_out=False)
 
         running = [(n, s) for n, s in self.scenes.items() if s.box.running]
         with ThreadPoolExecutor(max_workers=len(running) or 1) as pool:

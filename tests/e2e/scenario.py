@@ -175,7 +175,7 @@ NOMINAL_SYNC = 2.0  # seconds of sync the tests' LEAD constants already allow fo
 # the first sync after a boot (cold caches): a fresh container's took 6 s on a loaded host (run 1:
 # test_events' timer, 6 s ahead, started after its instant; test_retries' fire, after a reboot,
 # was within sync's MIN_LEAD and left out)
-FIRST_SYNC = 6.0
+FIRST_SYNC = 10.0  # 12.7 s beside two CPU hogs and a unit tier (test_events, run 2 of ed62888)
 _SYNCED_AFTER_BOOTS = [-1]  # container.boots at the last measured sync
 # the allowance each instant was moved out by: a wait for its fire must allow the same, though a
 # sync measured since (a cold start's 6 s, then 1 s) has shrunk today's (run 3 of 7dfef69)
@@ -298,16 +298,40 @@ calendar_max_age_days = 0
         print(f"[e2e] market-timers sync: {_RECENT_SYNCS[-1]:.1f}s")
         return out
 
-    def schedule(self, jobs: list[Job], horizon: int = 2, extra: str = "", top: str = "") -> str:
-        """Write the config and sync; every job must still be ahead once sync is done."""
-        self.write_config(jobs, horizon, extra, top)
-        out = self.sync()
-        now = datetime.now(UTC)
+    def schedule(self, jobs: list[Job], horizon: int = 2, extra: str = "", top: str = "",
+                 move_out: bool = True) -> str:
+        """Write the config and sync; every job must still be ahead once sync is done. A sync
+        that outlasted the lead (14.9 s beside two CPU hogs and a bench, where 3 s were usual)
+        is the host's slowness, not the package's: every job moves out and is synced again
+        (`move_out`; not for a cluster's nodes, which share their jobs' instants)."""
+        for _ in range(3):
+            self.write_config(jobs, horizon, extra, top)
+            out = self.sync()
+            now = datetime.now(UTC).timestamp()
+            if all(job.instant.timestamp() > now + MIN_LEAD for job in jobs) or not move_out \
+                    or not self._move_out(jobs, now):
+                break
+        now = datetime.now(UTC).timestamp()
         for job in jobs:
-            assert job.instant > now, (
+            assert job.instant.timestamp() > now, (
                 f"sync finished after {job.name}'s instant: raise the test's lead time")
             assert f"start {job.timer}" in out, f"sync did not start {job.timer}:\n{out}"
         return out
+
+    def _move_out(self, jobs: list[Job], now: float) -> bool:
+        """Stop the jobs' timers and move every job out by twice the last sync, keeping their
+        spacing; False if one of them ran meanwhile (its session is taken: the test must fail)."""
+        self.box.run(["systemctl", "stop", *(job.timer for job in jobs)], check=False)
+        if any(self.run_record(job) for job in jobs):
+            return False
+        shift = math.ceil(now + 2 * _RECENT_SYNCS[-1] + MIN_LEAD
+                          - min(job.instant.timestamp() for job in jobs))
+        for job in jobs:
+            allowed = _ALLOWED.get(job.instant, 0.0)
+            job.instant = datetime.fromtimestamp(job.instant.timestamp() + shift, UTC)
+            _ALLOWED[job.instant] = allowed + shift  # the test's waits count from its lead
+        print(f"[e2e] sync outlasted the lead: every job moved out by {shift}s, synced again")
+        return True
 
     def teardown(self) -> None:
         """The package's config back and synced, then every generated unit stopped and deleted."""
