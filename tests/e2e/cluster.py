@@ -26,7 +26,7 @@ from tests.fakes.pgserver import free_port
 from tests.fakes.stallproxy import HoldingProxy
 
 from .conftest import install_package
-from .container import Container, fresh_container, patience
+from .container import Container, boot_refresh_over, fresh_container
 from .netlink import LoopbackRelay, VethLink
 from .rootfs import ensure_pg_rootfs
 from .scenario import CREDSTORE, Job, Scenario
@@ -244,17 +244,6 @@ class Cluster:
 # market-refresh.timer loses its boot-time trigger (an empty OnBootSec= clears the monotonic
 # ones): a test after a power-off waited a minute for it (the one-host tests keep it).
 NO_BOOT_REFRESH = "/etc/systemd/system/market-refresh.timer.d/e2e-no-boot-refresh.conf"
-
-
-def boot_refresh_over(box: Container) -> None:
-    """Wait until the package's refresh of this boot is over: market-refresh.timer runs it 1 min
-    after every boot (OnBootSec=), and one that lands between a test's config and its sync does
-    the sync itself ("nothing to do": the test's check of what sync started fails). A cluster
-    test starts about a minute after its nodes booted."""
-    box.wait_for(lambda: box.show("market-refresh.timer", "NextElapseUSecMonotonic")
-                 in ("infinity", "", "0")
-                 and box.show("market-refresh.service", "ActiveState") != "activating",
-                 patience(120), "the boot-time refresh to be over", interval=0.5)
 
 
 def start_postgresql(box: Container, port: int, link: VethLink) -> None:

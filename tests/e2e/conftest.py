@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .container import Container, fresh_container, missing_prerequisite
+from .container import Container, boot_refresh_over, fresh_container, missing_prerequisite
 from .debpkg import REPO, ensure_deb, make_repo, prebuild_released
 from .rootfs import RELEASES, SUITES, Release
 from .scenario import TOKEN, Scenario
@@ -127,10 +127,11 @@ def deb_inside(booted: Container, deb_path: Path) -> str:
 @pytest.fixture
 def container(booted: Container, deb_inside: str) -> Container:
     """The session's container, healthy (booted again if an earlier test left it off or
-    broken) and with the package installed."""
+    broken), with the package installed and the refresh of its boot over."""
     booted.ensure_healthy()
     if not is_installed(booted):
         install_package(booted, deb_inside)
+    boot_refresh_over(booted)  # a test's own sync must not race the package's boot-time one
     return booted
 
 

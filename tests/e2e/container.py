@@ -399,3 +399,14 @@ class Container:
             return "\n".join(self.console_log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no console log)"
+
+
+def boot_refresh_over(box: Container) -> None:
+    """Wait until the package's refresh of this boot is over: market-refresh.timer runs it 1 min
+    after every boot (OnBootSec=), and one that lands between a test's config and its sync does
+    the sync itself ("nothing to do": the test's check of what sync started fails; v1 of 483477d,
+    the first tests of a fresh Debian 13 container)."""
+    box.wait_for(lambda: box.show("market-refresh.timer", "NextElapseUSecMonotonic")
+                 in ("infinity", "", "0")
+                 and box.show("market-refresh.service", "ActiveState") != "activating",
+                 patience(120), "the boot-time refresh to be over", interval=0.5)

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from tests.fakes.pgserver import free_port
 
+from .container import boot_refresh_over
 from .scenario import UNIT_DIR, Job, Scenario, instant_in, instant_today_in, iso
 
 pytestmark = pytest.mark.e2e
@@ -58,10 +59,7 @@ def test_closure_added_to_the_config_removes_the_session_timer_unfired_and_alert
     box = scenario.box
     # market-refresh.timer also runs the refresh 1 min after boot (OnBootSec=): the `start` below
     # would join that run, made with the old config, and it would find nothing to do.
-    box.wait_for(lambda: box.show("market-refresh.timer", "NextElapseUSecMonotonic")
-                 in ("infinity", "", "0")
-                 and box.show("market-refresh.service", "ActiveState") != "activating",
-                 120, "the boot-time refresh to be over", interval=0.5)
+    boot_refresh_over(box)
     job = Job("closing", instant_today_in(15), ["ok"])
     following = Job("closing", job.instant + timedelta(days=1), ["ok"])
     scenario.schedule([job], horizon=2)
