@@ -41,7 +41,7 @@ def test_valid_config_loads_with_defaults(write_config):
     job = cfg.job("signal")
     assert (job.event, job.offset, job.grace, job.timeout, job.lock, job.severity) == (
         "close", -900, 120, 1800, "signal", "critical")
-    assert cfg.horizon == 10
+    assert cfg.horizon == 3  # what the daily refresh needs, with two failed days to spare
 
 
 def test_unknown_top_level_key_is_named(write_config):

@@ -144,7 +144,7 @@ def test_skip_wins_over_the_rule(write_config):
 
 def test_plan_ahead_has_only_the_selected_session_with_why(write_config):
     cfg = calendar_checks.load(write_config(job('period = "month"\nfrom = "end"\noffset = 2')))
-    fires = plan.plan_ahead(cfg, datetime(2025, 11, 20, 12, tzinfo=UTC))
+    fires = plan.plan_ahead(cfg, datetime(2025, 11, 21, 12, tzinfo=UTC))  # horizon: 21, 24, 25
     assert [(f.session.isoformat(), f.why) for f in fires] == [("2025-11-25", "month end -2")]
 
 

@@ -15,6 +15,8 @@ from market_timers.schedule import calendars, plan, sync
 from .conftest import AlertRecorder, FakeSystemctl
 
 TWO = """
+horizon = 10
+
 [[job]]
 name = "ny"
 calendar = "XNYS"

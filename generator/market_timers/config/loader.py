@@ -48,7 +48,7 @@ ENV_VAR = environment.CONFIG
 class Config:
     source: str
     calendar: str | None = None
-    horizon: int = 10
+    horizon: int = TOP.key("horizon").default  # one owner: config/toplevel.py
     retention_days: int = 7
     user: str = ""  # every job's user; "": each job one of its own (jobidentity.py)
     unit_dir: Path = Path("/etc/systemd/system")

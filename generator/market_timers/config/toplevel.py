@@ -49,7 +49,9 @@ def _section(name: str, doc: str) -> Key:
 
 TOP = Table((
     Key("calendar", text, None, "the exchange calendar of every job that names none"),
-    Key("horizon", whole(1, 250), 10, "sessions ahead that have timers"),
+    # 3: the daily refresh tops it up; two failed refreshes in a row still leave timers, and each
+    # one alerts. Each session more costs PID 1 two units per job (docs/sizing.md).
+    Key("horizon", whole(1, 250), 3, "sessions ahead that have timers"),
     Key("retention_days", whole(0, 366), 7, "days of run records and logs kept"),
     Key("user", job_user, "", "the user every job runs as (default: each job a user of its "
         "own, market-job-<name>)"),
