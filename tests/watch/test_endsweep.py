@@ -131,3 +131,15 @@ def test_a_told_mark_is_forgotten_once_its_unit_is_no_longer_failed(config, fake
     assert UNIT in endrecord.told(config.state_dir)  # may still be settling
     one_pass(config, fake_systemctl, alerts, now=utc("2026-12-01T21:00:00Z"))
     assert endrecord.told(config.state_dir) == {}
+
+
+def test_a_sweep_that_cannot_ask_systemd_pings_fail_and_the_pass_goes_on(config, fake_systemctl,
+                                                                          alerts):
+    def broken(patterns):
+        raise FileNotFoundError("systemctl")
+
+    fake_systemctl.failed_units = broken
+    leave(config, 180)
+    result = one_pass(config, fake_systemctl, alerts)
+    assert "alert-handler-stuck" in alerts.kinds()  # what could be checked was
+    assert any("cannot check the job units' endings" in u for u in result.unhealthy)

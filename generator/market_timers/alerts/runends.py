@@ -125,3 +125,5 @@ def _remove(path: str) -> None:
         import shutil
 
         shutil.rmtree(path, ignore_errors=True)
+    except OSError as e:  # the dead-man reports a record that stays (alert handler stuck)
+        log.error("alert handler: cannot remove %s: %s", path, e)

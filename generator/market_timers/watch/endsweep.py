@@ -32,7 +32,7 @@ SWEPT = (unitname.FIRE, unitname.PERIODIC, unitname.DAILY, unitname.TRY)  # no O
 
 def check_ends(config, systemctl, now: datetime, result) -> None:
     """Append this pass's findings about the endings to result (findings and new); a check
-    that breaks is an error of the pass (the heartbeat pings /fail), never raised."""
+    that breaks is a part not working, as own_parts' (the heartbeat pings /fail), never raised."""
     try:
         waiting = endrecord.pending(config.state_dir)
         stuck(config, now, waiting, result)
@@ -41,7 +41,7 @@ def check_ends(config, systemctl, now: datetime, result) -> None:
             result.new.append(finding)
     except Exception as e:
         log.exception("deadman: cannot check the job units' endings")
-        result.errors.append(f"cannot check the job units' endings: {type(e).__name__}: {e}")
+        result.unhealthy.append(f"cannot check the job units' endings: {type(e).__name__}")
 
 
 def stuck(config, now: datetime, waiting: list[tuple[float, str]], result) -> None:
