@@ -268,3 +268,14 @@ def test_the_cli_takes_ends_without_a_unit_and_failure_only_with_one(tmp_path, c
     assert main(["--config", str(config), "alert-handler", "ends"]) == 0
     assert main(["--config", str(config), "alert-handler", "ends", UNIT]) == 2
     assert main(["--config", str(config), "alert-handler", "failure"]) == 2
+
+
+def test_a_success_forgets_the_units_told_mark(ends):
+    """A daily job's one unit: yesterday's told failure must not hide today's (watch/endsweep)."""
+    daily = "market-close-report@daily.service"
+    leave(ends.ctx, unit=daily)
+    ends()
+    assert daily in endrecord.told(ends.ctx.state_dir)
+    leave(ends.ctx, result="success", status="0", unit=daily, invocation=SECOND)
+    ends(run=systemd(invocation=SECOND))
+    assert daily not in endrecord.told(ends.ctx.state_dir)

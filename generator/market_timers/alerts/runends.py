@@ -65,6 +65,8 @@ def handle_all(config, env: dict | None = None, run: Callable[[list[str]], str] 
 def handle_one(config, record: endrecord.EndRecord, base: dict, run, sleep, clock, now) -> None:
     """One record: handler.handle with the MONITOR_* systemd would have passed."""
     name = unitname.parse(record.unit)
+    if record.succeeded:  # a daily unit failed yesterday: its mark must not hide a new failure
+        endrecord.forget_told(config.state_dir, record.unit)
     if record.succeeded and name is not None and name.kind == unitname.TRY:
         return  # a try is no session's run: its success closes no real run's alerts
     if not record.succeeded:
