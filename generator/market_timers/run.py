@@ -17,12 +17,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--record"]:
         from market_timers import metrics  # the record step's modules: a start loads none
-        from market_timers.runner.record import counted_in_metrics, record
+        from market_timers.runner.record import counted_in_metrics, leave_end, record
 
         env = dict(os.environ)
-        status = record(env)
-        if counted_in_metrics(env):
-            metrics.after_run(env)
+        try:
+            status = record(env)
+            if counted_in_metrics(env):
+                metrics.after_run(env)
+        finally:  # last, whatever happened before: the alert handler's only news of this end
+            leave_end(env, argv[1] if len(argv) > 1 else "")
         return status
     if argv[:1] == ["--supervise"]:  # on_halt's unit (controls/on_halt.py): no gate, no ledger
         from market_timers.runner import supervisor

@@ -96,6 +96,8 @@ def test_run_starts_a_one_off_unit_that_runs_a_missed_session_once(cfg, tmp_path
     assert "started market-closing-orders@2025-11-26-run213000.service" in capsys.readouterr().out
     text = (tmp_path / "run-units" / unit).read_text()
     assert "OnFailure=market-alert-failure@%n.service" in text  # alerts as for a timer's run
+    # ... through its own handlers only: its record step leaves no end record (told twice)
+    assert "OnSuccess=market-alert-success@%n.service" in text and "--record %n" not in text
     # the nonce is in no unit (anyone can `systemctl show` one): root's 0600 file holds it
     source = cfg.state_dir / "sync" / "tickets" / unit
     nonce = source.read_text().strip()

@@ -56,9 +56,11 @@ def test_try_writes_a_one_off_timer_seconds_ahead_and_starts_it(write_config, ru
     assert "MARKET_SESSION=try-20251126T120005Z" in env
     assert "MARKET_SCHEDULED_UTC=2025-11-26T12:00:05Z" in env
     assert not any(v.startswith("MARKET_SESSION=2025") for v in env)
-    # A successful try must not close the alerts of a real run; a failing one still alerts.
+    # A successful try must not close the alerts of a real run; a failing one still alerts,
+    # from its end record (no handler unit of its own: tests/alerts/test_end_records.py).
     assert values(service, "Unit", "OnSuccess") == []
-    assert values(service, "Unit", "OnFailure") == ["market-alert-failure@%n.service"]
+    assert values(service, "Unit", "OnFailure") == []
+    assert values(service, "Service", "ExecStopPost")[0].endswith(" --record %n")
     out = capsys.readouterr().out
     assert f"started {stem}.timer" in out and f"journalctl -f -u {stem}.service" in out
     # Nothing in the live unit directory: sync and the deadman never see a try.

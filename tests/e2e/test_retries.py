@@ -1,6 +1,6 @@
 """Retries of an idempotent job on a real systemd 252 (issue 13): Restart=on-failure restarts a
 failed attempt, the runner runs it as attempt N of the same session (not a stale start), and
-OnFailure= runs once, after the last attempt."""
+the failure is told once, after the last attempt (from its end record: market-alert-ends)."""
 
 from __future__ import annotations
 

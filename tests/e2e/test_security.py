@@ -14,6 +14,7 @@ INSTANCE = "market-tick@2026-11-30-074449.service"  # %i: a job unit's name
 SERVICES = (
     f"market-alert-failure@{INSTANCE}.service",
     f"market-alert-success@{INSTANCE}.service",
+    "market-alert-ends.service",
     "market-deadman.service",
     "market-refresh.service",
     "market-outbox.service",

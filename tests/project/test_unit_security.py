@@ -25,8 +25,9 @@ SERVICES = sorted(p.name for p in UNITS.glob("*.service"))
 LIMITS = {"market-controls.service": 2.5}
 
 
-def test_the_package_ships_its_eight_services():
-    assert SERVICES == ["market-alert-failure@.service", "market-alert-success@.service",
+def test_the_package_ships_its_nine_services():
+    assert SERVICES == ["market-alert-ends.service",
+                        "market-alert-failure@.service", "market-alert-success@.service",
                         "market-controls.service", "market-deadman.service",
                         "market-events.service", "market-halt-watch.service",
                         "market-outbox.service", "market-refresh.service"]

@@ -68,6 +68,13 @@ class FakeSystemctl:
                              "SubState": sub}
         return out
 
+    def failed_units(self, patterns):
+        """The failed units matching the globs (one `list-units --state=failed`)."""
+        from fnmatch import fnmatchcase
+
+        self.calls.append(("list-failed", tuple(patterns)))
+        return sorted(u for u in self.failed if any(fnmatchcase(u, p) for p in patterns))
+
     def start(self, units):
         self.calls.append(("start", tuple(units)))
         self.active.update(units)

@@ -3,6 +3,7 @@ exit code.
 
 market-timers alert --test CHANNEL     alert_test
 market-timers alert-handler MODE UNIT  alert_handler   (always 0: the outbox has the alert)
+market-timers alert-handler ends       alert_handler   (market-alert-ends.service: end records)
 market-timers outbox list [--json]     outbox_list
 market-timers outbox flush             outbox_flush    (market-outbox.timer, every minute)
 market-timers ack ID                   ack
@@ -72,13 +73,22 @@ def alert_test(config, channel: str, now=None) -> int:
     return 0
 
 
-def alert_handler(config, mode: str, unit: str, env=None, run=None, now=None) -> int:
+def alert_handler(config, mode: str, unit: str = "", env=None, run=None, now=None) -> int:
     journal.setup()
-    if mode not in ("failure", "success"):
-        print(f"market-timers: alert-handler mode must be failure or success, not {mode!r}",
-              file=sys.stderr)
+    if mode not in ("failure", "success", "ends") or (mode == "ends") == bool(unit):
+        print(f"market-timers: alert-handler takes failure UNIT, success UNIT or ends, not "
+              f"{mode!r} {unit!r}", file=sys.stderr)
         return 2
     _announce(config, now=now, env=env)
+    if mode == "ends":  # market-alert-ends.service: the job units' end records
+        from market_timers.alerts import runends
+
+        kwargs = {"run": run} if run else {}
+        try:
+            runends.handle_all(config, env=env, now=now, **kwargs)
+        except Exception:  # never fail: the path unit would stop starting it for good
+            log.exception("alert handler: the end records could not be read")
+        return 0
     try:
         kwargs = {"run": run} if run else {}
         handler.handle(config, mode, unit, env=env, now=now, **kwargs)

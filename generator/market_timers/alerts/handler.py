@@ -84,7 +84,7 @@ def retry_pending(info: dict, invocation: str) -> bool:
     failure always alerts."""
     if not info.get(environment.RETRIES, "0").strip("0"):
         return False
-    if info.get("_substate") == "auto-restart":
+    if info.get("_substate") in ("auto-restart", "auto-restart-queued"):  # the latter: 254+
         return True
     current = info.get("_invocation", "")
     return bool(current and invocation and current != invocation

@@ -142,9 +142,12 @@ def _add_alert_commands(command) -> None:
     s = command("alert", "send a test alert through a channel")
     s.add_argument("--test", required=True, metavar="CHANNEL", help=" | ".join(CHANNELS))
 
-    s = command("alert-handler", "OnFailure=/OnSuccess= handler (used by units)")
-    s.add_argument("mode", choices=["failure", "success"], help="which handler this is")
-    s.add_argument("unit", help="the job unit that failed or succeeded (%%i)")
+    s = command("alert-handler", "OnFailure=/OnSuccess= handler, and the job units' end "
+                                 "records' (used by units)")
+    s.add_argument("mode", choices=["failure", "success", "ends"],
+                   help="which handler this is (ends: every end record in <state_dir>/ends)")
+    s.add_argument("unit", nargs="?", default="",
+                   help="the unit that failed or succeeded (%%i); none for ends")
 
     s = command("outbox", "the durable alert outbox")
     s.add_argument("action", choices=["list", "flush"],

@@ -135,6 +135,9 @@ OTHER_ALERTS = (
     ("calendar-changed", "warning", "calendar changed"),
     ("recovery", None, "{job} recovered: session {session} ran fine"),  # the failure's severity
     ("halt-watch-stale", "critical", "this node's halt-watch has stopped looking at the halts"),
+    # The job units' end records (contracts/endrecord.py): one unreadable, or none taken.
+    ("end-record-bad", "critical", "a job's run ending could not be read"),
+    ("alert-handler-stuck", "critical", "the alert handler is stuck: run endings are waiting"),
 )
 
 # The status page's cell states: (name, colour, the legend's words), in the legend's order;

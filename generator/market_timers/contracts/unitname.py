@@ -27,7 +27,7 @@ PREFIX = "market-"
 # is failed (watch/deadman.py). tests/watch/test_units.py holds units/ to this list.
 PACKAGE_SERVICES = ("market-outbox.service", "market-events.service", "market-refresh.service",
                     "market-deadman.service", "market-halt-watch.service",
-                    "market-controls.service")
+                    "market-controls.service", "market-alert-ends.service")
 GLOB = "market-*@*"  # every job unit (and the templates market-alert-*@.service: check is_ours)
 FIRE, PERIODIC, DAILY, TRY, RUN = "fire", "periodic", "daily", "try", "run"
 

@@ -78,7 +78,7 @@ def start_ticketed(config, job, fire, *, force: bool, now: datetime, systemctl=N
     job_name, session = job.name, fire.session
     book = ledger.for_config(config) if book is None else book
     runner = config.runner or default_runner()
-    [service] = [u for u in render.job_units(config, job, fire, runner)
+    [service] = [u for u in render.job_units(config, job, fire, runner, handlers=True)
                  if u.name.endswith(".service")]
     name = unitname.manual_run(job_name, session, now).service()
     nonce = secrets.token_hex(16)

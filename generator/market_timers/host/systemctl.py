@@ -124,6 +124,13 @@ class Systemctl:
                         "--no-legend", "--full", "--", *patterns, check=False)
         return [line.split()[0] for line in out.splitlines() if line.strip()]
 
+    def failed_units(self, patterns: list[str]) -> list[str]:
+        """The services matching the glob patterns that are failed (one list-units)."""
+        out = self._run("list-units", "--type=service", "--state=failed", "--plain",
+                        "--no-legend", "--full", "--", *patterns, check=False)
+        names = [line.split() for line in out.splitlines() if line.strip()]
+        return [w[1] if w[0] in ("●", "*") and len(w) > 1 else w[0] for w in names]
+
     def run_transient(self, unit: str, argv: list[str], user: str, env: dict[str, str],
                       properties: Iterable[str] = ()) -> None:
         """systemd-run: `argv` as the transient service `unit`, as `user`, with `env` and the

@@ -38,7 +38,7 @@ REFUSAL_OF_STATUS = {status: name for name, status in EXIT.items()}  # 178 -> "h
 
 USAGE = """\
 usage: market-timers-run -- COMMAND [ARG...]
-       market-timers-run --record
+       market-timers-run --record [UNIT]
        market-timers-run --supervise -- COMMAND [ARG...]
 
 The job runner of market-timers: every generated job unit runs it as its ExecStart=, with the
@@ -50,7 +50,8 @@ a start on a node whose clock is more than [cluster] max_clock_skew_ms off the c
 (179), and exits 172 when it cannot run the job; otherwise it execs COMMAND, whose exit
 status passes through (128 + the signal for a job killed by SIGTERM, SIGINT, SIGHUP or SIGPIPE,
 which systemd would count as a success). --record (ExecStopPost=) records how the run ended,
-from the runner's own account of it: a job's own exit 170-179 is its failure, not a refusal.
+from the runner's own account of it: a job's own exit 170-179 is its failure, not a refusal;
+given UNIT (%n), it then leaves the unit's end record for the alert handler (<state_dir>/ends).
 --supervise (on_halt's unit) runs COMMAND with no check, as its child: its exit status, or 128 +
 the signal for a death by SIGTERM, SIGINT, SIGHUP or SIGPIPE; 203 when it cannot be executed.
 See market-timers-run(1).

@@ -30,6 +30,20 @@ def record(env: dict) -> int:
             drop_hand_off(env)
 
 
+def leave_end(env: dict, unit: str) -> None:
+    """The end record of this invocation for the alert handler (contracts/endrecord.py), when
+    the unit names itself (`--record %n`: the units of render.py's job_units, whose OnFailure=/
+    OnSuccess= it replaces); a unit that keeps its own OnFailure= passes no name."""
+    if not unit:
+        return
+    from market_timers.contracts import endrecord
+
+    try:
+        endrecord.write(env.get(environment.STATE_DIR) or ledger.DEFAULT_STATE_DIR, unit, env)
+    except OSError as e:  # the dead-man finds the failed unit with no record (watch/endsweep.py)
+        log(WARNING, f"cannot leave the end record of {unit} for the alert handler: {e}")
+
+
 def _record(env: dict) -> int:
     job = env.get(environment.JOB)
     if not job:

@@ -92,11 +92,13 @@ class Unit:
 
 
 def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
-              try_id: str | None = None) -> list[Unit]:
+              try_id: str | None = None, handlers: bool = False) -> list[Unit]:
     """The timer and service of one fire (or of a daily job when fire is None).
 
     try_id: a one-off run (`market-timers try`) with this session id instead of the fire's
-    session: no Persistent= stamp, no OnSuccess= (a try must not close a real run's alerts).
+    session: no Persistent= stamp (and its success closes no real run's alerts: runends.py).
+    handlers: the service's own OnFailure=/OnSuccess= handlers, not an end record (a `market-
+    timers run` unit, which PID 1 loads only while it runs).
     """
     env = _env()
     header = (f"{GENERATED_MARK} from {comment(config.source)}.\n"
@@ -115,7 +117,9 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
         user=environment.PACKAGE_USER, job=job.name,
         environment=[quote_env(k, v) for k, v in env_lines],
         exec_start=" ".join(quote_arg(a) for a in (runner, "--", *job.command)),
-        exec_stop_post=f"{quote_arg(runner)} --record",
+        # %n: the record step leaves the unit's end record for market-alert-ends (endrecord.py)
+        exec_stop_post=f"{quote_arg(runner)} --record" + ("" if handlers else " %n"),
+        handlers=handlers,
         credentials=[*([DSN_CREDENTIAL] if config.cluster else []), *job.credentials],
         watchdog=f"{job.watchdog}s" if job.watchdog else None,
         nice=PRE_FIRE_NICE if job.fire_lead else None,
@@ -126,7 +130,6 @@ def job_units(config: Config, job: Job, fire: Fire | None, runner: str, *,
             str(config.state_dir), str(config.runtime_dir), str(config.spool_dir / "events"),
             *job_home(config, job), *job.read_write_paths,
             *metrics_config.write_paths(config))),
-        on_success=not try_id,
     )
     timer = env.get_template("job.timer.j2").render(
         header=header, description=plain(f"market-timers {description}"),

@@ -51,7 +51,7 @@ from market_timers.ledger.halts import cluster_records as halt_records
 from market_timers.ledger.halts import halted
 from market_timers.ledger.pauses import cluster_records as pause_records
 from market_timers.ledger.pauses import holds, paused
-from market_timers.watch import findings, recordcache, reported, slots, statuspage
+from market_timers.watch import endsweep, findings, recordcache, reported, slots, statuspage
 from market_timers.watch.alert import send_alert
 from market_timers.watch.findings import UNREACHABLE_KEY, PassResult
 from market_timers.watch.fires import PLAN_FILE, deadline, read_plan
@@ -74,6 +74,7 @@ def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
     except Exception as e:  # a broken pass still pings /fail and reports in the journal
         log.exception("deadman: the pass failed")
         result.errors.append(f"the pass failed: {type(e).__name__}: {e}")
+    endsweep.check_ends(config, systemctl, now, result)  # a stuck handler, an untold failure
     for finding in result.new:
         try:
             alert(config, kind=finding.kind, key=finding.key, text=finding.text,

@@ -24,6 +24,7 @@ class Finding:
     session: str
     text: str
     severity: str = "critical"  # the job's severity (the alert layer may lower it by its rules)
+    headline: str = ""  # the alert's title, when not one of title()'s (endsweep.py)
 
 
 @dataclass
@@ -46,6 +47,8 @@ class PassResult:
 
 
 def title(f: Finding) -> str:
+    if f.headline:
+        return f.headline
     if f.kind == UNREACHABLE_KEY:
         return "the cluster run ledger cannot be reached: the deadman cannot tell what ran"
     if f.kind == "missed":
