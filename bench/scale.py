@@ -56,12 +56,13 @@ def sync(box, config: str | None = None) -> dict:
         box.write_file(CONFIG, config)
     reloads = reload_count(box)
     t0 = time.perf_counter()
-    done = box.run(["market-timers", "sync"], check=False, timeout=1200)
+    done = box.run(["market-timers", "sync", "-v"], check=False, timeout=1200)  # -v: every unit
     wall = time.perf_counter() - t0
     time.sleep(0.3)  # PID 1's "Reloading." reaches the journal
     return {"s": wall, "exit": done.returncode, "err": len(done.stderr),
             "started": sum(1 for x in done.stdout.splitlines() if x.startswith("start ")),
-            "nothing": done.stdout.strip() == "nothing to do",
+            "nothing": done.stdout.strip().startswith("nothing to do"),
+            "stderr": done.stderr[:300],
             "reloads": reload_count(box) - reloads}
 
 
@@ -117,13 +118,15 @@ def plain_size(box, jobs: int, now: float) -> dict:
 
 
 def one_size(box, jobs: int, started_at: float) -> tuple[list[object], dict]:
-    from bench.box import loaded_units, now_inside
+    from bench.box import loaded_units, log, now_inside
 
     clear(box)
     now = now_inside(box)
     plain = plain_size(box, jobs, now)
     units0, rss0 = fresh_pid1(box)
     first = sync(box, config_text(jobs, now))
+    if first["stderr"]:
+        log(f"scale: {jobs} jobs: first sync's stderr begins: {first['stderr']!r}")
     time.sleep(3)  # past the dead-man's settling time (slack_sec = 2) after a sync
     active = active_timers(box)
     units1, (rss1, _) = loaded_units(box), pid1(box)
@@ -141,10 +144,10 @@ def one_size(box, jobs: int, started_at: float) -> tuple[list[object], dict]:
             + ("" if unchanged["nothing"] else ", NOT 'nothing to do'"), change,
             units1 - units0, round(rss1 - rss0, 1), f"{pass1[0]:.0f} + {pass1[1]:.0f}",
             f"{pass2[0]:.0f} + {pass2[1]:.0f}",
-            f"{plain['reload_s']:.1f} s", f"{plain['units']} units, {plain['rss']:.1f} MiB "
+            f"{plain['loaded_reload_s']:.1f} s", f"{plain['units']} units, {plain['rss']:.1f} MiB "
             f"({plain['active']} active)", round((rss1 - rss0) / max(plain["rss"], 0.1), 2),
-            round(first["s"] / max(plain["reload_s"], 0.01), 2),
-            round(unchanged["s"] / max(plain["reload_s"], 0.01), 3)], plain
+            round(first["s"] / max(plain["loaded_reload_s"], 0.01), 2),
+            round(unchanged["s"] / max(plain["loaded_reload_s"], 0.01), 3)], plain
 
 
 def goals(big: list, plain: dict) -> list[Check]:
@@ -154,9 +157,9 @@ def goals(big: list, plain: dict) -> list[Check]:
         Check("sync of 1,000 jobs exits 0 with every timer active",
               big[2].endswith("exit 0") and big[3].split("/")[0] == big[3].split("/")[1],
               f"{big[2]}, {big[3]} active/started"),
-        Check("first sync ≤ 1.5× one daemon-reload of the plain units", big[16] <= 1.5,
-              f"{big[16]}× ({big[2]} / {big[12]})"),
-        Check("unchanged sync ≤ 0.05× that reload", big[17] <= 0.05, f"{big[17]}×"),
+        Check("first sync ≤ 1.5× one daemon-reload of the plain units (all loaded)",
+              big[14] <= 1.5, f"{big[14]}× ({big[2]} / {big[11]})"),
+        Check("unchanged sync ≤ 0.05× that reload", big[15] <= 0.05, f"{big[15]}×"),
         Check("PID 1 growth ≤ 1.5× the plain units' + 16 MiB",
               big[8] <= 1.5 * plain["rss"] + 16,
               f"{big[8]} MiB against {plain['rss']:.1f} MiB plain"),
@@ -185,7 +188,7 @@ def run(box) -> Section:
     s.add(table(["jobs", "timers", "first sync", "timers active / started", "stderr bytes",
                  "unchanged sync", "one job changed", "units loaded (growth)",
                  "PID 1 RSS growth MiB", "dead-man pass after sync, CPU ms (own + PID 1)",
-                 "next pass, CPU ms (own + PID 1)", "plain units: daemon-reload",
+                 "next pass, CPU ms (own + PID 1)", "plain units: daemon-reload, all loaded",
                  "plain units: PID 1 growth", "RSS growth / plain's", "first sync / plain reload",
                  "unchanged sync / plain reload"], rows))
     big = rows[-1]
