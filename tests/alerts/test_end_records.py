@@ -217,7 +217,8 @@ def test_a_temp_file_is_left_to_its_writer_until_a_crash_must_have_left_it(ends,
     assert "could not be read" in api.received("telegram")[0]["text"]
 
 
-def test_a_record_whose_telling_breaks_is_removed_and_the_next_is_told(ends, api, monkeypatch):
+def test_a_record_whose_telling_breaks_is_set_aside_with_a_critical_and_the_next_is_told(
+        ends, api, monkeypatch):
     from market_timers.alerts import handler
 
     real = handler.handle
@@ -233,8 +234,13 @@ def test_a_record_whose_telling_breaks_is_removed_and_the_next_is_told(ends, api
     leave(ends.ctx, invocation=FIRST, mtime=1_000_000_000)
     leave(ends.ctx, invocation=SECOND, mtime=2_000_000_000)
     assert ends() == 0
-    assert calls == [FIRST, SECOND] and len(api.received("telegram")) == 1
-    assert waiting(ends.ctx) == []
+    assert calls == [FIRST, SECOND] and waiting(ends.ctx) == []
+    texts = [m["text"] for m in api.received("telegram")]
+    assert texts[0].startswith(f"[CRITICAL] a job's run ending could not be told: {UNIT}"), texts
+    assert "RuntimeError: boom" in texts[0]
+    assert "close-report failed with exit status 3" in texts[1]
+    kept = os.listdir(os.path.join(ends.ctx.state_dir, endrecord.BAD_DIR))
+    assert [k.split(".")[0] for k in kept] == [FIRST]  # kept for whoever looks into it
 
 
 def test_the_handler_gets_the_monitor_variables_systemd_would_have_passed(ends, monkeypatch):

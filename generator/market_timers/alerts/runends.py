@@ -54,10 +54,12 @@ def handle_all(config, env: dict | None = None, run: Callable[[list[str]], str] 
             continue
         try:
             handle_one(config, record, base, run, sleep, clock, now)
-        except Exception:  # the next records still get told; this one is in the journal
+            _remove(path)
+        except Exception as e:  # the next records still get told; this one is set aside, loud
             log.exception("alert handler: the end of %s (%s) could not be told", record.unit,
                           record.invocation)
-        _remove(path)
+            set_aside(config, path, f"{type(e).__name__}: {e}", now,
+                      what=f"could not be told: {record.unit}")
         done += 1
     return done
 
@@ -95,9 +97,9 @@ def settled(unit: str, run, sleep, clock) -> tuple[str, str]:
         sleep(POLL_SEC)
 
 
-def set_aside(config, path: str, why: str, now=None) -> None:
-    """A file in ends/ that is no record: into ends.bad/ (removed if it cannot be moved), and
-    one critical alert naming it."""
+def set_aside(config, path: str, why: str, now=None, what: str = "could not be read") -> None:
+    """A file in ends/ that is no record, or one whose telling broke: into ends.bad/ (removed
+    if it cannot be moved), and one critical alert naming it."""
     name = os.path.basename(path)
     bad_dir = os.path.join(os.fspath(config.state_dir), endrecord.BAD_DIR)
     aside = os.path.join(bad_dir, f"{name}.{int(time.time())}")
@@ -108,11 +110,11 @@ def set_aside(config, path: str, why: str, now=None) -> None:
         log.error("alert handler: cannot move %s to %s (%s): removed", path, bad_dir, e)
         aside = "(removed: it could not be moved)"
         _remove(path)
-    log.error("alert handler: %s is not an end record (%s); moved to %s", path, why, aside)
+    log.error("alert handler: %s %s (%s); moved to %s", path, what, why, aside)
     raise_alert(config, kind="end-record-bad", severity="critical",
                 key=f"end-record-bad:{name}",
-                title=f"a job's run ending could not be read: {path} ({why})",
-                text=f"{path} is not an end record ({why}); it is now {aside}. The run it "
+                title=f"a job's run ending {what} ({path}: {why})",
+                text=f"{path} {what} ({why}); it is now {aside}. The run it "
                      "stood for was not alerted: check `systemctl list-units --failed "
                      "'market-*'` and the run ledger (`market-timers status`).",
                 now=now)
