@@ -163,7 +163,7 @@ def test_a_stop_of_the_unit_is_a_failure_that_says_the_unit_was_stopped(tmp_path
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "go"
     proc.send_signal(signal.SIGTERM)  # systemctl stop (also `halt`, a shutdown)
-    assert proc.wait(timeout=10) == 128 + signal.SIGTERM
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     proc.stdout.close()
     proc.stderr.close()
     handle(ended(env, proc.returncode))
@@ -182,7 +182,9 @@ def test_a_run_stopped_by_halt_is_told_as_stopped_by_halt(tmp_path, handle, api)
     assert proc.stdout.readline().strip() == "go"
     halt(tmp_path)
     proc.send_signal(signal.SIGTERM)  # `market-timers halt` stops the unit
-    assert proc.wait(timeout=10) == 128 + signal.SIGTERM
+    # A bound, not a timing: a lost signal shows as exit 0 when the sleep ends by itself at 30 s
+    # (once, beside six e2e containers, 10 s ran out: TimeoutExpired told nothing more).
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     proc.stdout.close()
     proc.stderr.close()
     handle(ended(env, proc.returncode))
