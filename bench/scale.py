@@ -1,5 +1,5 @@
 """A thousand jobs on one host (issue 46), in a booted Debian 12 with the .deb installed: at N =
-10, 100 and 1,000 jobs (a horizon of 10 sessions, the default until 0.3: 10 N timers), `market-timers sync`
+10, 100 and 1,000 jobs (a horizon of 10 sessions, the default before issue 46: 10 N timers), `market-timers sync`
 first, unchanged and with one job's command changed (its time, exit status, daemon-reloads), the
 timers active after it, the units PID 1 holds and its RSS growth, and a dead-man pass's CPU (its
 own process and PID 1's), the first after the sync (it reads every timer) and the next (only
