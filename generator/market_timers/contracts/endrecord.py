@@ -18,10 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 
-from market_timers.files import atomicfile
+from market_timers.files import atomicfile, regularfile
 
 DIR = "ends"
 BAD_DIR = "ends.bad"
@@ -86,18 +85,11 @@ def read(path: str | os.PathLike) -> EndRecord:
     """The record at path; BadRecord when it is a link, not a regular file, too large or not a
     record. Never follows a link, never blocks on a FIFO."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        data, _ = regularfile.read(path, MAX_BYTES)
     except OSError as e:
         raise BadRecord(f"cannot be opened ({e.strerror}: a symlink?)") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BadRecord("not a regular file")
-        if st.st_size > MAX_BYTES:
-            raise BadRecord(f"{st.st_size} bytes, more than {MAX_BYTES}")
-        data = os.read(fd, MAX_BYTES + 1)
-    finally:
-        os.close(fd)
+    except ValueError as e:  # not a regular file, too large
+        raise BadRecord(str(e)) from None
     return parse(data, os.path.basename(os.fspath(path)))
 
 

@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import pwd
-import stat
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from market_timers.config.events import KIND
 from market_timers.events import spool
 from market_timers.events.plan_lookup import parse_at
 from market_timers.events.store import Store
+from market_timers.files import regularfile
 
 log = logging.getLogger("market_timers.events")
 MAX_FILE = 64 * 1024
@@ -55,16 +55,7 @@ def read_event(path: Path, now: datetime | None = None) -> dict:
     `now` (the pass's instant) bounds its time: older than MAX_PAST is refused; later than
     now + MAX_FUTURE (a gateway's clock ahead) is clamped to its arrival, the file's mtime, and
     the event says so (`clamped_from`)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
-        if st.st_size > MAX_FILE:
-            raise ValueError(f"larger than {MAX_FILE} bytes")
-        data = os.read(fd, MAX_FILE + 1)
-    finally:
-        os.close(fd)
+    data, st = regularfile.read(path, MAX_FILE)
     try:
         event = json.loads(data)
     except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's
