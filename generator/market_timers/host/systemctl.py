@@ -118,15 +118,18 @@ class Systemctl:
 
     def running(self, patterns: list[str]) -> list[str]:
         """The services matching the glob patterns that are active or activating (starting)."""
-        if not patterns:
-            return []
-        out = self._run("list-units", "--type=service", "--state=active,activating", "--plain",
-                        "--no-legend", "--full", "--", *patterns, check=False)
-        return [line.split()[0] for line in out.splitlines() if line.strip()]
+        return self._services(patterns, "active,activating")
 
     def failed_units(self, patterns: list[str]) -> list[str]:
         """The services matching the glob patterns that are failed (one list-units)."""
-        out = self._run("list-units", "--type=service", "--state=failed", "--plain",
+        return self._services(patterns, "failed")
+
+    def _services(self, patterns: list[str], states: str) -> list[str]:
+        """One `list-units` of the services in `states`; a failed one's line starts with a
+        mark (● or *) even under --plain."""
+        if not patterns:
+            return []
+        out = self._run("list-units", "--type=service", f"--state={states}", "--plain",
                         "--no-legend", "--full", "--", *patterns, check=False)
         names = [line.split() for line in out.splitlines() if line.strip()]
         return [w[1] if w[0] in ("●", "*") and len(w) > 1 else w[0] for w in names]
