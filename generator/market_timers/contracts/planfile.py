@@ -174,9 +174,13 @@ def write(state_dir: Path | str, generated: datetime, entries: Iterable[PlanEntr
     """Replace plan.json atomically (safefs: a planted symlink is replaced, not followed),
     entries in (instant, job) order."""
     ordered = sorted(entries, key=lambda e: (e.fire_utc, e.job))
-    doc = {"generated_utc": iso(generated), "fires": [e.json for e in ordered]}
-    safefs.write_atomic(path(state_dir), json.dumps(doc, indent=1, sort_keys=True) + "\n",
-                        base=state_dir, mode=0o644, sync=atomicfile.DURABLE)
+    # One fire a line, each by json's C encoder: indent= takes the pure-Python one, 0.4 s of
+    # every sync at 10,000 fires.
+    fires = ",\n".join(json.dumps(e.json, sort_keys=True) for e in ordered)
+    text = (f'{{"generated_utc": {json.dumps(iso(generated))},\n"fires": [\n{fires}'
+            f'{chr(10) if fires else ""}]}}\n')
+    safefs.write_atomic(path(state_dir), text, base=state_dir, mode=0o644,
+                        sync=atomicfile.DURABLE)
 
 
 def _instant(text: str) -> datetime:
