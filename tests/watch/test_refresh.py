@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from market_timers.cli import refresh
-from market_timers.schedule import calendars
+from market_timers.schedule import calendars, unitcache
 from market_timers.watch import calendar_warnings
 
 from .conftest import THANKSGIVING_CONFIG, utc
@@ -18,9 +18,10 @@ FRESH = (date(2025, 11, 1), "test data")  # calendar data vintage: no age warnin
 
 
 def snapshot(unit_dir):
+    """The units and links (not sync's record of them: schedule/unitcache.py)."""
     return {p.relative_to(unit_dir): (p.read_bytes() if p.is_file() and not p.is_symlink()
                                       else str(p.readlink()) if p.is_symlink() else None)
-            for p in sorted(unit_dir.rglob("*"))}
+            for p in sorted(unit_dir.rglob("*")) if p.name != unitcache.LOCAL_CACHE}
 
 
 @pytest.fixture

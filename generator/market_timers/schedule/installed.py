@@ -4,6 +4,7 @@ and when a timer it wrote last elapses, read back from the unit files (Installed
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +23,31 @@ def is_generated(path: Path) -> bool:
             return f.readline().startswith(GENERATED_MARK)
     except (OSError, UnicodeDecodeError):
         return False
+
+
+class UnitTexts(Mapping):
+    """The units sync wrote in a directory, name -> text, each read when first asked for: an
+    unchanged sync asks for none (unitcache.py)."""
+
+    def __init__(self, unit_dir: Path, names: list[str]):
+        self.unit_dir, self.names, self._texts = Path(unit_dir), names, {}
+        self._set = set(names)
+
+    def __getitem__(self, name: str) -> str:
+        if name not in self._set:
+            raise KeyError(name)
+        if name not in self._texts:
+            self._texts[name] = (self.unit_dir / name).read_text()
+        return self._texts[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._set
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
 
 
 def last_elapse(job: Job, fire: Fire) -> datetime | None:

@@ -19,7 +19,9 @@ Running sync twice changes nothing.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
+import stat
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -29,14 +31,16 @@ from market_timers.contracts.instants import iso
 from market_timers.files import atomicfile, safefs
 from market_timers.host.clock import utcnow
 from market_timers.host.systemctl import Systemctl, SystemctlError
-from market_timers.schedule import credunits, jobusers
+from market_timers.schedule import credunits, jobusers, unitcache
 from market_timers.schedule import plan as planning
+from market_timers.schedule.installed import UnitTexts
 from market_timers.schedule.planmerge import previous_plan, write_plan
 from market_timers.schedule.render import (
     Installed,
+    default_runner,
     is_generated,
+    iter_units,
     read_installed,
-    render_all,
     write_atomic,
 )
 from market_timers.schedule.started import already_started
@@ -48,14 +52,25 @@ MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadma
 HALT_WATCH = "market-halt-watch.service"
 
 
-def _existing(unit_dir: Path) -> dict[str, str]:
-    out = {}
-    if not unit_dir.is_dir():
-        return out
-    for path in sorted(unit_dir.glob(unitname.GLOB)):
-        if path.suffix in (".timer", ".service") and path.is_file() and is_generated(path):
-            out[path.name] = path.read_text()
-    return out
+def _existing(unit_dir: Path, cache: unitcache.UnitCache
+              ) -> tuple[UnitTexts, dict[str, os.stat_result]]:
+    """The units market-timers wrote there (texts read when asked for) and each one's stat; a
+    file the cache knows is not opened."""
+    stats: dict[str, os.stat_result] = {}
+    try:
+        entries = sorted(e.name for e in os.scandir(unit_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        entries = []
+    for name in fnmatch.filter(entries, unitname.GLOB):
+        if not name.endswith((".timer", ".service")):
+            continue
+        try:
+            st = os.stat(unit_dir / name)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and (cache.known(name, st) or is_generated(unit_dir / name)):
+            stats[name] = st
+    return UnitTexts(unit_dir, list(stats)), stats
 
 
 def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
@@ -69,11 +84,14 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     planned = planning.plan_ahead_partial(config, now)
     fires, kept = planned.fires, planned.failed_jobs()
     with _sync_lock(config.state_dir, dry_run):
-        existing = _existing(config.unit_dir)
+        cache = unitcache.load(unitcache.path_for(config.unit_dir),
+                               unitcache.inputs_digest(config, config.runner or default_runner()))
+        existing, stats = _existing(config.unit_dir, cache)
         previous, plan_problem = previous_plan(config, now, dry_run)
         installed = _installed(existing, previous)
         ran = already_started(config, fires)
-        desired, ran_stems = _desired(config, fires, now, existing, ran)
+        same, digests = _as_written(cache, fires, stats)
+        desired, ran_stems = _desired(config, fires, now, existing, ran, same)
         result = SyncResult(fires=fires, foreign=_foreign(config.unit_dir, desired, existing),
                             failures=planned.failures, plan_problem=plan_problem)
         _set_aside(result, desired, existing, ran, ran_stems)
@@ -85,7 +103,7 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         result.changes += moved(installed, fires, set(result.written), result.dropped, now,
                                 {(c.job, c.session) for c in result.changes})
         result.reloaded = bool(result.rewritten)
-        jobusers.sync_users(config, dry_run=dry_run)  # before the units that run as them
+        result.users_missing = jobusers.sync_users(config, dry_run=dry_run)  # before their units
         if credunits.sync_dropins(config, dry_run=dry_run) and not result.reloaded:  # credentials
             result.reloaded = True
             if not dry_run:  # now, before new timers exist: a reload would load them as wanted
@@ -93,6 +111,8 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         if dry_run:
             return result
         not_started = _apply(config.unit_dir, result, desired, systemctl, stamp_dir)
+        unitcache.save(cache, config.unit_dir, {n: digests.get(n, "") for n in desired},
+                       {n: st for n, st in stats.items() if n not in result.rewritten})
         if getattr(config, "cluster", None) is not None:
             # the kill switch's listener (controls/haltwatch.py): once [cluster] is configured,
             # this node stops the runs a halt made anywhere covers (started unless running; its
@@ -105,10 +125,11 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
         return result
 
 
-def _desired(config: Config, fires: list[planning.Fire], now: datetime, existing: dict[str, str],
-             ran: dict) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
-    """(unit name -> text of every unit the plan wants, timer stem -> (job, session) of the
-    fires whose session already started)."""
+def _desired(config: Config, fires: list[planning.Fire], now: datetime, existing: UnitTexts,
+             ran: dict, same: set[str]) -> tuple[dict[str, str | None], dict[str, tuple[str, str]]]:
+    """(unit name -> text of every unit the plan wants, None for one installed as sync would
+    write it (the stems in `same`), timer stem -> (job, session) of the fires whose session
+    already started)."""
     # A fire due within MIN_LEAD is not written anew (it could pass before systemd starts its
     # timer, and then it would never fire), but an installed timer for it is kept as it is.
     # (The timer fires a job's lead before its instant: that is the time that must be ahead.)
@@ -120,13 +141,37 @@ def _desired(config: Config, fires: list[planning.Fire], now: datetime, existing
                  <= now + MIN_LEAD}
     ran_stems = {f.unit_stem: key for f in fires
                  if (key := (f.job, f.session.isoformat())) in ran}
-    desired = {u.name: u.text for u in render_all(config, fires)
-               if (unitname.stem_of(u.name) not in too_close or u.name in existing)
-               and unitname.stem_of(u.name) not in ran_stems}
-    return desired, ran_stems
+
+    def wanted(name: str) -> bool:
+        stem = unitname.stem_of(name)
+        return (stem not in too_close or name in existing) and stem not in ran_stems
+
+    desired: dict[str, str | None] = {
+        u.name: u.text for u in iter_units(config, [f for f in fires if f.unit_stem not in same])
+        if wanted(u.name)}
+    desired.update((n, None) for stem in same for n in (f"{stem}.timer", f"{stem}.service")
+                   if wanted(n))
+    return dict(sorted(desired.items())), ran_stems
 
 
-def _set_aside(result: SyncResult, desired: dict[str, str], existing: dict[str, str], ran: dict,
+def _as_written(cache: unitcache.UnitCache, fires: list[planning.Fire],
+                stats: dict[str, os.stat_result]) -> tuple[set[str], dict[str, str]]:
+    """The stems whose two unit files are as sync wrote them from these very fires, and each
+    fire's unit names -> its digest (for the cache sync leaves)."""
+    same, digests = set(), {}
+    for f in fires:
+        if f.is_daily:
+            continue
+        stem, digest = f.unit_stem, unitcache.fire_digest(f)
+        timer, service = f"{stem}.timer", f"{stem}.service"
+        digests[timer] = digests[service] = digest
+        if (cache.as_written(timer, stats.get(timer), digest)
+                and cache.as_written(service, stats.get(service), digest)):
+            same.add(stem)
+    return same, digests
+
+
+def _set_aside(result: SyncResult, desired: dict[str, str | None], existing: UnitTexts, ran: dict,
                ran_stems: dict[str, tuple[str, str]]) -> None:
     """Never overwrite a foreign file (both units of that fire stay unwritten); the timers of
     sessions that already started are dropped (withdrawn when installed)."""
@@ -139,7 +184,7 @@ def _set_aside(result: SyncResult, desired: dict[str, str], existing: dict[str, 
                                       withdrawn=timer in existing))
 
 
-def _compare(result: SyncResult, desired: dict[str, str], existing: dict[str, str],
+def _compare(result: SyncResult, desired: dict[str, str | None], existing: UnitTexts,
              systemctl: Systemctl) -> None:
     """The units to write, to rewrite, and the timers to start (not active now)."""
     timers_now = {n for n in existing if n.endswith(".timer")}
@@ -148,13 +193,13 @@ def _compare(result: SyncResult, desired: dict[str, str], existing: dict[str, st
     for name, text in desired.items():
         if name not in existing:
             result.written.append(name)
-        elif existing[name] != text:
+        elif text is not None and existing[name] != text:
             result.rewritten.append(name)
         if name.endswith(".timer") and state.get(name, {}).get("ActiveState") != "active":
             result.started.append(name)
 
 
-def _retire(result: SyncResult, desired: dict[str, str], existing: dict[str, str],
+def _retire(result: SyncResult, desired: dict[str, str | None], existing: UnitTexts,
             installed: dict[str, Installed], kept: set[str], now: datetime,
             retention_days: int) -> None:
     """Installed timers the plan no longer wants: removed while ahead, expired once elapsed
@@ -170,7 +215,7 @@ def _retire(result: SyncResult, desired: dict[str, str], existing: dict[str, str
             result.expired.append(name)
 
 
-def _apply(unit_dir: Path, result: SyncResult, desired: dict[str, str], systemctl: Systemctl,
+def _apply(unit_dir: Path, result: SyncResult, desired: dict[str, str | None], systemctl: Systemctl,
            stamp_dir: Path) -> SystemctlError | None:
     """Write, reload once if a unit changed, stop and delete, start; the error of timers that
     did not start (the others are started: a chunked start sends every chunk)."""
@@ -180,9 +225,7 @@ def _apply(unit_dir: Path, result: SyncResult, desired: dict[str, str], systemct
         # systemd hears of any of them: one flush, not an fsync and a directory fsync each.
         for name in result.written + result.rewritten:
             write_atomic(unit_dir / name, desired[name], sync=atomicfile.BATCH)
-        for name in desired:
-            if name.endswith(".timer"):
-                _enable(unit_dir, name)  # also after `apt remove` disabled them
+        _enable(unit_dir, [n for n in desired if n.endswith(".timer")])
         if result.written or result.rewritten:
             atomicfile.sync_directory(unit_dir)
     except OSError as e:
@@ -205,13 +248,13 @@ class SyncError(Exception):
     """The unit directory cannot be written (read-only, permissions): a message, not a trace."""
 
 
-def _foreign(unit_dir: Path, desired: dict[str, str], existing: dict[str, str]) -> list[str]:
+def _foreign(unit_dir: Path, desired: dict[str, str | None], existing: UnitTexts) -> list[str]:
     """Planned unit names already taken by files market-timers did not write: never overwrite."""
     return sorted(n for n in desired if n not in existing
                   and ((unit_dir / n).exists() or (unit_dir / n).is_symlink()))
 
 
-def _installed(existing: dict[str, str], previous: planfile.PlanDoc | None
+def _installed(existing: UnitTexts, previous: planfile.PlanDoc | None
                ) -> dict[str, Installed]:
     """Each installed job timer: when it last elapses, the instant it was for, its calendar.
 
@@ -222,7 +265,7 @@ def _installed(existing: dict[str, str], previous: planfile.PlanDoc | None
     the config (its entries go), or every timer when plan.json was lost."""
     known = previous.by_unit() if previous is not None else {}
     out = {}
-    for name, text in existing.items():
+    for name in existing:
         if not name.endswith(".timer"):
             continue
         entry = known.get(name)
@@ -233,16 +276,19 @@ def _installed(existing: dict[str, str], previous: planfile.PlanDoc | None
             scheduled = iso(entry.last) if entry.every else entry.fire_utc
             out[name] = Installed(entry.timer_last, scheduled, entry.calendar)
         else:
-            out[name] = read_installed(text, existing.get(unitname.service_of(name), ""))
+            out[name] = read_installed(existing[name],
+                                       existing.get(unitname.service_of(name), ""))
     return out
 
 
-def _enable(unit_dir: Path, timer: str) -> None:
+def _enable(unit_dir: Path, timers: list[str]) -> None:
+    """Each timer linked in timers.target.wants/ (also after `apt remove` disabled them)."""
     wants = unit_dir / "timers.target.wants"
     wants.mkdir(exist_ok=True)
-    link = wants / timer
-    if not link.is_symlink():
-        link.symlink_to(Path("..") / timer)
+    linked = {e.name for e in os.scandir(wants) if e.is_symlink()}
+    for timer in timers:
+        if timer not in linked:
+            (wants / timer).symlink_to(Path("..") / timer)
 
 
 def _delete(unit_dir: Path, timer: str, stamp_dir: Path) -> None:
