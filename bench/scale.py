@@ -28,16 +28,23 @@ CHANGE_BUDGET_S = 1500  # past this much of the run, the one-job change (a reloa
 TICK = 100  # CLK_TCK: /proc/1/stat counts CPU in 1/100 s
 
 
+OWN_USERS = 900  # past this many jobs of their own users, Debian's system uids run out
+
+
 def config_text(jobs: int, now: float, changed: bool = False) -> str:
     """24/7 calendar; job i fires 3 h + i s after now's time of day (none fires during the
-    bench); `changed`: job 0 runs another command (its services are rewritten: one reload)."""
+    bench); `changed`: job 0 runs another command (its services are rewritten: one reload).
+    Jobs past OWN_USERS share the package's job user, as docs/sizing.md says to."""
+    from market_timers.contracts.environment import DEFAULT_JOB_USER
+
     tod = int(now) % 86400 + 3 * 3600
     lines = ['calendar = "24/7"', f"horizon = {HORIZON}", "", "[watch]", "slack_sec = 2", ""]
     for i in range(jobs):
         h, rest = divmod((tod + i) % 86400, 3600)
         command = "/bin/false" if changed and i == 0 else "/bin/true"
         lines += ["[[job]]", f'name = "scale{i:04d}"', 'event = "open"',
-                  f'offset = "+{h}h{rest // 60}min{rest % 60}s"', f'command = ["{command}"]', ""]
+                  f'offset = "+{h}h{rest // 60}min{rest % 60}s"', f'command = ["{command}"]',
+                  *([f'user = "{DEFAULT_JOB_USER}"'] if i >= OWN_USERS else []), ""]
     return "\n".join(lines)
 
 

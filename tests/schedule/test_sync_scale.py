@@ -119,3 +119,21 @@ def test_one_jobs_change_rewrites_its_units_only_with_one_reload(write_config, t
                                         ("2025-11-26-143500", "2025-11-28-143500",
                                          "2025-12-01-143500")]
     assert sc.reloads == 1 and result.lines().count("daemon-reload") == 1
+
+
+def test_jobs_left_without_a_user_make_the_sync_exit_1_after_installing_everything(
+        write_config, tmp_path, monkeypatch, capsys):
+    """Debian's system uids used up (past about 900 jobs of their own users): every timer is
+    installed and plan.json written, but the operator's sync exits 1, not 0 (jobusers said why)."""
+    from market_timers import cli
+    from market_timers.schedule import jobusers
+
+    path = write_config(JOBS)
+    sc = Systemctl()
+    monkeypatch.setattr(sync, "Systemctl", lambda: sc)
+    monkeypatch.setattr(jobusers, "sync_users",
+                        lambda cfg, dry_run=False: [("orders", "market-job-orders")])
+    assert cli.main(["--config", str(path), "--now", "2025-11-26T12:00:00Z", "sync"]) == 1
+    cfg = config.load(path)
+    assert len(timers(cfg)) == 6 and len(sc.active) == 6
+    assert (cfg.state_dir / "plan.json").exists()

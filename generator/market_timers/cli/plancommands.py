@@ -139,4 +139,5 @@ def cmd_sync(args) -> int:
     for line in lines:
         if line.startswith("warning: "):
             print(f"market-timers sync: {line}", file=sys.stderr)
-    return _report_failures(args.command, result.failures)
+    status = _report_failures(args.command, result.failures)
+    return FAILURE if result.users_missing else status  # said by jobusers: jobs that cannot run

@@ -9,7 +9,9 @@ and applies it with systemd-sysusers (Debian's own tool for system users: the us
 reboots and upgrades, with the same uid, so the files a job leaves keep their owner), then makes
 each own home (0700, the job's user) and each shared directory (2770, root and the directory's
 group: the jobs that list it read and write there, the files keep the group). Without root it
-only warns of each user that is missing: the runner refuses to start a job whose user is.
+only warns of the users that are missing: the runner refuses to start a job whose user is.
+systemd-sysusers takes system uids (100-999 on Debian): past about 900 jobs of their own users
+they run out, and sync says so in one line and exits 1 (docs/sizing.md).
 """
 
 from __future__ import annotations
@@ -62,20 +64,21 @@ def directories(config) -> list[tuple[str, str, str, int]]:
 
 
 def sync_users(config, *, dry_run: bool = False, file: Path = SYSUSERS_FILE, run=None,
-               make_dir=None, as_root: bool | None = None) -> None:
-    """Make the users, groups and directories the config's jobs need (as root; else warn)."""
+               make_dir=None, as_root: bool | None = None, user_exists=None
+               ) -> list[tuple[str, str]]:
+    """Make the users, groups and directories the config's jobs need (as root; else warn).
+    (job, user) of each job whose own user is still missing (said on stderr)."""
     from market_timers.schedule.render import write_atomic  # jinja2: not on the alert path
 
     if as_root is None:  # a sync into another unit directory (a test, a staging copy): not the
         if Path(config.unit_dir) != SYSTEM_UNIT_DIR:  # host's users either
-            return
+            return []
         as_root = os.geteuid() == 0
     text = render(config)
     if not as_root:
-        _warn_missing(config)
-        return
+        return _warn_missing(config, "run `market-timers sync` as root to make them", user_exists)
     if dry_run:
-        return
+        return []
     try:
         if text is None:
             file.unlink(missing_ok=True)
@@ -84,14 +87,21 @@ def sync_users(config, *, dry_run: bool = False, file: Path = SYSUSERS_FILE, run
     except OSError as e:  # the refresh's unit: /etc is read-only there (ProtectSystem=strict)
         print(f"market-timers sync: warning: cannot write {file} ({e.strerror or e}): the jobs'"
               " own users are made by `market-timers sync` run as root", file=sys.stderr)
-        _warn_missing(config)
-        return
+        return _warn_missing(config, "run `market-timers sync` as root to make them", user_exists)
     if text is not None:
         (run or _run)(["systemd-sysusers", str(file)])
+    missing = _warn_missing(config, USED_UP, user_exists)
+    absent = {user for _, user in missing}  # said once above, not once per home
     for path, user, group, mode in directories(config):
-        (make_dir or _make_dir)(path, user, group, mode)
+        if user not in absent:
+            (make_dir or _make_dir)(path, user, group, mode)
     legacydata.give_to_own_users(config)  # an upgrade from 0.1: the jobs' data, their users'
     _warn_legacy(config)
+    return missing
+
+
+USED_UP = ("systemd-sysusers made none of them: the host's system uids (100-999 on Debian) may "
+           "be used up; past about 900 jobs, give jobs that may share files a shared `user =`")
 
 
 def _run(argv: list[str]) -> None:
@@ -121,14 +131,25 @@ def _make_dir(path: str, user: str, group: str, mode: int) -> None:
               f"{e}", file=sys.stderr)
 
 
-def _warn_missing(config) -> None:
-    for name, user, _ in own_users(config):
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            print(f"market-timers sync: warning: {name}'s user {user} does not exist: run "
-                  "`market-timers sync` as root to make it (the runner refuses the job's "
-                  "start until then)", file=sys.stderr)
+def _warn_missing(config, why: str, user_exists=None) -> list[tuple[str, str]]:
+    """One line for every job whose own user is missing (a thousand jobs: not a thousand)."""
+    missing = [(name, user) for name, user, _ in own_users(config)
+               if not (user_exists or _user_exists)(user)]
+    if missing:
+        names = ", ".join(u for _, u in missing[:3])
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        print(f"market-timers sync: warning: {len(missing)} job user(s) do not exist ({names}"
+              f"{more}): {why}; the runner refuses those jobs' starts until then",
+              file=sys.stderr)
+    return missing
+
+
+def _user_exists(user: str) -> bool:
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return False
+    return True
 
 
 def _warn_legacy(config, legacy: str = environment.DEFAULT_JOB_HOME) -> None:

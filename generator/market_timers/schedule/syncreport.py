@@ -58,6 +58,7 @@ class SyncResult:
     removed: list[str] = field(default_factory=list)  # future timers no longer planned
     expired: list[str] = field(default_factory=list)  # elapsed, past retention
     changes: list[Change] = field(default_factory=list)
+    users_missing: list[tuple[str, str]] = field(default_factory=list)  # (job, user): no user
     dropped: list[Dropped] = field(default_factory=list)  # already ran: no timer
     reloaded: bool = False
     fires: list[planning.Fire] = field(default_factory=list)
