@@ -4,13 +4,16 @@ and when a timer it wrote last elapses, read back from the unit files (Installed
 
 from __future__ import annotations
 
+import fnmatch
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from market_timers.config.loader import Job
-from market_timers.contracts import environment
+from market_timers.contracts import environment, unitname
 from market_timers.contracts.instants import iso
 from market_timers.schedule.fire import Fire
 
@@ -48,6 +51,27 @@ class UnitTexts(Mapping):
 
     def __len__(self) -> int:
         return len(self.names)
+
+
+def find_generated(unit_dir: Path, known=lambda name, st: False
+                   ) -> tuple[UnitTexts, dict[str, os.stat_result]]:
+    """The units market-timers wrote in unit_dir (texts read when asked for) and each one's
+    stat; a file `known` vouches for (sync's cache: unitcache.py) is not even opened."""
+    stats: dict[str, os.stat_result] = {}
+    try:
+        entries = sorted(e.name for e in os.scandir(unit_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        entries = []
+    for name in fnmatch.filter(entries, unitname.GLOB):
+        if not name.endswith((".timer", ".service")):
+            continue
+        try:
+            st = os.stat(unit_dir / name)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and (known(name, st) or is_generated(unit_dir / name)):
+            stats[name] = st
+    return UnitTexts(unit_dir, list(stats)), stats
 
 
 def last_elapse(job: Job, fire: Fire) -> datetime | None:

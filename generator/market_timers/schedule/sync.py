@@ -19,9 +19,7 @@ Running sync twice changes nothing.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import os
-import stat
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -33,12 +31,11 @@ from market_timers.host.clock import utcnow
 from market_timers.host.systemctl import Systemctl, SystemctlError
 from market_timers.schedule import credunits, jobusers, unitcache
 from market_timers.schedule import plan as planning
-from market_timers.schedule.installed import UnitTexts
+from market_timers.schedule.installed import UnitTexts, find_generated
 from market_timers.schedule.planmerge import previous_plan, write_plan
 from market_timers.schedule.render import (
     Installed,
     default_runner,
-    is_generated,
     iter_units,
     read_installed,
     write_atomic,
@@ -50,27 +47,6 @@ STAMP_DIR = Path("/var/lib/systemd/timers")
 MIN_LEAD = timedelta(seconds=2)  # a fire closer than this is left to the deadman, not written
 
 HALT_WATCH = "market-halt-watch.service"
-
-
-def _existing(unit_dir: Path, cache: unitcache.UnitCache
-              ) -> tuple[UnitTexts, dict[str, os.stat_result]]:
-    """The units market-timers wrote there (texts read when asked for) and each one's stat; a
-    file the cache knows is not opened."""
-    stats: dict[str, os.stat_result] = {}
-    try:
-        entries = sorted(e.name for e in os.scandir(unit_dir))
-    except (FileNotFoundError, NotADirectoryError):
-        entries = []
-    for name in fnmatch.filter(entries, unitname.GLOB):
-        if not name.endswith((".timer", ".service")):
-            continue
-        try:
-            st = os.stat(unit_dir / name)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode) and (cache.known(name, st) or is_generated(unit_dir / name)):
-            stats[name] = st
-    return UnitTexts(unit_dir, list(stats)), stats
 
 
 def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
@@ -86,11 +62,11 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
     with _sync_lock(config.state_dir, dry_run):
         cache = unitcache.load(unitcache.path_for(config.unit_dir),
                                unitcache.inputs_digest(config, config.runner or default_runner()))
-        existing, stats = _existing(config.unit_dir, cache)
+        existing, stats = find_generated(config.unit_dir, cache.known)
         previous, plan_problem = previous_plan(config, now, dry_run)
         installed = _installed(existing, previous)
         ran = already_started(config, fires)
-        same, digests = _as_written(cache, fires, stats)
+        same, digests = unitcache.as_written(cache, fires, stats)
         desired, ran_stems = _desired(config, fires, now, existing, ran, same)
         result = SyncResult(fires=fires, foreign=_foreign(config.unit_dir, desired, existing),
                             failures=planned.failures, plan_problem=plan_problem)
@@ -152,23 +128,6 @@ def _desired(config: Config, fires: list[planning.Fire], now: datetime, existing
     desired.update((n, None) for stem in same for n in (f"{stem}.timer", f"{stem}.service")
                    if wanted(n))
     return dict(sorted(desired.items())), ran_stems
-
-
-def _as_written(cache: unitcache.UnitCache, fires: list[planning.Fire],
-                stats: dict[str, os.stat_result]) -> tuple[set[str], dict[str, str]]:
-    """The stems whose two unit files are as sync wrote them from these very fires, and each
-    fire's unit names -> its digest (for the cache sync leaves)."""
-    same, digests = set(), {}
-    for f in fires:
-        if f.is_daily:
-            continue
-        stem, digest = f.unit_stem, unitcache.fire_digest(f)
-        timer, service = f"{stem}.timer", f"{stem}.service"
-        digests[timer] = digests[service] = digest
-        if (cache.as_written(timer, stats.get(timer), digest)
-                and cache.as_written(service, stats.get(service), digest)):
-            same.add(stem)
-    return same, digests
 
 
 def _set_aside(result: SyncResult, desired: dict[str, str | None], existing: UnitTexts, ran: dict,

@@ -73,6 +73,23 @@ class UnitCache:
         return entry is not None and entry[:4] == identity(st)
 
 
+def as_written(cache: UnitCache, fires: list,
+                stats: dict[str, os.stat_result]) -> tuple[set[str], dict[str, str]]:
+    """The stems whose two unit files are as sync wrote them from these very fires, and each
+    fire's unit names -> its digest (for the cache sync leaves)."""
+    same, digests = set(), {}
+    for f in fires:
+        if f.is_daily:
+            continue
+        stem, digest = f.unit_stem, fire_digest(f)
+        timer, service = f"{stem}.timer", f"{stem}.service"
+        digests[timer] = digests[service] = digest
+        if (cache.as_written(timer, stats.get(timer), digest)
+                and cache.as_written(service, stats.get(service), digest)):
+            same.add(stem)
+    return same, digests
+
+
 def load(file: Path, inputs: str) -> UnitCache:
     """The cache of these inputs; an empty one if missing, unreadable, not ours or of others."""
     try:
