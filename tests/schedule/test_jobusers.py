@@ -164,3 +164,27 @@ def test_system_uids_used_up_is_one_line_naming_the_jobs_left_without_a_user(wri
     assert "(market-job-j07, market-job-j08, market-job-j09 and 2 more)" in err
     assert "shared `user =`" in err and "refuses" in err
     assert sorted(host.dirs) == [f"/var/lib/market-timers-jobs/j{i:02d}" for i in range(7)]
+
+
+def test_an_unchanged_sysusers_file_whose_accounts_all_exist_is_not_applied_again(
+        write_config, tmp_path, monkeypatch):
+    """systemd-sysusers never alters what exists: a sync with the same users skips it (one less
+    process and one read of the user database per sync, not one per job)."""
+    cfg = config.load(write_config(TOP + '[shared]\nweights = "/srv/w"\n'
+                                   + job("a", 'shared = ["weights"]') + job("b")))
+    host = Host(tmp_path)
+    host.sync(cfg)
+    assert len(host.ran) == 1
+
+    class Made(jobusers._Accounts):
+        def __init__(self):
+            self.uids = {u: 900 for u in host.users}
+            self.groups = {**{u: (900, set()) for u in host.users},
+                           "market-share-weights": (901, {"market-job-a"})}
+
+    monkeypatch.setattr(jobusers, "_Accounts", Made)
+    host.sync(cfg)
+    assert len(host.ran) == 1  # not applied again
+    host.users.discard("market-job-b")
+    host.sync(cfg)
+    assert len(host.ran) == 2  # a user gone (userdel): applied again
