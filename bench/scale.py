@@ -139,7 +139,7 @@ def one_size(box, jobs: int, started_at: float) -> tuple[list[object], dict]:
     units1, (rss1, _) = loaded_units(box), pid1(box)
     pass1 = deadman_pass(box)
     pass2 = deadman_pass(box)
-    unchanged = sync(box)
+    unchanged = sorted((sync(box) for _ in range(3)), key=lambda r: r["s"])[1]  # the median
     if time.monotonic() - started_at < CHANGE_BUDGET_S:
         changed = sync(box, config_text(jobs, now, changed=True))
         change = f"{changed['s']:.1f} s, {changed['reloads']} reload(s), exit {changed['exit']}"
@@ -151,10 +151,17 @@ def one_size(box, jobs: int, started_at: float) -> tuple[list[object], dict]:
             + ("" if unchanged["nothing"] else ", NOT 'nothing to do'"), change,
             units1 - units0, round(rss1 - rss0, 1), f"{pass1[0]:.0f} + {pass1[1]:.0f}",
             f"{pass2[0]:.0f} + {pass2[1]:.0f}",
-            f"{plain['loaded_reload_s']:.1f} s", f"{plain['units']} units, {plain['rss']:.1f} MiB "
+            f"{plain['loaded_reload_s']:.1f} s ("
+            + ", ".join(f"{x:.1f}" for x in plain["loaded_reloads"]) + ")",
+            f"{plain['start_s']:.1f} s", f"{plain['units']} units, {plain['rss']:.1f} MiB "
             f"({plain['active']} active)", round((rss1 - rss0) / max(plain["rss"], 0.1), 2),
             round(first["s"] / max(plain["loaded_reload_s"], 0.01), 2),
-            round(unchanged["s"] / max(plain["loaded_reload_s"], 0.01), 3)], plain
+            round(unchanged["s"] / max(plain["loaded_reload_s"], 0.01), 3),
+            round(first["s"] / max(plain["loaded_reload_s"] + plain["start_s"], 0.01), 2)], plain
+
+
+def unchanged_s(row: list) -> float:
+    return float(row[5].split(" s")[0])
 
 
 def goals(big: list, plain: dict) -> list[Check]:
@@ -164,9 +171,15 @@ def goals(big: list, plain: dict) -> list[Check]:
         Check("sync of 1,000 jobs exits 0 with every timer active",
               big[2].endswith("exit 0") and big[3].split("/")[0] == big[3].split("/")[1],
               f"{big[2]}, {big[3]} active/started"),
-        Check("first sync ≤ 1.5× one daemon-reload of the plain units (all loaded)",
-              big[14] <= 1.5, f"{big[14]}× ({big[2]} / {big[11]})"),
-        Check("unchanged sync ≤ 0.05× that reload", big[15] <= 0.05, f"{big[15]}×"),
+        Check("first sync ≤ 1.5× one daemon-reload of the plain units (all loaded, median of 3)",
+              big[15] <= 1.5, f"{big[15]}× ({big[2]} / {big[11]})"),
+        Check("first sync ≤ 1.5× installing the plain units (that reload + starting their "
+              "timers)", big[17] <= 1.5, f"{big[17]}× ({big[2]} / {big[11].split()[0]} s + "
+              f"{big[12]})"),
+        Check("unchanged sync ≤ 0.05× that reload", big[16] <= 0.05, f"{big[16]}×"),
+        Check("unchanged sync ≈ 2 s (the issue's figure), no reload",
+              unchanged_s(big) <= 2.0 and big[5].split(", ")[1].startswith("0 reload"),
+              big[5]),
         Check("PID 1 growth ≤ 1.5× the plain units' + 16 MiB",
               big[8] <= 1.5 * plain["rss"] + 16,
               f"{big[8]} MiB against {plain['rss']:.1f} MiB plain"),
@@ -195,9 +208,11 @@ def run(box) -> Section:
     s.add(table(["jobs", "timers", "first sync", "timers active / started", "stderr bytes",
                  "unchanged sync", "one job changed", "units loaded (growth)",
                  "PID 1 RSS growth MiB", "dead-man pass after sync, CPU ms (own + PID 1)",
-                 "next pass, CPU ms (own + PID 1)", "plain units: daemon-reload, all loaded",
-                 "plain units: PID 1 growth", "RSS growth / plain's", "first sync / plain reload",
-                 "unchanged sync / plain reload"], rows))
+                 "next pass, CPU ms (own + PID 1)",
+                 "plain units: daemon-reload, all loaded (median; each)",
+                 "plain units: start of their timers", "plain units: PID 1 growth",
+                 "RSS growth / plain's", "first sync / plain reload",
+                 "unchanged sync / plain reload", "first sync / plain reload + start"], rows))
     big = rows[-1]
     s.checks += goals(big, plains[-1])
     s.headline.append(f"scale: 1,000 jobs: first sync {big[2]}; unchanged {big[5]}; "
@@ -206,7 +221,8 @@ def run(box) -> Section:
     s.commands += [
         "# config: calendar \"24/7\", N jobs scale0000.., horizon 10, fires 3 h ahead "
         "(bench/scale.py:config_text)",
-        "market-timers sync   # first; then unchanged; then job 0's command changed",
+        "market-timers sync   # first; then unchanged (x3, the median); then job 0's command "
+        "changed",
         "systemctl list-units --type=timer --state=active 'market-scale*' | wc -l",
         "systemctl show --value -p NNames; grep VmRSS /proc/1/status",
         "time runuser -u market-timers -- market-timers deadman   # x2; /proc/1/stat CPU",

@@ -59,17 +59,18 @@ def find_generated(unit_dir: Path, known=lambda name, st: False
     stat; a file `known` vouches for (sync's cache: unitcache.py) is not even opened."""
     stats: dict[str, os.stat_result] = {}
     try:
-        entries = sorted(e.name for e in os.scandir(unit_dir))
+        with os.scandir(unit_dir) as listing:
+            entries = {e.name: e for e in listing}
     except (FileNotFoundError, NotADirectoryError):
-        entries = []
-    for name in fnmatch.filter(entries, unitname.GLOB):
+        entries = {}
+    for name in sorted(fnmatch.filter(entries, unitname.GLOB)):
         if not name.endswith((".timer", ".service")):
             continue
         try:
-            st = os.stat(unit_dir / name)
+            st = entries[name].stat()  # follows a link, as a unit file lookup does
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and (known(name, st) or is_generated(unit_dir / name)):
+        if stat.S_ISREG(st.st_mode) and (known(name, st) or is_generated(Path(unit_dir) / name)):
             stats[name] = st
     return UnitTexts(unit_dir, list(stats)), stats
 

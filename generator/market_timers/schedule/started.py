@@ -11,6 +11,7 @@ from market_timers import ledger
 from market_timers.config.loader import Config
 from market_timers.ledger import DatabaseError, runrecord
 from market_timers.ledger.local import LocalLedger
+from market_timers.ledger.localfiles import open_under
 from market_timers.schedule import plan as planning
 
 
@@ -28,10 +29,16 @@ def already_started(config: Config, fires: list[planning.Fire]) -> dict[tuple[st
     except DatabaseError as e:
         book = _local_after(config, e)
     out = {}
+    listed: dict[str, set[str] | None] = {}
     for f in fires:
         if f.is_daily:
             continue
         key = ledger.Key(f.job, f.session.isoformat())
+        if isinstance(book, LocalLedger):  # a key nothing names is read no further
+            names = listed[f.job] if f.job in listed else listed.setdefault(
+                f.job, _names(config.state_dir, f.job))
+            if names is not None and key.name not in names:
+                continue
         try:
             try:
                 holder = book.holder(key)
@@ -58,3 +65,28 @@ def _local_after(config: Config, error: Exception):
               "timers are kept for sessions another node may have run (its claim refuses a "
               "second start)", file=sys.stderr)
     return LocalLedger(os.fspath(config.state_dir))
+
+
+def _names(state_dir, job: str) -> set[str] | None:
+    """The session names the local ledger and the pre-ledger records hold for the job (None:
+    cannot tell, so every key is read): two listings a job, not three opens a fire (0.3 s of an
+    unchanged sync at 10,000 fires)."""
+    names: set[str] = set()
+    try:
+        fd = open_under(os.fspath(state_dir), (job,), False)  # no symlink followed
+        try:
+            names.update(os.listdir(fd))
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    try:
+        runs = os.path.dirname(ledger.legacy_record_path(os.fspath(state_dir), job, "x"))
+        names.update(n[:-5] for n in os.listdir(runs) if n.endswith(".json"))
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    return names
