@@ -19,7 +19,6 @@ from market_timers.cli.commandcontext import (
     no_clock,
     now_of,
 )
-from market_timers.cli.controlrequests import cmd_take_requests
 from market_timers.cli.operatorcommands import (
     cmd_halt,
     cmd_halt_watch,
@@ -201,6 +200,12 @@ def cmd_deadman(args) -> int:
     status = deadman.command(cfg, now)
     metrics.after_deadman(cfg, now)  # the pass's findings and the ledger, in the textfile
     return status
+
+
+def cmd_take_requests(args) -> int:
+    from market_timers.cli import controlrequests
+
+    return controlrequests.cmd_take_requests(args)
 
 
 def _status():
