@@ -24,6 +24,7 @@ UNIT = "market-signal@2026-12-07-204500.timer"
 SENDING = ("http.client", "ssl", "smtplib", "email", "urllib.request",
            "market_timers.channels.httppost")
 CALENDARS = ("pandas", "exchange_calendars")
+METRICS = "market_timers.metrics"  # no node_exporter directory: no textfile to write
 
 CONFIG = """\
 calendar = "XNYS"
@@ -37,6 +38,9 @@ name = "signal"
 event = "close"
 offset = "-15min"
 command = ["/bin/true"]
+
+[metrics]
+textfile = "{tmp}/node-exporter/market_timers.prom"
 
 [alerts.telegram]
 chat_id = "-42"
@@ -93,5 +97,5 @@ def test_an_idle_pass_loads_no_channel_and_no_calendar(tmp_path):
     assert second["code"] == 0
     assert (tmp_path / "www" / "status.html").is_file()
     assert not list((tmp_path / "spool").rglob("*.json"))  # nothing was found, nothing spooled
-    loaded = [m for m in SENDING + CALENDARS if m in second["modules"]]
+    loaded = [m for m in (*SENDING, *CALENDARS, METRICS) if m in second["modules"]]
     assert loaded == []
