@@ -109,3 +109,23 @@ def test_a_pass_that_could_not_read_the_ledger_judges_those_fires_again(
     broken["on"] = False
     one_pass(week, fake_systemctl, alerts, utc("2025-11-24T22:01:00Z"))
     assert [(c["kind"], c["session"]) for c in alerts.calls] == [("missed", "2025-11-24")]
+
+
+def test_an_idle_pass_asks_systemd_once_for_the_failed_units_and_nothing_else(
+        week, fake_systemctl, alerts):
+    """One `list-units --state=failed` answers both the job units' sweep (endsweep.py) and the
+    package's own services (PID 1 filters by state before it matches a name: a listing of
+    named units makes it match every unit it holds against each name)."""
+    one_pass(week, fake_systemctl, alerts, utc("2025-11-24T12:00:00Z"))  # every timer read
+    fake_systemctl.calls.clear()
+    one_pass(week, fake_systemctl, alerts, utc("2025-11-24T13:00:00Z"))
+    assert [verb for verb, _ in fake_systemctl.calls] == ["list-failed"]
+    [(_, patterns)] = fake_systemctl.calls
+    assert set(deadman.OWN_SERVICES) < set(patterns)
+
+
+def test_a_failed_service_of_the_package_is_still_told(week, fake_systemctl, alerts):
+    fake_systemctl.failed = {"market-outbox.service", "market-signal@2025-11-24-204500.service"}
+    result = one_pass(week, fake_systemctl, alerts, utc("2025-11-24T13:00:00Z"))
+    assert result.unhealthy == ["failed: market-outbox.service"]
+    assert [c["kind"] for c in alerts.calls] == ["failed"]  # the job unit's untold failure

@@ -11,7 +11,6 @@ from pathlib import Path
 from market_timers.alerts.escalation import Escalations
 from market_timers.alerts.outbox import Outbox
 from market_timers.alerts.state import AlertState
-from market_timers.channels import make_channel
 from market_timers.config.alerts import AlertsConfig
 from market_timers.contracts import environment
 
@@ -30,7 +29,7 @@ class AlertContext:
     spool_dir: Path
     now: Callable[[], datetime] = utcnow
     env: dict | None = None  # None = os.environ (credentials directory)
-    channel_factory: Callable = make_channel
+    channel_factory: Callable | None = None  # None: the channel registry's make_channel
     note: str = ""  # appended to every alert's text (the config is broken: see snapshot.py)
     node: str = ""  # the cluster node's name ([cluster] node), named in every alert
     # seconds this process's immediate tries may wait, in all, for another send to end
@@ -46,6 +45,11 @@ class AlertContext:
         self.escalations = Escalations(self.state_dir)
 
     def channel(self, name: str):
+        if self.channel_factory is None:
+            # at the first send, not at import: an idle dead-man pass builds a context, sends nothing
+            from market_timers.channels import make_channel
+
+            self.channel_factory = make_channel
         return self.channel_factory(name, self.cfg, env=self.env)
 
 

@@ -18,7 +18,6 @@ from collections.abc import Container
 from dataclasses import dataclass
 from functools import cached_property
 
-from market_timers.channels import httppost
 from market_timers.channels.credentials import read_credential, redact
 
 
@@ -115,7 +114,10 @@ class HttpChannel(Channel):
         # On urllib (httppost.py), not an HTTP library: requests' and httpx's timeouts bound each
         # connect and read, not the whole attempt, and requests follows a redirected POST, so the
         # deadline and the refused redirect would be written around one anyway; a dependency
-        # for a single JSON POST buys nothing.
+        # for a single JSON POST buys nothing. Imported here: loading a channel's SPEC (any
+        # config naming it) must not load http.client and ssl; only a send needs them.
+        from market_timers.channels import httppost
+
         try:
             r = httppost.post(url, json.dumps(payload).encode(),
                               {"Content-Type": "application/json", "User-Agent": "market-timers",

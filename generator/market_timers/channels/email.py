@@ -11,14 +11,13 @@ resend after a crash is recognisably the same message.
 from __future__ import annotations
 
 import logging
-import smtplib
-import ssl
-from email.message import EmailMessage
-from email.utils import formatdate
+from typing import TYPE_CHECKING
 
 from market_timers.channels import spec
 from market_timers.channels.base import Channel, DeliveryError
-from market_timers.channels.httppost import Deadline
+
+if TYPE_CHECKING:
+    from market_timers.channels.httppost import Deadline
 
 log = logging.getLogger("market_timers.alerts")
 
@@ -31,6 +30,13 @@ class EmailChannel(Channel):
         self.send_mail(alert.subject(), alert.body(), f"{alert.id}{suffix}", to=to)
 
     def send_mail(self, subject: str, body: str, ident: str, to: list[str] | None = None) -> None:
+        # here, not at the top: a config naming this channel imports the module for its SPEC
+        # (every idle dead-man pass does); only a send needs the mail modules
+        from email.message import EmailMessage
+        from email.utils import formatdate
+
+        from market_timers.channels.httppost import Deadline
+
         s = self.settings
         recipients = list(to or s.to)
         msg = EmailMessage()
@@ -58,6 +64,9 @@ class EmailChannel(Channel):
             log.warning("email %s: recipients refused: %s", ident, ", ".join(sorted(refused)))
 
     def _exchange(self, deadline, msg, recipients, password) -> dict:
+        import smtplib  # only a send needs them (see send_mail)
+        import ssl
+
         s = self.settings
         try:
             if s.implicit_tls:  # TLS from the first byte: no STARTTLS
@@ -91,6 +100,8 @@ class EmailChannel(Channel):
 
 def _smtp(deadline: Deadline):
     """smtplib.SMTP whose sockets the deadline can shut down (then every blocked read returns)."""
+    import smtplib
+
     class SMTP(smtplib.SMTP):
         def _get_socket(self, host, port, timeout):
             sock = super()._get_socket(host, port, deadline.remaining())
@@ -108,6 +119,8 @@ def _smtp(deadline: Deadline):
 def _smtps(deadline: Deadline):
     """smtplib.SMTP_SSL whose sockets the deadline can shut down: the plain socket is watched
     before the TLS handshake, so a server that stalls the handshake is cut off too."""
+    import smtplib
+
     class SMTPS(smtplib.SMTP_SSL):
         def _get_socket(self, host, port, timeout):
             plain = smtplib.SMTP._get_socket(self, host, port, deadline.remaining())

@@ -19,7 +19,6 @@ from market_timers.cli.commandcontext import (
     no_clock,
     now_of,
 )
-from market_timers.cli.controlrequests import cmd_take_requests
 from market_timers.cli.operatorcommands import (
     cmd_halt,
     cmd_halt_watch,
@@ -192,15 +191,26 @@ def _alert_commands():
 
 
 def cmd_deadman(args) -> int:
-    from market_timers import metrics
+    from market_timers.config.metrics import metrics_of
     from market_timers.host.clock import utcnow
     from market_timers.watch import deadman
 
     cfg = _as_service_user(_alert_config(args))
     now = args.now or utcnow()
     status = deadman.command(cfg, now)
-    metrics.after_deadman(cfg, now)  # the pass's findings and the ledger, in the textfile
+    textfile = metrics_of(cfg)
+    # without node_exporter's directory there is nothing to write: the metrics are not loaded
+    if textfile.enabled and os.path.isdir(textfile.directory):
+        from market_timers import metrics
+
+        metrics.after_deadman(cfg, now)  # the pass's findings and the ledger, in the textfile
     return status
+
+
+def cmd_take_requests(args) -> int:
+    from market_timers.cli import controlrequests
+
+    return controlrequests.cmd_take_requests(args)
 
 
 def _status():

@@ -9,7 +9,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from market_timers.cli.commandcontext import UsageError, config_of, now_of
-from market_timers.cli.controlrequests import by_request
+
+
+def _by_request(args, command: str) -> int | None:
+    # controlrequests.by_request, imported when an operator's command runs: not by every command
+    from market_timers.cli import controlrequests
+
+    return controlrequests.by_request(args, command)
 
 
 def _manual_run():
@@ -43,7 +49,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_pause(args) -> int:
-    if (asked := by_request(args, "pause")) is not None:  # an operator: root's service runs it
+    if (asked := _by_request(args, "pause")) is not None:  # an operator: root's service runs it
         return asked
     from market_timers.controls import pause
 
@@ -52,7 +58,7 @@ def cmd_pause(args) -> int:
 
 
 def cmd_halt(args) -> int:
-    if (asked := by_request(args, "halt")) is not None:  # an operator: root's service runs it
+    if (asked := _by_request(args, "halt")) is not None:  # an operator: root's service runs it
         return asked
     from market_timers import metrics
     from market_timers.controls import halt
@@ -80,7 +86,7 @@ def cmd_halt_watch(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    if (asked := by_request(args, "resume")) is not None:  # an operator: root's service runs it
+    if (asked := _by_request(args, "resume")) is not None:  # an operator: root's service runs it
         return asked
     from market_timers import metrics
     from market_timers.controls import resume

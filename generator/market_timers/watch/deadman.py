@@ -56,7 +56,7 @@ from market_timers.watch.alert import send_alert
 from market_timers.watch.findings import UNREACHABLE_KEY, PassResult
 from market_timers.watch.fires import PLAN_FILE, deadline, read_plan
 from market_timers.watch.heartbeat import heartbeat
-from market_timers.watch.reading import LOOKAHEAD, check_timers, due_fires
+from market_timers.watch.reading import LOOKAHEAD, FailedOnce, check_timers, due_fires
 
 REFRESH_OVERDUE = timedelta(hours=26)  # market-refresh.timer runs daily (and at boot)
 log = logging.getLogger("market_timers.watch")
@@ -66,7 +66,7 @@ def run_pass(config, now: datetime, *, systemctl: Systemctl | None = None,
              alert=send_alert, env: dict | None = None, ping: bool = True) -> PassResult:
     """One dead-man pass. Alerts go through `alert` (tests record them); never raises for them."""
     watch = watch_of(config)
-    systemctl = systemctl or Systemctl()
+    systemctl = FailedOnce(systemctl or Systemctl(), [endsweep.SWEEP_GLOB, *OWN_SERVICES])
     state_dir = Path(config.state_dir)
     result = PassResult()
     try:
@@ -115,8 +115,8 @@ def own_parts(config, systemctl: Systemctl, result: PassResult) -> None:
                       len(stuck), stuck[0].id, stuck[0].title)
             result.unhealthy.append(f"{len(stuck)} alert(s) undeliverable on every channel "
                                     f"(first: {stuck[0].title})")
-    shown = systemctl.show(OWN_SERVICES, ["ActiveState"])
-    failed = [u for u in OWN_SERVICES if shown.get(u, {}).get("ActiveState") == "failed"]
+    listed = set(systemctl.failed_units(list(OWN_SERVICES)))
+    failed = [u for u in OWN_SERVICES if u in listed]
     if failed:
         log.error("deadman: failed unit(s) of the package: %s", ", ".join(failed))
         result.unhealthy.append(f"failed: {', '.join(failed)}")

@@ -27,6 +27,7 @@ log = logging.getLogger("market_timers.watch")
 STUCK_SEC = 120
 STUCK_MARKER = "ends.stuck"
 FORGET_SEC = 600  # a mark of a unit no longer failed is kept this long: it may be settling
+SWEEP_GLOB = "market-*@*.service"  # every job unit's service (the templates' too: SWEPT sorts)
 SWEPT = (unitname.FIRE, unitname.PERIODIC, unitname.DAILY, unitname.TRY)  # no OnFailure= of their own
 
 
@@ -70,7 +71,7 @@ def stuck(config, now: datetime, waiting: list[tuple[float, str]], result) -> No
 def untold(config, systemctl, now: datetime, waiting: list[tuple[float, str]]) -> list[Finding]:
     """The failed job units with no record waiting that nobody was told of (marked told now)."""
     state_dir = config.state_dir
-    failed = {u for u in systemctl.failed_units(["market-*@*.service"])
+    failed = {u for u in systemctl.failed_units([SWEEP_GLOB])
               if (n := unitname.parse(u)) is not None and n.kind in SWEPT}
     told = endrecord.told(state_dir)
     for unit, when in told.items():

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 
 from market_timers.channels.credentials import read_credential
-from market_timers.channels.httppost import PostError, post
 from market_timers.config.watch import WatchConfig
 from market_timers.watch.findings import PassResult
 
@@ -53,6 +52,9 @@ def send_ping(url: str, *, fail: bool, body: str = "", timeout: float = 5.0) -> 
     an exception text that could embed it (a control character in the URL used to put the
     whole URL into the journal through the exception text). A 3xx is not a ping received.
     """
+    # here, not at the top: http.client and ssl cost a pass that does not ping (the default)
+    from market_timers.channels.httppost import PostError, post
+
     target = url.rstrip("/") + "/fail" if fail else url
     what = " /fail" if fail else ""
     try:

@@ -9,6 +9,7 @@ so a timer stopped by hand later is told that far ahead of its fire (and as a mi
 from __future__ import annotations
 
 from datetime import timedelta
+from fnmatch import fnmatchcase
 
 from market_timers.contracts.instants import iso, parse_iso
 from market_timers.host.systemctl import Systemctl
@@ -57,3 +58,22 @@ def check_timers(upcoming: list[dict], systemctl: Systemctl, result: PassResult)
         result.errors.append(f"systemctl show told nothing about {unknown} timer(s): is "
                              "systemd reachable over D-Bus?")
     return not unknown
+
+
+class FailedOnce:
+    """A pass's systemctl: the failed units asked once for every check that wants them (the job
+    units' sweep, the package's own services) by one `list-units --state=failed` of all their
+    patterns. PID 1 filters by state before it matches names, where a listing of named units
+    matches every unit it holds (10,000 timers) against each name. Other calls pass through."""
+
+    def __init__(self, systemctl, patterns: list[str]):
+        self._systemctl, self._patterns = systemctl, patterns
+        self._failed: list[str] | None = None
+
+    def failed_units(self, patterns: list[str]) -> list[str]:
+        if self._failed is None:  # an error is raised to this caller; the next one asks again
+            self._failed = self._systemctl.failed_units(self._patterns)
+        return [u for u in self._failed if any(fnmatchcase(u, p) for p in patterns)]
+
+    def __getattr__(self, name: str):
+        return getattr(self._systemctl, name)

@@ -46,6 +46,8 @@ def still_live(reported: dict[str, str], fires: list[dict], nothing_ahead: str,
                unreachable: bool) -> dict[str, str]:
     """Forget what plan.json forgot (past its retention), so deadman.json stays small; an outage
     of the ledger is forgotten when it ends, so that the next one is reported again."""
+    if not reported:  # the idle pass's usual case: no set of every planned fire to build
+        return {}
     live = {f"{e['job']}|{e['session']}" for e in fires}
     return {k: v for k, v in reported.items()
             if k == nothing_ahead or _pair(k) in live

@@ -185,8 +185,6 @@ def write(path: Path, page: str, base: Path | None = None) -> None:
 def refresh(config, now: datetime) -> Path | None:
     """`<page_dir>/status.html` for the default window, after a dead-man pass. A failure is
     logged, never raised: the page is a view, the pass's findings are what matters."""
-    from market_timers.watch import status
-
     page_dir = Path(config.page_dir)
     if not page_dir.is_dir():  # the package makes the default; a venv install has none
         if "page_dir" in (getattr(config, "raw", None) or {}):
@@ -198,6 +196,8 @@ def refresh(config, now: datetime) -> Path | None:
         key = pagekey.inputs(config, start.isoformat())
         if _restamped(config, path, key, now):
             return path
+        from market_timers.watch import status  # a rebuild only: the idle pass restamps
+
         doc = status.collect(config, now=now, between=(start, end), calendar_warnings=False,
                              timers=False)
         if doc is None:
