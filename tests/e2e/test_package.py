@@ -129,6 +129,7 @@ def test_purge_removes_generated_units_stamps_state_and_spool(
     container.write_file("/var/lib/market-timers/runs.json", "{}\n")
     container.write_file("/var/lib/market-jobs/orders-state.json", "{}\n")  # issue 41
     container.write_file("/etc/sysusers.d/market-timers-jobs.conf", f"{GENERATED_HEADER} sync\n")
+    container.write_file("/var/cache/market-timers/units.json", "{}\n")  # sync's record
 
     try:
         container.run(["apt-get", "purge", "-y", "-q", "market-timers"], timeout=300)
@@ -141,6 +142,7 @@ def test_purge_removes_generated_units_stamps_state_and_spool(
             "/var/lib/market-jobs /var/lib/market-timers-jobs /etc/sysusers.d/market-timers-* "
             "/etc/market-timers /opt/venvs/market-timers /usr/bin/market-timers* "
             "/etc/systemd/system/market-*.d/* /var/lib/prometheus/node-exporter/market_timers* "
+            "/var/cache/market-timers "
             "2>/dev/null",
             check=False,
         ).stdout.split()

@@ -43,3 +43,12 @@ def test_a_thousand_jobs_sync_once_with_every_timer_active(scenario: Scenario) -
     again = box.run(["market-timers", "sync"], timeout=900)
     assert again.stdout.strip().startswith("nothing to do"), again.stdout
     assert reloads(box) == before
+    # sync's record of what it wrote (unitcache.py) never hides a unit changed behind its back:
+    # one service edited by hand (its mtime put back) is rewritten, with one reload
+    edited = f"/etc/systemd/system/{sorted(started)[0].removesuffix('.timer')}.service"
+    box.run(f"touch -r {edited} /tmp/mtime && sed -i 's|^ExecStart=.*|ExecStart=/bin/false|' "
+            f"{edited} && touch -r /tmp/mtime {edited}")
+    fixed = box.run(["market-timers", "sync", "-v"], timeout=900)
+    assert re.findall(r"^rewrite (\S+)$", fixed.stdout, re.M) == [edited.rsplit("/", 1)[1]]
+    assert "/bin/false" not in box.run(["cat", edited]).stdout
+    assert reloads(box) == before + 1
