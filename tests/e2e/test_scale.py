@@ -19,9 +19,10 @@ JOBS = 1000
 
 
 def reloads(box: Container) -> int:
+    said = ("Reloading.", "Reloading...")  # systemd 252's words, 257's
     out = box.run(["journalctl", "--no-pager", "-q", "-o", "cat", "_PID=1",
-                   "MESSAGE=Reloading."], check=False).stdout
-    return sum(1 for line in out.splitlines() if line.strip() == "Reloading.")
+                   *(f"MESSAGE={m}" for m in said)], check=False).stdout
+    return sum(1 for line in out.splitlines() if line.strip() in said)
 
 
 def active_timers(box: Container) -> set[str]:
