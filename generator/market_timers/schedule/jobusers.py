@@ -163,7 +163,7 @@ def _make_dir(path: str, user: str, group: str, mode: int, accounts: _Accounts |
 def _warn_missing(config, why: str, user_exists=None) -> list[tuple[str, str]]:
     """One line for every job whose own user is missing (a thousand jobs: not a thousand)."""
     missing = [(name, user) for name, user, _ in own_users(config)
-               if not (user_exists or _user_exists)(user)]
+               if not (user_exists or _Accounts().uids.__contains__)(user)]
     if missing:
         names = ", ".join(u for _, u in missing[:3])
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
@@ -171,14 +171,6 @@ def _warn_missing(config, why: str, user_exists=None) -> list[tuple[str, str]]:
               f"{more}): {why}; the runner refuses those jobs' starts until then",
               file=sys.stderr)
     return missing
-
-
-def _user_exists(user: str) -> bool:
-    try:
-        pwd.getpwnam(user)
-    except KeyError:
-        return False
-    return True
 
 
 def _warn_legacy(config, legacy: str = environment.DEFAULT_JOB_HOME) -> None:

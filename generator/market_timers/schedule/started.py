@@ -83,7 +83,7 @@ def _names(state_dir, job: str) -> set[str] | None:
     except OSError:
         return None
     try:
-        runs = os.path.dirname(ledger.legacy_record_path(os.fspath(state_dir), job, "x"))
+        runs = ledger.runs_dir(os.fspath(state_dir), job)  # legacy_record_path's directory
         names.update(n[:-5] for n in os.listdir(runs) if n.endswith(".json"))
     except FileNotFoundError:
         pass
