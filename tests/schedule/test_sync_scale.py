@@ -5,7 +5,7 @@ missing; a sync with nothing to change writes nothing; one job's change reloads 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -96,15 +96,35 @@ def test_the_cli_says_a_failed_start_in_one_short_line_and_exits_1(write_config,
     assert len(line) < 1000 and "Traceback" not in err
 
 
-def test_an_unchanged_sync_writes_no_unit_and_does_not_reload(write_config, tmp_path):
+def test_an_unchanged_sync_writes_no_file_and_does_not_reload(write_config, tmp_path):
     cfg = config.load(write_config(JOBS))
     sc = Systemctl()
     sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path / "stamps")
-    before = {p: p.stat().st_mtime_ns for p in cfg.unit_dir.rglob("*")}
+
+    def files():
+        return {p: (p.stat().st_ino, p.stat().st_mtime_ns)
+                for d in (cfg.unit_dir, cfg.state_dir) for p in d.rglob("*")}
+
+    before = files()
     sc.started.clear()
-    result = sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path / "stamps")
+    result = sync.sync(cfg, now=WED + timedelta(minutes=5), systemctl=sc,
+                       stamp_dir=tmp_path / "stamps")
     assert result.lines() == ["nothing to do"] and sc.reloads == 0 and sc.started == []
-    assert {p: p.stat().st_mtime_ns for p in cfg.unit_dir.rglob("*")} == before
+    assert files() == before  # plan.json too: its generated_utc is when the plan last changed
+
+
+def test_a_plan_that_changed_is_written_with_the_time_it_changed(write_config, tmp_path):
+    """The first session has passed an hour later: its fires stay, and the session that
+    entered the horizon is added, so plan.json is written again, with that sync's time."""
+    cfg = config.load(write_config(JOBS))
+    sc = Systemctl()
+    sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path / "stamps")
+    later = datetime(2025, 11, 27, 12, 0, tzinfo=UTC)  # Thanksgiving: XNYS closed
+    sync.sync(cfg, now=later, systemctl=sc, stamp_dir=tmp_path / "stamps")
+    plan = json.loads((cfg.state_dir / "plan.json").read_text())
+    assert plan["generated_utc"] == "2025-11-27T12:00:00Z"
+    assert {e["session"] for e in plan["fires"]} == {"2025-11-26", "2025-11-28", "2025-12-01",
+                                                     "2025-12-02"}
 
 
 def test_one_jobs_change_rewrites_its_units_only_with_one_reload(write_config, tmp_path):

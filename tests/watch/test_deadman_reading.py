@@ -1,7 +1,7 @@
 """What a dead-man pass reads (issue 46): its cost follows what is due, not what exists. Once the
 timers of a plan have been checked, a pass reads the timers whose fire is near (LOOKAHEAD) and the
-run records of the fires whose deadline passed since the last pass; a new plan (a sync) has every
-upcoming timer checked again.
+run records of the fires whose deadline passed since the last pass; a new plan (a sync that
+changed something) has every upcoming timer checked again.
 
 The seed's Thanksgiving week: signal at close - 15 min, missed 7 min 30 s after its instant.
 """
@@ -61,13 +61,28 @@ def test_a_timer_stopped_later_is_reported_once_its_fire_is_near(week, fake_syst
     assert [(c["kind"], c["session"]) for c in alerts.calls] == [("not-scheduled", "2025-11-26")]
 
 
-def test_a_new_plan_has_every_upcoming_timer_checked_again(week, fake_systemctl, alerts):
+def test_a_sync_that_changed_a_unit_has_every_upcoming_timer_checked_again(
+        week, fake_systemctl, alerts):
     one_pass(week, fake_systemctl, alerts, utc("2025-11-24T12:00:00Z"))
+    (week.unit_dir / TIMER.format("2025-11-25")).unlink()  # deleted by hand: sync writes it
     sync_mod.sync(week, now=utc("2025-11-24T12:05:00Z"), systemctl=fake_systemctl,
                   stamp_dir=week.state_dir / "stamps")
     fake_systemctl.calls.clear()
     one_pass(week, fake_systemctl, alerts, utc("2025-11-24T12:10:00Z"))
     assert len(shown(fake_systemctl)) == 10
+
+
+def test_a_sync_with_nothing_to_do_leaves_the_pass_reading_only_what_is_near(
+        week, fake_systemctl, alerts):
+    """It writes no plan.json (issue 46: an unchanged sync writes nothing), so the timers
+    already checked are not all read again."""
+    one_pass(week, fake_systemctl, alerts, utc("2025-11-24T12:00:00Z"))
+    result = sync_mod.sync(week, now=utc("2025-11-24T12:05:00Z"), systemctl=fake_systemctl,
+                           stamp_dir=week.state_dir / "stamps")
+    assert not result.changed_anything
+    fake_systemctl.calls.clear()
+    one_pass(week, fake_systemctl, alerts, utc("2025-11-24T12:10:00Z"))
+    assert shown(fake_systemctl) == []
 
 
 def test_a_pass_reads_the_records_of_the_fires_whose_deadline_passed_since_the_last(

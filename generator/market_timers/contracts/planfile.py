@@ -1,7 +1,8 @@
 """`<state_dir>/plan.json`: every fire sync planned while it was still ahead. Written and read here only.
 
-sync writes it (after the units); the deadman, status, metrics, the event processor and the
-digest read it. Each entry is one (job, session): the fire's instant (`fire_utc`), its calendar,
+sync writes it (after the units) when it changed a unit or the fires (`generated_utc`: then:
+the deadman's next pass reads every upcoming timer again); the deadman, status, metrics, the
+event processor and the digest read it. Each entry is one (job, session): the fire's instant (`fire_utc`), its calendar,
 its timer's name (`unit`), what the deadman needs (`grace_sec`, `timeout_sec`, `severity`) and a
 periodic job's schedule (`every_sec`, `first_utc`, `last_utc`, `pause_utc`, slotclock.py), and
 `timer_last_utc`: when that timer last elapses as rendered (the job's lead before the instant; a
@@ -94,7 +95,7 @@ class PlanEntry:
 
 @dataclass(frozen=True)
 class PlanDoc:
-    generated_utc: str | None  # when sync wrote it (ISO), None in a file without it
+    generated_utc: str | None  # when sync last wrote it (ISO), None in a file without it
     entries: tuple[PlanEntry, ...]
 
     def to_json(self) -> dict:
@@ -170,17 +171,32 @@ def parse(doc: object, source: Path | str = FILE) -> PlanDoc:
     return PlanDoc(None if generated is None else str(generated), tuple(entries))
 
 
-def write(state_dir: Path | str, generated: datetime, entries: Iterable[PlanEntry]) -> None:
+def write(state_dir: Path | str, generated: datetime, entries: Iterable[PlanEntry], *,
+          unless_same: bool = False) -> bool:
     """Replace plan.json atomically (safefs: a planted symlink is replaced, not followed),
-    entries in (instant, job) order."""
+    entries in (instant, job) order. `unless_same`: nothing is written (False) when it already
+    lists exactly these fires, so a sync with nothing to do writes no file (issue 46)."""
     ordered = sorted(entries, key=lambda e: (e.fire_utc, e.job))
     # One fire a line, each by json's C encoder: indent= takes the pure-Python one, 0.4 s of
     # every sync at 10,000 fires.
     fires = ",\n".join(json.dumps(e.json, sort_keys=True) for e in ordered)
-    text = (f'{{"generated_utc": {json.dumps(iso(generated))},\n"fires": [\n{fires}'
-            f'{chr(10) if fires else ""}]}}\n')
+    body = f'"fires": [\n{fires}{chr(10) if fires else ""}]}}\n'
+    if unless_same and _written_body(state_dir) == body:
+        return False
+    text = f'{{"generated_utc": {json.dumps(iso(generated))},\n{body}'
     safefs.write_atomic(path(state_dir), text, base=state_dir, mode=0o644,
                         sync=atomicfile.DURABLE)
+    return True
+
+
+def _written_body(state_dir: Path | str) -> str | None:
+    """plan.json's text after its first line (`generated_utc`) as `write` wrote it, else None."""
+    try:
+        text = safefs.read_bytes(path(state_dir), base=state_dir).decode()
+    except (OSError, UnicodeDecodeError):
+        return None
+    head, _, body = text.partition("\n")
+    return body if head.startswith('{"generated_utc": ') else None
 
 
 def _instant(text: str) -> datetime:

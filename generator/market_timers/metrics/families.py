@@ -71,7 +71,9 @@ FAMILIES = (
      "00:00 UTC of the last session the installed exchange calendar data knows (sessions "
      "after it are not planned); absent for a calendar whose holidays come from rules "
      "without an end."),
-    ("last_sync_timestamp_seconds", "gauge", "When sync last succeeded (plan.json written)."),
+    ("last_sync_timestamp_seconds", "gauge",
+     "When sync last changed a unit or the plan (plan.json written; a sync with nothing to "
+     "do writes nothing)."),
     ("last_refresh_timestamp_seconds", "gauge", "When the daily refresh last succeeded."),
     ("metrics_generated_timestamp_seconds", "gauge", "When this file was written."),
     ("halted", "gauge",

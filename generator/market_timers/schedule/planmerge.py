@@ -42,9 +42,9 @@ def previous_plan(config: Config, now: datetime, dry_run: bool
 
 def write_plan(config: Config, fires: list[planning.Fire], now: datetime,
                 previous: planfile.PlanDoc | None, kept: set[str] = frozenset(),
-                ran: set[tuple[str, str]] = frozenset()) -> None:
+                ran: set[tuple[str, str]] = frozenset(), units_changed: bool = True) -> None:
     """<state_dir>/plan.json (planfile.py): every fire planned while it was still ahead, for
-    deadman/status.
+    deadman/status; not rewritten when no unit changed and neither did its fires.
 
     A (job, session) that already ran keeps the entry of the instant it ran at."""
     jobs = {j.name: j for j in config.jobs}
@@ -64,4 +64,4 @@ def write_plan(config: Config, fires: list[planning.Fire], now: datetime,
         merged[key] = planfile.PlanEntry.of_fire(f, grace=job.grace, timeout=job.timeout,
                                                  severity=job.severity,
                                                  timer_last=last_elapse(job, f))
-    planfile.write(config.state_dir, now, merged.values())
+    planfile.write(config.state_dir, now, merged.values(), unless_same=not units_changed)

@@ -94,7 +94,8 @@ def sync(config: Config, *, now: datetime | None = None, dry_run: bool = False,
             # this node stops the runs a halt made anywhere covers (started unless running; its
             # condition: the DSN credential in /etc/credstore)
             systemctl.start([HALT_WATCH])
-        write_plan(config, fires, now, previous, kept, set(ran))
+        write_plan(config, fires, now, previous, kept, set(ran),
+                   units_changed=result.changed_anything or result.reloaded)
         if not_started is not None:  # after plan.json: the dead-man knows every fire planned
             raise SystemctlError(f"{not_started}; the other units are installed and started, and "
                                  "market-timers sync again starts them", not_started.failed)
