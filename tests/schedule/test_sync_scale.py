@@ -110,12 +110,12 @@ def test_an_unchanged_sync_writes_no_file_and_does_not_reload(write_config, tmp_
     result = sync.sync(cfg, now=WED + timedelta(minutes=5), systemctl=sc,
                        stamp_dir=tmp_path / "stamps")
     assert result.lines() == ["nothing to do"] and sc.reloads == 0 and sc.started == []
-    assert files() == before  # plan.json too: its generated_utc is when the plan last changed
+    assert files() == before  # plan.json too: generated_utc is when a sync last changed one
 
 
 def test_a_plan_that_changed_is_written_with_the_time_it_changed(write_config, tmp_path):
-    """The first session has passed an hour later: its fires stay, and the session that
-    entered the horizon is added, so plan.json is written again, with that sync's time."""
+    """A day later (Thanksgiving: closed) 2025-12-02 has entered the horizon: plan.json is
+    written again with that sync's time, the fires of the session that passed kept."""
     cfg = config.load(write_config(JOBS))
     sc = Systemctl()
     sync.sync(cfg, now=WED, systemctl=sc, stamp_dir=tmp_path / "stamps")
