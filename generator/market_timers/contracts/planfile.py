@@ -5,10 +5,10 @@ the deadman's next pass reads every upcoming timer again); the deadman, status, 
 event processor and the digest read it. Each entry is one (job, session): the fire's instant
 (`fire_utc`), its calendar, its timer's name (`unit`), what the deadman needs (`grace_sec`,
 `timeout_sec`, `severity`) and a periodic job's schedule (`every_sec`, `first_utc`, `last_utc`,
-`pause_utc`, slotclock.py), and `timer_last_utc`: when that timer last elapses as rendered (the job's lead before the instant; a
-periodic job's last slot; absent for a daily job and in files written before it existed). sync
-reads the previous file back for the instant and calendar of the timers it wrote, rather than
-parsing them out of the unit files.
+`pause_utc`, slotclock.py), and `timer_last_utc`: when that timer last elapses as rendered (the
+job's lead before the instant; a periodic job's last slot; absent for a daily job and in files
+written before it existed). sync reads the previous file back for the instant and calendar of
+the timers it wrote, rather than parsing them out of the unit files.
 
 The on-disk form is kept as read (`PlanEntry.json`): an entry written by another version keeps
 the keys this one does not know, and every file written before the typed entry still reads.
