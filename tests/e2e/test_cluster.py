@@ -127,12 +127,17 @@ def test_a_lock_group_shared_across_nodes_never_runs_concurrently(cluster: Clust
     # holds the group when ny4-a's `opening-orders` starts: only the cluster lock can stop it.
     cluster.nodes["ny4-a"].systemctl("stop", first.timer)
     cluster.wait_runs(1, timeout=60)
-    time.sleep(max(0.0, first.instant.timestamp() + 12 - time.time()))
+    # Both nodes' starts of opening-orders are skipped by T+8 (ny4-b's, later on a loaded
+    # host): waited for, not a fixed time, then nothing else has run.
+    skipped = "SELECT string_agg(node, ',' ORDER BY node) FROM mt_refusals WHERE " \
+              "job = 'opening-orders' AND fields LIKE '%overlap-skipped%'"
+    try:
+        cluster.pg.wait_for(lambda: cluster.psql(skipped) == "ny4-a,ny4-b", 30,
+                            "both nodes' opening-orders skipped", interval=0.5)
+    except TimeoutError:
+        pytest.fail(f"skipped on: {cluster.psql(skipped)!r}; runs: {cluster.runs()}")
     runs = cluster.runs()
     assert [(r[0], r[1]) for r in runs] == [("ny4-b", "reconcile")], runs
-    skipped = cluster.psql("SELECT string_agg(node, ',' ORDER BY node) FROM mt_refusals WHERE "
-                           "job = 'opening-orders' AND fields LIKE '%overlap-skipped%'")
-    assert skipped == "ny4-a,ny4-b"
     journal = cluster.scenes["ny4-a"].journal_of(second)
     assert "busy on node ny4-b" in journal
 
@@ -326,17 +331,21 @@ def test_an_admin_lock_on_the_ledger_across_a_fire_one_node_runs_never_both(clus
     time.sleep(max(0.0, lock_at - time.time()))
     cluster.psql("BEGIN; LOCK TABLE mt_runs IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(6); "
                  "COMMIT")
-    cluster.wait_runs(1, timeout=60)
-    time.sleep(DELAY["ny4-b"] + 3)  # whatever b does after the lock, it has done by now
+    (first_run,) = cluster.wait_runs(1, timeout=60)
+    (other,) = set(NODES) - {first_run[0]}
+    refusal = f"SELECT fields FROM mt_refusals WHERE node = '{other}' AND job = 'closing-orders'"
+    # released at once, both nodes retry: the other one finds the fire run (already-ran) or
+    # its group being taken by the winner's start (overlap-skipped); either way it refuses,
+    # waited for (a loaded host delays it), not a fixed time
+    try:
+        cluster.pg.wait_for(lambda: "refused=" in cluster.psql(refusal), 30,
+                            f"{other}'s refusal of the fire", interval=0.5)
+    except TimeoutError:
+        pytest.fail(f"{other} recorded no refusal of the fire: {cluster.psql(refusal)!r}; "
+                    f"runs: {cluster.runs()}")
     runs = cluster.runs()
     assert [r[1] for r in runs] == ["closing-orders"], runs  # once, on either node
     assert runs[0][2] >= j.instant.timestamp() + 4, "it ran while the admin held the table"
-    (other,) = set(NODES) - {runs[0][0]}
-    refused = cluster.psql(f"SELECT fields FROM mt_refusals WHERE node = '{other}' AND "
-                           "job = 'closing-orders'")
-    # released at once, both nodes retry: the other one finds the fire run (already-ran) or
-    # its group being taken by the winner's start (overlap-skipped); either way it refused
-    assert "refused=" in refused, f"{other} recorded no refusal of the fire: {refused!r}"
 
 
 def test_a_node_whose_clock_is_30s_behind_refuses_and_the_other_node_runs_the_fire_once(
