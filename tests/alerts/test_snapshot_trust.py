@@ -137,3 +137,23 @@ def test_root_hands_over_only_credentials_a_unit_of_the_package_loads(tmp_path, 
     with caplog.at_level(logging.WARNING, logger="market_timers.alerts"):
         assert privileges.names_to_hand_over(object(), [units]) == ["tg-prod"]
     assert "'ssh_host_rsa_key' is loaded by no unit" in caplog.text
+
+
+def test_a_sync_with_the_same_config_leaves_the_snapshot_as_it_is(tmp_path, api):
+    """Issue 46: a sync with nothing to do writes no file. The snapshot of the same good config
+    is not written again (its written_utc stays the time it last changed); a changed [alerts]
+    or a snapshot made 0600 by hand is."""
+    path = tmp_path / "market-timers.toml"
+    path.write_text(good_text(tmp_path, api))
+    written = snapshot.write(config_mod.load(path), WHEN)
+    before = (written.stat().st_ino, written.stat().st_mtime_ns)
+    snapshot.write(config_mod.load(path), datetime(2026, 12, 1, 6, 0, tzinfo=UTC))
+    assert (written.stat().st_ino, written.stat().st_mtime_ns) == before
+    assert json.loads(written.read_text())["written_utc"] == "2026-11-30T06:00:00Z"
+    os.chmod(written, 0o600)
+    snapshot.write(config_mod.load(path), datetime(2026, 12, 2, 6, 0, tzinfo=UTC))
+    assert oct(written.stat().st_mode & 0o777) == "0o644"
+    path.write_text(good_text(tmp_path, api, repeat="7"))
+    snapshot.write(config_mod.load(path), datetime(2026, 12, 3, 6, 0, tzinfo=UTC))
+    doc = json.loads(written.read_text())
+    assert doc["written_utc"] == "2026-12-03T06:00:00Z" and doc["alerts"]["repeat_minutes"] == 7

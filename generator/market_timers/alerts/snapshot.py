@@ -28,6 +28,7 @@ alert path's user is always PACKAGE_USER (privileges.py). A snapshot at the old 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import stat
@@ -78,9 +79,28 @@ def write(config, now) -> Path:
     directory = Path(ledger.sync_dir(config.state_dir))
     safefs.own_directory(directory, 0o755)  # root's: planted ones are moved aside
     path = directory / SNAPSHOT
-    safefs.write_json(path, doc, base=config.state_dir, mode=0o644, sync=atomicfile.DURABLE)
+    if not (_as_written(path) and _same_but_time(safefs.read_json(path, base=config.state_dir),
+                                                 doc)):
+        # a sync with nothing to do writes no file (issue 46): written_utc is then when the
+        # snapshot last changed, the same good config as every sync's since
+        safefs.write_json(path, doc, base=config.state_dir, mode=0o644,
+                          sync=atomicfile.DURABLE)
     safefs.unlink(Path(config.state_dir) / SNAPSHOT, base=config.state_dir)  # 0.1's place
     return path
+
+
+def _as_written(path: Path) -> bool:
+    """Trusted as its readers judge it, and 0644 as write_json leaves it (else rewritten)."""
+    return untrusted(path) is None and stat.S_IMODE(os.lstat(path).st_mode) == 0o644
+
+
+def _same_but_time(old, new: dict) -> bool:
+    """Whether the snapshot on disk says what `new` says, its time aside (as written: JSON)."""
+    if not isinstance(old, dict):
+        return False
+    fresh = json.loads(json.dumps(new, sort_keys=True, default=str))
+    return {k: v for k, v in old.items() if k != "written_utc"} == \
+        {k: v for k, v in fresh.items() if k != "written_utc"}
 
 
 def snapshot_path(state_dir) -> Path:
