@@ -45,10 +45,16 @@ def check_vanished_run_is_reported_once(scenario: Scenario) -> None:
     assert len(scenario.messages("telegram", "vanished did not run")) == 1
     # `journalctl MARKET_JOB=` finds the dead-man's miss and the alert's lines, as it finds the
     # job's own (the journal of the job's unit itself stays empty: it never ran)
-    about = box.run(["journalctl", "--no-pager", "-o", "cat", f"MARKET_JOB={job.name}",
-                     f"MARKET_SESSION={job.session}"]).stdout
-    print(about)
-    assert "has no run record" in about and "spooled for" in about
+    def about() -> str:
+        return box.run(["journalctl", "--no-pager", "-o", "cat", f"MARKET_JOB={job.name}",
+                        f"MARKET_SESSION={job.session}"]).stdout
+
+    try:  # waited for: a loaded journald writes them a little later (one CI run read none)
+        box.wait_for(lambda: "has no run record" in (t := about()) and "spooled for" in t, 30,
+                     "the miss and its alert in the journal", interval=0.5)
+    except TimeoutError:
+        pytest.fail(f"journalctl MARKET_JOB={job.name} MARKET_SESSION={job.session}:\n"
+                    f"{about()}")
     assert scenario.run_record(job) is None and scenario.journal_of(job).strip() == ""
     assert box.show("market-deadman.service", "Result") == "success"
 
