@@ -87,6 +87,17 @@ def test_without_root_sync_warns_of_each_missing_user(write_config, tmp_path, ca
     assert not (tmp_path / "x.conf").exists()
 
 
+def test_without_root_the_user_database_is_read_once_not_once_a_job(write_config, tmp_path,
+                                                                    monkeypatch):
+    """The refresh runs sync without root: 1,000 jobs must not read /etc/passwd 1,000 times."""
+    cfg = config.load(write_config(TOP + "".join(job(f"j{i}") for i in range(20))))
+    reads = []
+    real = jobusers.pwd.getpwall
+    monkeypatch.setattr(jobusers.pwd, "getpwall", lambda: reads.append(1) or real())
+    missing = jobusers.sync_users(cfg, file=tmp_path / "x.conf", as_root=False)
+    assert len(missing) == 20 and len(reads) == 1
+
+
 @pytest.mark.parametrize("dry_run", [True])
 def test_a_dry_run_changes_nothing(write_config, tmp_path, dry_run):
     host = Host(tmp_path)

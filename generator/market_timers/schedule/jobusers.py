@@ -162,8 +162,8 @@ def _make_dir(path: str, user: str, group: str, mode: int, accounts: _Accounts |
 
 def _warn_missing(config, why: str, user_exists=None) -> list[tuple[str, str]]:
     """One line for every job whose own user is missing (a thousand jobs: not a thousand)."""
-    missing = [(name, user) for name, user, _ in own_users(config)
-               if not (user_exists or _Accounts().uids.__contains__)(user)]
+    exists = user_exists or _Accounts().uids.__contains__  # the databases read once, not a job
+    missing = [(name, user) for name, user, _ in own_users(config) if not exists(user)]
     if missing:
         names = ", ".join(u for _, u in missing[:3])
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
