@@ -171,32 +171,17 @@ def parse(doc: object, source: Path | str = FILE) -> PlanDoc:
     return PlanDoc(None if generated is None else str(generated), tuple(entries))
 
 
-def write(state_dir: Path | str, generated: datetime, entries: Iterable[PlanEntry], *,
-          unless_same: bool = False) -> bool:
+def write(state_dir: Path | str, generated: datetime, entries: Iterable[PlanEntry]) -> None:
     """Replace plan.json atomically (safefs: a planted symlink is replaced, not followed),
-    entries in (instant, job) order. `unless_same`: nothing is written (False) when it already
-    lists exactly these fires, so a sync with nothing to do writes no file (issue 46)."""
+    entries in (instant, job) order."""
     ordered = sorted(entries, key=lambda e: (e.fire_utc, e.job))
     # One fire a line, each by json's C encoder: indent= takes the pure-Python one, 0.4 s of
     # every sync at 10,000 fires.
     fires = ",\n".join(json.dumps(e.json, sort_keys=True) for e in ordered)
-    body = f'"fires": [\n{fires}{chr(10) if fires else ""}]}}\n'
-    if unless_same and _written_body(state_dir) == body:
-        return False
-    text = f'{{"generated_utc": {json.dumps(iso(generated))},\n{body}'
+    text = (f'{{"generated_utc": {json.dumps(iso(generated))},\n"fires": [\n{fires}'
+            f'{chr(10) if fires else ""}]}}\n')
     safefs.write_atomic(path(state_dir), text, base=state_dir, mode=0o644,
                         sync=atomicfile.DURABLE)
-    return True
-
-
-def _written_body(state_dir: Path | str) -> str | None:
-    """plan.json's text after its first line (`generated_utc`) as `write` wrote it, else None."""
-    try:
-        text = safefs.read_bytes(path(state_dir), base=state_dir).decode()
-    except (OSError, UnicodeDecodeError):
-        return None
-    head, _, body = text.partition("\n")
-    return body if head.startswith('{"generated_utc": ') else None
 
 
 def _instant(text: str) -> datetime:

@@ -64,4 +64,8 @@ def write_plan(config: Config, fires: list[planning.Fire], now: datetime,
         merged[key] = planfile.PlanEntry.of_fire(f, grace=job.grace, timeout=job.timeout,
                                                  severity=job.severity,
                                                  timer_last=last_elapse(job, f))
-    planfile.write(config.state_dir, now, merged.values(), unless_same=not units_changed)
+    if not units_changed and previous is not None and len(previous.entries) == len(merged) \
+            and all(merged.get(e.key) is not None and merged[e.key].json == e.json
+                    for e in previous.entries):
+        return  # the file sync read lists these very fires: a sync with nothing to do writes none
+    planfile.write(config.state_dir, now, merged.values())
