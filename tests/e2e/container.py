@@ -367,16 +367,18 @@ class Container:
 
     def wait_for(
         self, predicate: Callable[[], T], timeout: float, what: str = "condition",
-        interval: float = 0.05,
+        interval: float = 0.05, detail: Callable[[], str] | None = None,
     ) -> T:
-        """Poll predicate until it returns a truthy value; return that value."""
+        """Poll predicate until it returns a truthy value; return that value. `detail`: what
+        the timeout's error adds (what was seen instead)."""
         deadline = time.monotonic() + timeout
         while True:
             value = predicate()
             if value:
                 return value
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"timed out after {timeout:.1f}s waiting for {what}")
+                seen = f"\n{detail()}" if detail is not None else ""
+                raise TimeoutError(f"timed out after {timeout:.1f}s waiting for {what}{seen}")
             time.sleep(interval)
 
     def failed_units(self) -> str:

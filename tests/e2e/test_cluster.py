@@ -66,11 +66,9 @@ def test_both_nodes_up_each_fire_runs_exactly_once_on_the_preferred_node(cluster
     # still, so wait for its ten refusals rather than a fixed time, then look at what ran.
     standby = "SELECT count(*) FROM mt_refusals WHERE node = 'ny4-b' AND " \
               "fields LIKE '%refused=already-ran%'"
-    try:
-        cluster.nodes["ny4-b"].wait_for(lambda: cluster.psql(standby) == "10", 30,
-                                        "the standby's 10 already-ran refusals", interval=0.5)
-    except TimeoutError:
-        pytest.fail("the standby's refusals: " + cluster.psql(
+    cluster.nodes["ny4-b"].wait_for(
+        lambda: cluster.psql(standby) == "10", 30, "the standby's 10 already-ran refusals",
+        interval=0.5, detail=lambda: "the standby's refusals: " + cluster.psql(
             "SELECT string_agg(job || ' ' || fields, E'\\n') FROM mt_refusals "
             "WHERE node = 'ny4-b'") + f"\nruns: {cluster.runs()}")
     runs = cluster.runs()
@@ -131,11 +129,10 @@ def test_a_lock_group_shared_across_nodes_never_runs_concurrently(cluster: Clust
     # host): waited for, not a fixed time, then nothing else has run.
     skipped = "SELECT string_agg(node, ',' ORDER BY node) FROM mt_refusals WHERE " \
               "job = 'opening-orders' AND fields LIKE '%overlap-skipped%'"
-    try:
-        cluster.pg.wait_for(lambda: cluster.psql(skipped) == "ny4-a,ny4-b", 30,
-                            "both nodes' opening-orders skipped", interval=0.5)
-    except TimeoutError:
-        pytest.fail(f"skipped on: {cluster.psql(skipped)!r}; runs: {cluster.runs()}")
+    cluster.pg.wait_for(lambda: cluster.psql(skipped) == "ny4-a,ny4-b", 30,
+                        "both nodes' opening-orders skipped", interval=0.5,
+                        detail=lambda: f"skipped on: {cluster.psql(skipped)!r}; "
+                                       f"runs: {cluster.runs()}")
     runs = cluster.runs()
     assert [(r[0], r[1]) for r in runs] == [("ny4-b", "reconcile")], runs
     journal = cluster.scenes["ny4-a"].journal_of(second)
@@ -246,11 +243,9 @@ def test_a_halt_on_one_node_stops_the_other_nodes_order_job_and_holds_everywhere
     out = cluster.nodes["ny4-a"].run(["market-timers", "halt", "--reason", "runaway algo"]).stdout
     print(f"[e2e] market-timers halt on ny4-a took {time.monotonic() - halted:.2f}s")
     assert "every node" in out
-    try:
-        b.wait_for(lambda: b.show(orders.service, "ActiveState") != "active", 30,
-                   "ny4-b's listener to stop the order job")
-    except TimeoutError:
-        raise AssertionError(b.journal("-u", "market-halt-watch.service", "-o", "cat")) from None
+    b.wait_for(lambda: b.show(orders.service, "ActiveState") != "active", 30,
+               "ny4-b's listener to stop the order job",
+               detail=lambda: b.journal("-u", "market-halt-watch.service", "-o", "cat"))
     print(f"[e2e] ny4-b's order job stopped within {time.monotonic() - halted:.2f}s of the "
           "halt command's start on ny4-a")
     assert "halted" in b.journal("-u", "market-halt-watch.service", "-o", "cat")
@@ -337,12 +332,10 @@ def test_an_admin_lock_on_the_ledger_across_a_fire_one_node_runs_never_both(clus
     # released at once, both nodes retry: the other one finds the fire run (already-ran) or
     # its group being taken by the winner's start (overlap-skipped); either way it refuses,
     # waited for (a loaded host delays it), not a fixed time
-    try:
-        cluster.pg.wait_for(lambda: "refused=" in cluster.psql(refusal), 30,
-                            f"{other}'s refusal of the fire", interval=0.5)
-    except TimeoutError:
-        pytest.fail(f"{other} recorded no refusal of the fire: {cluster.psql(refusal)!r}; "
-                    f"runs: {cluster.runs()}")
+    cluster.pg.wait_for(lambda: "refused=" in cluster.psql(refusal), 30,
+                        f"{other}'s refusal of the fire", interval=0.5,
+                        detail=lambda: f"{other} recorded: {cluster.psql(refusal)!r}; "
+                                       f"runs: {cluster.runs()}")
     runs = cluster.runs()
     assert [r[1] for r in runs] == ["closing-orders"], runs  # once, on either node
     assert runs[0][2] >= j.instant.timestamp() + 4, "it ran while the admin held the table"

@@ -35,8 +35,9 @@ def already_started(config: Config, fires: list[planning.Fire]) -> dict[tuple[st
             continue
         key = ledger.Key(f.job, f.session.isoformat())
         if isinstance(book, LocalLedger):  # a key nothing names is read no further
-            names = listed[f.job] if f.job in listed else listed.setdefault(
-                f.job, _names(config.state_dir, f.job))
+            if f.job not in listed:
+                listed[f.job] = _names(config.state_dir, f.job)
+            names = listed[f.job]
             if names is not None and key.name not in names:
                 continue
         try:
