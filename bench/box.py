@@ -55,14 +55,5 @@ def now_inside(box: Container) -> float:
     return float(box.run(["date", "+%s.%N"]).stdout)
 
 
-def reload_count(box: Container) -> int:
-    """daemon-reloads PID 1 has done since boot: its "Reloading." journal lines (257:
-    "Reloading..."; 252 has no NReloads property)."""
-    said = ("Reloading.", "Reloading...")  # systemd 252's words, 257's
-    out = box.run(["journalctl", "--no-pager", "-q", "-o", "cat", "_PID=1",
-                   *(f"MESSAGE={m}" for m in said)], check=False).stdout
-    return sum(1 for line in out.splitlines() if line.strip() in said)
-
-
 def loaded_units(box: Container) -> int:
     return int(box.run(["systemctl", "show", "--value", "-p", "NNames"]).stdout.strip())

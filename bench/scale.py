@@ -57,11 +57,11 @@ def pid1(box) -> tuple[float, float]:
 
 
 def sync(box, config: str | None = None) -> dict:
-    from bench.box import CONFIG, reload_count
+    from bench.box import CONFIG
 
     if config is not None:
         box.write_file(CONFIG, config)
-    reloads = reload_count(box)
+    reloads = box.daemon_reloads()
     t0 = time.perf_counter()
     done = box.run(["market-timers", "sync", "-v"], check=False, timeout=1200)  # -v: every unit
     wall = time.perf_counter() - t0
@@ -70,7 +70,7 @@ def sync(box, config: str | None = None) -> dict:
             "started": sum(1 for x in done.stdout.splitlines() if x.startswith("start ")),
             "nothing": done.stdout.strip().startswith("nothing to do"),
             "stderr": done.stderr[:300],
-            "reloads": reload_count(box) - reloads}
+            "reloads": box.daemon_reloads() - reloads}
 
 
 def active_timers(box) -> int:

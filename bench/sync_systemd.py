@@ -46,10 +46,8 @@ def timed(box, argv: list[str], timeout: float = 600) -> tuple[float, str]:
 
 
 def reloads(box) -> int:
-    from bench.box import reload_count
-
     time.sleep(0.3)  # let PID 1's "Reloading." reach the journal
-    return reload_count(box)
+    return box.daemon_reloads()
 
 
 def run(box) -> Section:

@@ -381,6 +381,14 @@ class Container:
                 raise TimeoutError(f"timed out after {timeout:.1f}s waiting for {what}{seen}")
             time.sleep(interval)
 
+    def daemon_reloads(self) -> int:
+        """daemon-reloads PID 1 has done since boot: its "Reloading." journal lines (257 says
+        "Reloading..."; 252 has no NReloads property)."""
+        said = ("Reloading.", "Reloading...")
+        out = self.run(["journalctl", "--no-pager", "-q", "-o", "cat", "_PID=1",
+                        *(f"MESSAGE={m}" for m in said)], check=False).stdout
+        return sum(1 for line in out.splitlines() if line.strip() in said)
+
     def failed_units(self) -> str:
         return self.systemctl("list-units", "--failed", "--plain", "--no-legend",
                               check=False).stdout.strip()

@@ -18,13 +18,6 @@ pytestmark = pytest.mark.e2e
 JOBS = 1000
 
 
-def reloads(box: Container) -> int:
-    said = ("Reloading.", "Reloading...")  # systemd 252's words, 257's
-    out = box.run(["journalctl", "--no-pager", "-q", "-o", "cat", "_PID=1",
-                   *(f"MESSAGE={m}" for m in said)], check=False).stdout
-    return sum(1 for line in out.splitlines() if line.strip() in said)
-
-
 def active_timers(box: Container) -> set[str]:
     out = box.systemctl("list-units", "--type=timer", "--state=active", "--plain", "--no-legend",
                         "--full", "market-scale*").stdout
@@ -40,10 +33,10 @@ def test_a_thousand_jobs_sync_once_with_every_timer_active(scenario: Scenario) -
     started = set(re.findall(r"^start (market-scale\d{4}@\S+\.timer)$", done.stdout, re.M))
     assert {t.split("@")[0] for t in started} == {f"market-{j.name}" for j in jobs}
     assert active_timers(box) == started  # every timer written is started, none left behind
-    before = reloads(box)
+    before = box.daemon_reloads()
     again = box.run(["market-timers", "sync"], timeout=900)
     assert again.stdout.strip().startswith("nothing to do"), again.stdout
-    assert reloads(box) == before
+    assert box.daemon_reloads() == before
     # sync's record of what it wrote (unitcache.py) never hides a unit changed behind its back:
     # one service edited by hand (its mtime put back) is rewritten, with one reload
     edited = f"/etc/systemd/system/{sorted(started)[0].removesuffix('.timer')}.service"
@@ -52,4 +45,4 @@ def test_a_thousand_jobs_sync_once_with_every_timer_active(scenario: Scenario) -
     fixed = box.run(["market-timers", "sync", "-v"], timeout=900)
     assert re.findall(r"^rewrite (\S+)$", fixed.stdout, re.M) == [edited.rsplit("/", 1)[1]]
     assert "/bin/false" not in box.run(["cat", edited]).stdout
-    assert reloads(box) == before + 1
+    assert box.daemon_reloads() == before + 1
